@@ -1,0 +1,47 @@
+package allocator
+
+import "math/bits"
+
+// bitmap is a fixed-size set of alignment units. The allocator keeps two:
+// the first unit of every live block and the last unit of every live block.
+// Together they validate a Block handed to Free in O(size/align/64) words
+// without a per-block map entry, which keeps batch allocation at a few
+// nanoseconds per block.
+type bitmap []uint64
+
+func newBitmap(n int64) bitmap { return make(bitmap, (n+63)/64) }
+
+func (m bitmap) get(i int64) bool { return m[i>>6]&(1<<(uint64(i)&63)) != 0 }
+func (m bitmap) set(i int64)      { m[i>>6] |= 1 << (uint64(i) & 63) }
+func (m bitmap) clear(i int64)    { m[i>>6] &^= 1 << (uint64(i) & 63) }
+
+// anySet reports whether any bit in [lo, hi) is set.
+func (m bitmap) anySet(lo, hi int64) bool {
+	if lo >= hi {
+		return false
+	}
+	lw, hw := lo>>6, (hi-1)>>6
+	lmask := ^uint64(0) << (uint64(lo) & 63)
+	hmask := ^uint64(0) >> (63 - (uint64(hi-1) & 63))
+	if lw == hw {
+		return m[lw]&lmask&hmask != 0
+	}
+	if m[lw]&lmask != 0 || m[hw]&hmask != 0 {
+		return true
+	}
+	for _, w := range m[lw+1 : hw] {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// count returns the number of set bits.
+func (m bitmap) count() int64 {
+	var n int
+	for _, w := range m {
+		n += bits.OnesCount64(w)
+	}
+	return int64(n)
+}

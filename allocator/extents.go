@@ -1,0 +1,206 @@
+package allocator
+
+// The free-extent index.
+//
+// Every free extent is one node in a pool (a slice, so the index holds no
+// pointers and costs the garbage collector nothing to scan). A node is
+// reachable two ways:
+//
+//   - by address: byStart maps an extent's first unit to its node and byEnd
+//     maps the unit one past its last unit to its node. Freeing a block finds
+//     both neighbours with two O(1) lookups, so coalescing is immediate and
+//     free extents are never adjacent.
+//   - by size: a treap ordered by (size, start). Best fit is a lower-bound
+//     search, the largest extent is the rightmost node, and "how many objects
+//     of size s fit" walks the extents of at least s units from the largest
+//     down. Every update is O(log F) expected in the number F of free
+//     extents; priorities come from a fixed-seed generator, so the shape,
+//     and with it every placement decision, is deterministic.
+
+type extent struct {
+	start, size int64 // in alignment units
+	left, right int32 // treap children; 0 is nil
+	prio        uint32
+}
+
+type extentIndex struct {
+	nodes   []extent // nodes[0] is the nil sentinel
+	spare   []int32  // released node ids, reused before nodes grows
+	root    int32
+	byStart map[int64]int32
+	byEnd   map[int64]int32
+	rng     uint64
+}
+
+func newExtentIndex() extentIndex {
+	return extentIndex{
+		nodes:   make([]extent, 1, 64),
+		byStart: make(map[int64]int32),
+		byEnd:   make(map[int64]int32),
+		rng:     0x9E3779B97F4A7C15,
+	}
+}
+
+func (x *extentIndex) len() int { return len(x.byStart) }
+
+func (x *extentIndex) less(a, b int32) bool {
+	na, nb := &x.nodes[a], &x.nodes[b]
+	return na.size < nb.size || (na.size == nb.size && na.start < nb.start)
+}
+
+func (x *extentIndex) nextPrio() uint32 {
+	// xorshift64*: deterministic and cheap.
+	x.rng ^= x.rng >> 12
+	x.rng ^= x.rng << 25
+	x.rng ^= x.rng >> 27
+	return uint32((x.rng * 2685821657736338717) >> 32)
+}
+
+// add inserts a free extent [start, start+size).
+func (x *extentIndex) add(start, size int64) {
+	var id int32
+	if n := len(x.spare); n > 0 {
+		id = x.spare[n-1]
+		x.spare = x.spare[:n-1]
+	} else {
+		x.nodes = append(x.nodes, extent{})
+		id = int32(len(x.nodes) - 1)
+	}
+	x.nodes[id] = extent{start: start, size: size, prio: x.nextPrio()}
+	x.byStart[start] = id
+	x.byEnd[start+size] = id
+	x.root = x.insert(x.root, id)
+}
+
+// remove deletes extent id from the index.
+func (x *extentIndex) remove(id int32) {
+	n := &x.nodes[id]
+	delete(x.byStart, n.start)
+	delete(x.byEnd, n.start+n.size)
+	x.root = x.delete(x.root, id)
+	x.spare = append(x.spare, id)
+}
+
+// reshape moves extent id to [start, start+size), which must not overlap
+// another free extent. The node keeps its identity and priority.
+func (x *extentIndex) reshape(id int32, start, size int64) {
+	x.root = x.delete(x.root, id)
+	n := &x.nodes[id]
+	if n.start != start {
+		delete(x.byStart, n.start)
+		x.byStart[start] = id
+	}
+	if end := start + size; n.start+n.size != end {
+		delete(x.byEnd, n.start+n.size)
+		x.byEnd[end] = id
+	}
+	n.start, n.size, n.left, n.right = start, size, 0, 0
+	x.root = x.insert(x.root, id)
+}
+
+func (x *extentIndex) insert(t, id int32) int32 {
+	if t == 0 {
+		return id
+	}
+	if x.nodes[id].prio > x.nodes[t].prio {
+		l, r := x.split(t, id)
+		x.nodes[id].left, x.nodes[id].right = l, r
+		return id
+	}
+	if x.less(id, t) {
+		x.nodes[t].left = x.insert(x.nodes[t].left, id)
+	} else {
+		x.nodes[t].right = x.insert(x.nodes[t].right, id)
+	}
+	return t
+}
+
+// split divides treap t into the nodes ordered before id and the rest.
+func (x *extentIndex) split(t, id int32) (l, r int32) {
+	if t == 0 {
+		return 0, 0
+	}
+	if x.less(t, id) {
+		a, b := x.split(x.nodes[t].right, id)
+		x.nodes[t].right = a
+		return t, b
+	}
+	a, b := x.split(x.nodes[t].left, id)
+	x.nodes[t].left = b
+	return a, t
+}
+
+func (x *extentIndex) merge(l, r int32) int32 {
+	if l == 0 {
+		return r
+	}
+	if r == 0 {
+		return l
+	}
+	if x.nodes[l].prio > x.nodes[r].prio {
+		x.nodes[l].right = x.merge(x.nodes[l].right, r)
+		return l
+	}
+	x.nodes[r].left = x.merge(l, x.nodes[r].left)
+	return r
+}
+
+func (x *extentIndex) delete(t, id int32) int32 {
+	if t == id {
+		n := &x.nodes[t]
+		return x.merge(n.left, n.right)
+	}
+	if x.less(id, t) {
+		x.nodes[t].left = x.delete(x.nodes[t].left, id)
+	} else {
+		x.nodes[t].right = x.delete(x.nodes[t].right, id)
+	}
+	return t
+}
+
+// bestFit returns the smallest extent of at least size units, the lowest
+// address among equals, or 0 when none is that large.
+func (x *extentIndex) bestFit(size int64) int32 {
+	best := int32(0)
+	for t := x.root; t != 0; {
+		if x.nodes[t].size >= size {
+			best = t
+			t = x.nodes[t].left
+		} else {
+			t = x.nodes[t].right
+		}
+	}
+	return best
+}
+
+// largest returns the size in units of the largest free extent, or 0.
+func (x *extentIndex) largest() int64 {
+	t := x.root
+	if t == 0 {
+		return 0
+	}
+	for x.nodes[t].right != 0 {
+		t = x.nodes[t].right
+	}
+	return x.nodes[t].size
+}
+
+// slots returns min(limit, Σ⌊size_i/size⌋) over the free extents, visiting
+// only extents of at least size units, largest first, and stopping as soon
+// as limit is reached.
+func (x *extentIndex) slots(size, limit int64) int64 {
+	return x.slotsIn(x.root, size, limit, 0)
+}
+
+func (x *extentIndex) slotsIn(t int32, size, limit, acc int64) int64 {
+	for t != 0 && acc < limit {
+		n := &x.nodes[t]
+		acc = x.slotsIn(n.right, size, limit, acc)
+		if acc >= limit || n.size < size {
+			break // everything left of a too-small node is too small
+		}
+		acc += n.size / size
+		t = n.left
+	}
+	return min(acc, limit)
+}

@@ -1,0 +1,36 @@
+package allocator
+
+// Region is the memory an Allocator carves. The allocator never stores Go
+// pointers in it and hands out offsets into it, so a region may live off the
+// Go heap (mmap, pinned, CUDA host memory) without the garbage collector ever
+// scanning or moving it.
+type Region interface {
+	// Bytes returns the whole region. The slice is valid until Close.
+	Bytes() []byte
+	// Kind names the memory: "heap", "mmap", "pinned" or "cuda-host".
+	Kind() string
+	// Close releases the memory. It is idempotent: a second call returns nil
+	// and does nothing. Blocks handed out over the region are invalid after.
+	Close() error
+}
+
+// Region kinds returned by Region.Kind.
+const (
+	KindHeap     = "heap"
+	KindMmap     = "mmap"
+	KindPinned   = "pinned"
+	KindCUDAHost = "cuda-host"
+)
+
+// MmapOptions configures NewMmapRegion.
+type MmapOptions struct {
+	// Populate prefaults every page at creation (MAP_POPULATE), so first
+	// touches in the hot path do not fault.
+	Populate bool
+	// HugePages asks for transparent huge pages (MADV_HUGEPAGE).
+	HugePages bool
+	// Lock page-locks the mapping with mlock, giving pinned host memory; the
+	// region's Kind is then "pinned". A refused lock is an error that names
+	// RLIMIT_MEMLOCK and the limit in force.
+	Lock bool
+}
