@@ -1,0 +1,410 @@
+package allocator_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference"
+)
+
+const (
+	KiB = int64(1) << 10
+	MiB = int64(1) << 20
+)
+
+func newAlloc(t testing.TB, capacity, align int64) *allocator.Allocator {
+	t.Helper()
+	r, err := allocator.NewHeapRegion(capacity)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{Align: align})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+	return a
+}
+
+// TestExamples pins the cases the issue names.
+func TestExamples(t *testing.T) {
+	t.Run("up-to 10 of 8MiB in 64MiB grants 8", func(t *testing.T) {
+		a := newAlloc(t, 64*MiB, 0)
+		got, err := a.AllocateUpTo(8*MiB, 10, allocator.ContiguousFirst)
+		require.NoError(t, err)
+		require.Len(t, got, 8)
+		for i, b := range got {
+			assert.Equal(t, allocator.Block{Offset: int64(i) * 8 * MiB, Size: 8 * MiB}, b)
+		}
+		assert.Equal(t, uint64(1), a.Stats().PartialGrants)
+		require.NoError(t, a.Verify())
+	})
+	t.Run("every other block freed", func(t *testing.T) {
+		a := newAlloc(t, 64*MiB, 0)
+		all, err := a.AllocateBatch(4*MiB, 16, allocator.Contiguous)
+		require.NoError(t, err)
+		for i := 0; i < 16; i += 2 {
+			require.NoError(t, a.Free(all[i]))
+		}
+		// Freeing 9 joins 8, 9 and 10 into one run of three slots.
+		require.NoError(t, a.Free(all[9]))
+		st := a.Stats()
+		require.Equal(t, 7, st.FreeExtents) // 0, 2, 4, 6, 8-10, 12, 14: nine slots
+		require.Equal(t, 12*MiB, st.LargestFree)
+
+		_, err = a.AllocateBatch(4*MiB, 8, allocator.Contiguous) // 32 MiB of 36 free
+		require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+		assert.Equal(t, uint64(1), a.Stats().FailedFragmented)
+
+		c, err := a.AllocateUpTo(4*MiB, 10, allocator.Contiguous)
+		require.NoError(t, err)
+		require.Len(t, c, 3, "contiguous gets only what one run holds")
+		for i := 1; i < len(c); i++ {
+			assert.Equal(t, c[i-1].End(), c[i].Offset)
+		}
+		require.NoError(t, a.Free(c...))
+
+		s, err := a.AllocateUpTo(4*MiB, 20, allocator.Scattered)
+		require.NoError(t, err)
+		require.Len(t, s, 9, "scattered gets every free slot")
+		assert.Zero(t, a.Stats().Free)
+		require.NoError(t, a.Verify())
+	})
+}
+
+// TestBadInput checks every rejected call returns a wrapped sentinel and
+// leaves the allocator unchanged.
+func TestBadInput(t *testing.T) {
+	a := newAlloc(t, 64*MiB, 0)
+	live, err := a.AllocateBatch(MiB, 4, allocator.Scattered)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(live[1]))
+	before := a.Stats()
+	extents := a.FreeExtents()
+
+	calls := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"Allocate size 0", func() error { _, err := a.Allocate(0); return err }, allocator.ErrInvalidArgument},
+		{"Allocate size -1", func() error { _, err := a.Allocate(-1); return err }, allocator.ErrInvalidArgument},
+		{"Allocate above capacity", func() error { _, err := a.Allocate(64*MiB + 1); return err }, allocator.ErrOutOfMemory},
+		{"Allocate above capacity is invalid", func() error { _, err := a.Allocate(math.MaxInt64); return err }, allocator.ErrInvalidArgument},
+		{"Batch n<0", func() error { _, err := a.AllocateBatch(MiB, -1, 0); return err }, allocator.ErrInvalidArgument},
+		{"Batch size 0", func() error { _, err := a.AllocateBatch(0, 3, 0); return err }, allocator.ErrInvalidArgument},
+		{"Batch overflow", func() error { _, err := a.AllocateBatch(MiB, math.MaxInt, 0); return err }, allocator.ErrInvalidArgument},
+		{"Batch bad placement", func() error { _, err := a.AllocateBatch(MiB, 1, 7); return err }, allocator.ErrInvalidArgument},
+		{"Batch too many", func() error { _, err := a.AllocateBatch(MiB, 100, 0); return err }, allocator.ErrOutOfMemory},
+		{"UpTo n<0", func() error { _, err := a.AllocateUpTo(MiB, -5, 0); return err }, allocator.ErrInvalidArgument},
+		{"UpTo overflow", func() error { _, err := a.AllocateUpTo(MiB, math.MaxInt, 0); return err }, allocator.ErrInvalidArgument},
+		{"UpTo above capacity", func() error { _, err := a.AllocateUpTo(65*MiB, 2, 0); return err }, allocator.ErrInvalidArgument},
+		{"Free foreign", func() error { return a.Free(allocator.Block{Offset: 40 * MiB, Size: MiB}) }, allocator.ErrInvalidBlock},
+		{"Free misaligned", func() error { return a.Free(allocator.Block{Offset: 1, Size: MiB}) }, allocator.ErrInvalidBlock},
+		{"Free out of range", func() error { return a.Free(allocator.Block{Offset: 64 * MiB, Size: MiB}) }, allocator.ErrInvalidBlock},
+		{"Free huge size", func() error { return a.Free(allocator.Block{Offset: 0, Size: math.MaxInt64}) }, allocator.ErrInvalidBlock},
+		{"Free negative", func() error { return a.Free(allocator.Block{Offset: -4096, Size: 4096}) }, allocator.ErrInvalidBlock},
+		{"Free zero size", func() error { return a.Free(allocator.Block{Offset: 0}) }, allocator.ErrInvalidBlock},
+		{"Free short", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB / 2}) }, allocator.ErrInvalidBlock},
+		{"Free long", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB}) }, allocator.ErrInvalidBlock},
+		{"Free spanning two blocks", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB}) }, allocator.ErrInvalidBlock},
+		{"Free already free", func() error { return a.Free(live[1]) }, allocator.ErrInvalidBlock},
+		{"Free repeated in call", func() error { return a.Free(live[0], live[2], live[0]) }, allocator.ErrInvalidBlock},
+		{"Free good then bad", func() error { return a.Free(live[0], live[2], allocator.Block{Offset: 4096, Size: 4096}) }, allocator.ErrInvalidBlock},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			require.ErrorIs(t, err, c.want)
+			after := a.Stats()
+			after.Counters = before.Counters
+			assert.Equal(t, before, after)
+			assert.Equal(t, extents, a.FreeExtents())
+			require.NoError(t, a.Verify())
+		})
+	}
+	t.Run("n=0 is empty, not an error", func(t *testing.T) {
+		for _, p := range allocator.Placements {
+			b, err := a.AllocateBatch(MiB, 0, p)
+			require.NoError(t, err)
+			assert.NotNil(t, b)
+			assert.Empty(t, b)
+			b, err = a.AllocateUpTo(MiB, 0, p)
+			require.NoError(t, err)
+			assert.Empty(t, b)
+		}
+	})
+	t.Run("bad alignment", func(t *testing.T) {
+		for _, align := range []int64{-4096, 3, 4095, 4097, 6 * KiB} {
+			r, err := allocator.NewHeapRegion(MiB)
+			require.NoError(t, err)
+			_, err = allocator.New(r, allocator.Options{Align: align})
+			require.ErrorIs(t, err, allocator.ErrInvalidArgument, "align %d", align)
+		}
+	})
+	t.Run("error names the bad block", func(t *testing.T) {
+		err := a.Free(live[0], allocator.Block{Offset: 12345, Size: 4096})
+		require.ErrorIs(t, err, allocator.ErrInvalidBlock)
+		assert.Contains(t, err.Error(), "block 1 {Offset: 12345, Size: 4096}")
+	})
+}
+
+// TestFreeCoalescesToOneExtent frees everything in several orders and
+// expects one extent spanning the capacity.
+func TestFreeCoalescesToOneExtent(t *testing.T) {
+	orders := map[string]func([]allocator.Block){
+		"forward": func([]allocator.Block) {},
+		"reverse": func(b []allocator.Block) {
+			for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+				b[i], b[j] = b[j], b[i]
+			}
+		},
+		"shuffled": func(b []allocator.Block) {
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] })
+		},
+	}
+	for name, reorder := range orders {
+		t.Run(name, func(t *testing.T) {
+			a := newAlloc(t, 32*MiB, 0)
+			bs, err := a.AllocateBatch(64*KiB, 512, allocator.Contiguous)
+			require.NoError(t, err)
+			reorder(bs)
+			require.NoError(t, a.Free(bs[:100]...))
+			require.NoError(t, a.Verify())
+			require.NoError(t, a.Free(bs[100:]...))
+			st := a.Stats()
+			assert.Equal(t, 1, st.FreeExtents)
+			assert.Equal(t, st.Capacity, st.LargestFree)
+			require.NoError(t, a.Verify())
+		})
+	}
+}
+
+// TestDifferential runs thousands of random operations under every
+// placement against the bitmap reference and checks, after each one, the
+// allocator's invariants and its agreement with the reference.
+func TestDifferential(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			runDifferential(t, seed, 2500)
+		})
+	}
+}
+
+func runDifferential(t *testing.T, seed uint64, ops int) {
+	const align = 4 * KiB
+	capacity := 256 * align
+	a := newAlloc(t, capacity, align)
+	ref := reference.NewAlloc(capacity, align)
+	rng := rand.New(rand.NewPCG(seed, seed*7919))
+	var live []allocator.Block
+	sizes := []int64{1, align, align + 1, 3 * align, 5 * align, 16 * align}
+
+	for op := 0; op < ops; op++ {
+		size := sizes[rng.IntN(len(sizes))]
+		n := rng.IntN(12)
+		p := allocator.Placements[rng.IntN(3)]
+		var desc string
+		switch k := rng.IntN(10); {
+		case k < 2:
+			desc = fmt.Sprintf("Allocate(%d)", size)
+			want := ref.BestFit(size)
+			b, err := a.Allocate(size)
+			if want < 0 {
+				require.ErrorIs(t, err, allocator.ErrOutOfMemory, desc)
+				break
+			}
+			require.NoError(t, err, desc)
+			require.Equal(t, want, b.Offset, "%s: not the best fit", desc)
+			require.Equal(t, ref.Units(size)*align, b.Size)
+			require.NoError(t, ref.Take([]allocator.Block{b}), desc)
+			live = append(live, b)
+		case k < 4:
+			desc = fmt.Sprintf("AllocateBatch(%d, %d, %v)", size, n, p)
+			fits := ref.MaxSlots(size, n) == n
+			if p == allocator.Contiguous {
+				fits = ref.MaxRun(size, n) == n
+			}
+			bs, err := a.AllocateBatch(size, n, p)
+			if !fits {
+				require.ErrorIs(t, err, allocator.ErrOutOfMemory, desc)
+				break
+			}
+			require.NoError(t, err, desc)
+			require.Len(t, bs, n, desc)
+			checkShape(t, desc, bs, p, ref.MaxRun(size, n) == n)
+			require.NoError(t, ref.Take(bs), desc)
+			live = append(live, bs...)
+		case k < 6:
+			desc = fmt.Sprintf("AllocateUpTo(%d, %d, %v)", size, n, p)
+			want := ref.MaxSlots(size, n)
+			if p == allocator.Contiguous {
+				want = ref.MaxRun(size, n)
+			}
+			oneRun := ref.MaxRun(size, want) == want
+			bs, err := a.AllocateUpTo(size, n, p)
+			require.NoError(t, err, desc)
+			require.Len(t, bs, want, "%s: not the maximum", desc)
+			checkShape(t, desc, bs, p, oneRun)
+			require.NoError(t, ref.Take(bs), desc)
+			live = append(live, bs...)
+		case k < 7:
+			desc = fmt.Sprintf("Fit(%d, %d)", size, n)
+			require.Equal(t, ref.MaxSlots(size, n), a.Fit(size, n), desc)
+		default:
+			// Free a random subset, sometimes corrupted.
+			if len(live) == 0 {
+				continue
+			}
+			rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
+			m := 1 + rng.IntN(min(len(live), 6))
+			req := append([]allocator.Block(nil), live[:m]...)
+			switch rng.IntN(6) {
+			case 0:
+				req = append(req, req[0]) // repeated
+			case 1:
+				req[rng.IntN(m)].Size += align // wrong size
+			case 2:
+				req[rng.IntN(m)].Offset += align / 2 // misaligned
+			}
+			desc = fmt.Sprintf("Free(%v)", req)
+			err := a.Free(req...)
+			if !ref.Valid(req) {
+				require.ErrorIs(t, err, allocator.ErrInvalidBlock, desc)
+				break
+			}
+			require.NoError(t, err, desc)
+			ref.Release(req)
+			live = live[m:]
+		}
+		require.NoError(t, ref.Compare(a), "after op %d %s", op, desc)
+	}
+	require.NoError(t, a.Free(live...))
+	st := a.Stats()
+	require.Equal(t, 1, st.FreeExtents)
+	require.Equal(t, st.Capacity, st.LargestFree)
+	require.NoError(t, a.Verify())
+}
+
+// checkShape checks placement: a contiguous batch ascends without gaps,
+// and a contiguous-first batch does too whenever one run could hold it.
+func checkShape(t *testing.T, desc string, bs []allocator.Block, p allocator.Placement, oneRunPossible bool) {
+	t.Helper()
+	if p == allocator.Scattered || (p == allocator.ContiguousFirst && !oneRunPossible) {
+		return
+	}
+	for i := 1; i < len(bs); i++ {
+		require.Equal(t, bs[i-1].End(), bs[i].Offset, "%s: block %d does not follow block %d", desc, i, i-1)
+	}
+}
+
+// TestConcurrent hammers one allocator from many goroutines under -race.
+func TestConcurrent(t *testing.T) {
+	a := newAlloc(t, 64*MiB, 0)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 300 {
+				n := 1 + rng.IntN(8)
+				bs, err := a.AllocateUpTo(64*KiB*int64(1+rng.IntN(4)), n, allocator.Placements[rng.IntN(3)])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = a.Stats()
+				_ = a.Fit(64*KiB, 4)
+				if len(bs) > 0 {
+					a.Bytes(bs[0])[0] = byte(g)
+				}
+				if err := a.Free(bs...); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := a.Stats()
+	assert.Equal(t, 1, st.FreeExtents)
+	assert.Zero(t, st.Used)
+	require.NoError(t, a.Verify())
+}
+
+func TestCloseAndBytes(t *testing.T) {
+	r, err := allocator.NewHeapRegion(MiB)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	b, err := a.Allocate(100)
+	require.NoError(t, err)
+	assert.Equal(t, allocator.Block{Offset: 0, Size: 4096}, b)
+	buf := a.Bytes(b)
+	require.Len(t, buf, 4096)
+	assert.Nil(t, a.Bytes(allocator.Block{Offset: MiB - 4096, Size: 8192}))
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close())
+	assert.Nil(t, a.Bytes(b))
+	_, err = a.Allocate(100)
+	require.ErrorIs(t, err, allocator.ErrClosed)
+	require.ErrorIs(t, a.Free(b), allocator.ErrClosed)
+	assert.Zero(t, a.Fit(100, 1))
+	assert.Nil(t, r.Bytes(), "Close closes the region")
+}
+
+// TestZeroAllocs asserts that single-block Allocate and Free allocate
+// nothing, and that a batch with a caller-provided slice allocates nothing.
+func TestZeroAllocs(t *testing.T) {
+	a := newAlloc(t, 256*MiB, 0)
+	// Fragment a little so the index is not trivial.
+	bs, err := a.AllocateBatch(MiB, 64, allocator.Contiguous)
+	require.NoError(t, err)
+	for i := 0; i < len(bs); i += 2 {
+		require.NoError(t, a.Free(bs[i]))
+	}
+	single := testing.AllocsPerRun(1000, func() {
+		b, err := a.Allocate(8 * MiB)
+		if err != nil {
+			panic(err)
+		}
+		if err := a.Free(b); err != nil {
+			panic(err)
+		}
+	})
+	assert.Zero(t, single, "allocs per Allocate+Free")
+	dst := make([]allocator.Block, 0, 16)
+	batch := testing.AllocsPerRun(1000, func() {
+		out, err := a.AppendBatch(dst[:0], 4*MiB, 16, allocator.Scattered)
+		if err != nil {
+			panic(err)
+		}
+		if err := a.Free(out...); err != nil {
+			panic(err)
+		}
+	})
+	assert.Zero(t, batch, "allocs per AppendBatch+Free with a caller slice")
+	fresh := testing.AllocsPerRun(100, func() {
+		out, err := a.AllocateBatch(4*MiB, 16, allocator.Scattered)
+		if err != nil {
+			panic(err)
+		}
+		if err := a.Free(out...); err != nil {
+			panic(err)
+		}
+	})
+	assert.Equal(t, 1.0, fresh, "AllocateBatch allocates exactly its result slice")
+}
+
+func TestPlacementNames(t *testing.T) {
+	for _, p := range allocator.Placements {
+		q, err := allocator.ParsePlacement(p.String())
+		require.NoError(t, err)
+		assert.Equal(t, p, q)
+	}
+	_, err := allocator.ParsePlacement("best")
+	assert.True(t, errors.Is(err, allocator.ErrInvalidArgument))
+}
