@@ -1,0 +1,71 @@
+// Heap region contract: the memory is one []byte on the Go heap, so unlike
+// the other regions it IS Go memory, scanned (cheaply: it holds no pointers)
+// and kept alive by the garbage collector. The allocator never stores Go
+// pointers in it. Close drops the slice; the memory is reclaimed by the
+// garbage collector once no caller still holds a slice of it.
+
+package allocator
+
+import (
+	"fmt"
+	"sync"
+)
+
+// heapRegion is a Region backed by a plain []byte.
+type heapRegion struct {
+	mu  sync.Mutex
+	buf []byte // nil once closed
+}
+
+// NewHeapRegion returns a region of exactly size bytes on the Go heap,
+// zeroed. It needs no privileges and works everywhere, but the memory may be
+// paged out and is not pinned for DMA. size <= 0 is an error wrapping
+// ErrInvalidArgument, and so is a size the Go runtime cannot allocate as one
+// slice.
+func NewHeapRegion(size int64) (Region, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("%w: heap region size %d: must be positive", ErrInvalidArgument, size)
+	}
+	buf, err := regionMakeHeap(size)
+	if err != nil {
+		return nil, err
+	}
+	return &heapRegion{buf: buf}, nil
+}
+
+// regionMakeHeap allocates size bytes, turning the runtime's "len out of
+// range" panic into an error. (A size the runtime accepts but the machine
+// cannot back is still a fatal out-of-memory: Go offers no way to catch it.)
+func regionMakeHeap(size int64) (buf []byte, err error) {
+	if uint64(size) > uint64(maxRegionInt) {
+		return nil, fmt.Errorf("%w: heap region size %d exceeds the address space", ErrInvalidArgument, size)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			buf = nil
+			err = fmt.Errorf("%w: heap region size %d: %v", ErrInvalidArgument, size, r)
+		}
+	}()
+	return make([]byte, int(size)), nil
+}
+
+// maxRegionInt is the largest int, as an int64-compatible bound.
+const maxRegionInt = int64(^uint(0) >> 1)
+
+// Bytes returns the region, or nil after Close.
+func (r *heapRegion) Bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf
+}
+
+// Kind returns "heap".
+func (r *heapRegion) Kind() string { return KindHeap }
+
+// Close drops the slice. It is idempotent and safe to call concurrently.
+func (r *heapRegion) Close() error {
+	r.mu.Lock()
+	r.buf = nil
+	r.mu.Unlock()
+	return nil
+}
