@@ -1,0 +1,44 @@
+package fuzz
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/mutant"
+)
+
+// TestFuzzAllocatorBites runs FuzzAllocator's checker over the committed
+// corpus against each broken allocator and asserts that some seed makes the
+// check fail for the right reason. A variant that survives means the target
+// cannot catch its bug.
+func TestFuzzAllocatorBites(t *testing.T) {
+	seeds := corpus(t, "FuzzAllocator")
+	variants := []struct {
+		name  string
+		build func(*allocator.Allocator) allocatorUnderTest
+		want  string // a phrase of the error the check must report
+	}{
+		{"AllocateUpTo grants one short", func(a *allocator.Allocator) allocatorUnderTest { return mutant.UpToOneShort{Allocator: a} }, "the maximum is"},
+		{"Fit overstates by one", func(a *allocator.Allocator) allocatorUnderTest { return mutant.FitOneMore{Allocator: a} }, "the maximum is"},
+		{"free extents never coalesce", func(a *allocator.Allocator) allocatorUnderTest { return mutant.NewNoCoalesce(a) }, "free"},
+		{"failed batch leaks a partial grant", func(a *allocator.Allocator) allocatorUnderTest { return mutant.LeakOnFailure{Allocator: a} }, "changed"},
+		{"Free forgives a repeated block", func(a *allocator.Allocator) allocatorUnderTest { return mutant.FreeForgivesRepeats{Allocator: a} }, "invalid block"},
+		{"Contiguous batch scatters", func(a *allocator.Allocator) allocatorUnderTest { return mutant.ContiguousScatters{Allocator: a} }, "out of memory"},
+		{"Used off by one unit", func(a *allocator.Allocator) allocatorUnderTest { return mutant.UsedOffByOne{Allocator: a} }, "!= capacity"},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			for _, s := range seeds {
+				a := newFuzzAllocator(t)
+				err := checkAllocatorOps(v.build(a), decodeAllocOps(s.data))
+				a.Close()
+				if err != nil && strings.Contains(err.Error(), v.want) {
+					t.Logf("caught by seed %s: %v", s.name, err)
+					return
+				}
+			}
+			t.Fatalf("no seed of FuzzAllocator makes the check report %q for this variant", v.want)
+		})
+	}
+}
