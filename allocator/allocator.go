@@ -38,6 +38,7 @@ type Allocator struct {
 	freeUnits, usedUnits, liveBlocks int64
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
 	counters                         Counters
+	runs                             []freeRun // Free's scratch, reused
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -283,27 +284,56 @@ func (a *Allocator) Free(blocks ...Block) error {
 	if a.mem == nil {
 		return ErrClosed
 	}
-	// Phase 1: validate, and claim each block by clearing its start bit so
-	// that a repeat within the call is seen as not live.
+	// Phase 1: validate every block; change nothing. Each block needs its
+	// start and end bits set; each run of blocks that follow each other in
+	// memory needs no other end bit inside it, which one popcount per run
+	// checks (a singleton is a run of one). The runs are kept for phase 2.
+	capacity, mask := a.units<<a.shift, a.align-1
+	ascending := true
+	runs := a.runs[:0]
+	prevEnd := int64(-1)
 	for i, b := range blocks {
-		if reason := a.checkLiveLocked(b); reason != "" {
-			for _, c := range blocks[:i] {
-				a.starts.set(c.Offset >> a.shift)
-			}
-			return fmt.Errorf("%w: block %d {Offset: %d, Size: %d}: %s", ErrInvalidBlock, i, b.Offset, b.Size, reason)
+		off, size := b.Offset, b.Size
+		if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&mask != 0 ||
+			!a.starts.get(off>>a.shift) || !a.ends.get((off+size)>>a.shift-1) {
+			return invalidBlock(i, b, a.whyNotLiveLocked(b))
 		}
-		a.starts.clear(b.Offset >> a.shift)
+		if off < prevEnd {
+			ascending = false
+		}
+		if off != prevEnd {
+			runs = append(runs, freeRun{first: i, start: off >> a.shift})
+		}
+		r := &runs[len(runs)-1]
+		r.end = (off + size) >> a.shift
+		r.blocks++
+		prevEnd = off + size
 	}
-	// Phase 2: release. Blocks that follow each other in the call and in
-	// memory, as a contiguous batch does, are released as one range.
-	for i := 0; i < len(blocks); {
-		u := blocks[i].Offset >> a.shift
-		end := u
-		for ; i < len(blocks) && blocks[i].Offset>>a.shift == end; i++ {
-			end += blocks[i].Size >> a.shift
-			a.ends.clear(end - 1)
+	a.runs = runs
+	for _, r := range runs {
+		if a.ends.countRange(r.start, r.end) != r.blocks {
+			return a.badRunLocked(blocks, r)
 		}
-		a.releaseLocked(u, end-u)
+	}
+	if !ascending {
+		// Blocks that ascend without overlap cannot repeat; others might.
+		if i, repeated := a.findRepeatLocked(blocks); repeated {
+			return invalidBlock(i, blocks[i], "repeated in this call")
+		}
+	}
+	// Phase 2: release each run as one range.
+	for _, r := range runs {
+		if (r.end-r.start)/64 > 2*r.blocks {
+			// Sparse bits (large blocks): clear each block's two.
+			for _, b := range blocks[r.first : r.first+int(r.blocks)] {
+				a.starts.clear(b.Offset >> a.shift)
+				a.ends.clear((b.Offset+b.Size)>>a.shift - 1)
+			}
+		} else {
+			a.starts.clearRange(r.start, r.end)
+			a.ends.clearRange(r.start, r.end)
+		}
+		a.releaseLocked(r.start, r.end-r.start)
 	}
 	a.counters.Frees += uint64(len(blocks))
 	a.liveBlocks -= int64(len(blocks))
@@ -311,24 +341,63 @@ func (a *Allocator) Free(blocks ...Block) error {
 	return nil
 }
 
-// checkLiveLocked returns why b is not exactly a live block, or "".
-func (a *Allocator) checkLiveLocked(b Block) string {
+// findRepeatLocked reports the first block that repeats an earlier one in
+// blocks, all of which are live. It clears each start bit it passes, so a
+// repeat finds its bit clear, then restores them.
+func (a *Allocator) findRepeatLocked(blocks []Block) (int, bool) {
+	at, repeated := len(blocks), false
+	for i, b := range blocks {
+		if !a.starts.get(b.Offset >> a.shift) {
+			at, repeated = i, true
+			break
+		}
+		a.starts.clear(b.Offset >> a.shift)
+	}
+	for _, b := range blocks[:at] {
+		a.starts.set(b.Offset >> a.shift)
+	}
+	return at, repeated
+}
+
+func invalidBlock(i int, b Block, reason string) error {
+	return fmt.Errorf("%w: block %d {Offset: %d, Size: %d}: %s", ErrInvalidBlock, i, b.Offset, b.Size, reason)
+}
+
+// freeRun is a maximal run of blocks in a Free call that follow each other
+// in memory: [start, end) in units, made of blocks blocks from index first.
+type freeRun struct {
+	first      int
+	start, end int64
+	blocks     int64
+}
+
+// whyNotLiveLocked explains why b failed Free's per-block check.
+func (a *Allocator) whyNotLiveLocked(b Block) string {
+	capacity := a.units << a.shift
 	switch {
 	case b.Size <= 0:
 		return "size is not positive"
-	case b.Offset < 0 || b.Offset > a.units<<a.shift || b.Size > a.units<<a.shift-b.Offset:
+	case b.Offset < 0 || b.Offset > capacity || b.Size > capacity-b.Offset:
 		return "out of range"
-	case b.Offset&(a.align-1) != 0 || b.Size&(a.align-1) != 0:
+	case (b.Offset|b.Size)&(a.align-1) != 0:
 		return fmt.Sprintf("not aligned to %d", a.align)
+	case !a.starts.get(b.Offset >> a.shift):
+		return "no live block starts here (already free, or never allocated)"
 	}
-	u, s := b.Offset>>a.shift, b.Size>>a.shift
-	if !a.starts.get(u) {
-		return "no live block starts here (already free, repeated in this call, or never allocated)"
+	return "size does not match the live block at this offset"
+}
+
+// badRunLocked names the block of run r that spans more than one live
+// block: the run holds more end bits than blocks.
+func (a *Allocator) badRunLocked(blocks []Block, r freeRun) error {
+	for i := r.first; i < r.first+int(r.blocks); i++ {
+		b := blocks[i]
+		u := b.Offset >> a.shift
+		if a.ends.anySet(u, u+b.Size>>a.shift-1) {
+			return invalidBlock(i, b, "size does not match the live block at this offset")
+		}
 	}
-	if !a.ends.get(u+s-1) || a.ends.anySet(u, u+s-1) {
-		return "size does not match the live block at this offset"
-	}
-	return ""
+	panic("allocator: run check disagrees with block checks")
 }
 
 // takeLocked removes k objects of s units from the front of free extent id
@@ -348,14 +417,14 @@ func (a *Allocator) takeLocked(id int32, s, k int64) int64 {
 }
 
 // carveLocked takes k objects of s units from the front of free extent id,
-// marks them live and appends their blocks to dst. This loop is the whole
-// per-block cost of a batch: two bit sets and one append.
+// marks them live and appends their blocks to dst. Two bits and one append
+// per block are the whole per-block cost of a batch.
 func (a *Allocator) carveLocked(id int32, s, k int64, dst []Block) []Block {
 	start := a.takeLocked(id, s, k)
+	a.starts.setEvery(start, s, k)
+	a.ends.setEvery(start+s-1, s, k)
 	bs := s << a.shift
 	for u := start; u < start+s*k; u += s {
-		a.starts.set(u)
-		a.ends.set(u + s - 1)
 		dst = append(dst, Block{Offset: u << a.shift, Size: bs})
 	}
 	return dst
@@ -373,20 +442,28 @@ func (a *Allocator) scatterLocked(s, k int64, dst []Block) []Block {
 	return dst
 }
 
-// releaseLocked returns [u, u+size) to the free extents, merging with the
-// free extent that ends at u and the one that starts at u+size.
+// releaseLocked returns [u, u+size), whose live bits are already clear, to
+// the free extents, merging with the free extent that ends at u and the one
+// that starts at u+size. The live bitmaps say whether a neighbour is free
+// (a unit next to a block is either part of a live block or free), so the
+// address table is consulted only for neighbours that are.
 func (a *Allocator) releaseLocked(u, size int64) {
-	l, hasL := a.free.byEnd[u]
-	r, hasR := a.free.byStart[u+size]
+	var l, r int32
+	if u > 0 && !a.ends.get(u-1) {
+		l, _ = a.free.byEnd.get(u)
+	}
+	if end := u + size; end < a.units && !a.starts.get(end) {
+		r, _ = a.free.byStart.get(end)
+	}
 	switch {
-	case hasL && hasR:
+	case l != 0 && r != 0:
 		ln, rn := a.free.nodes[l], a.free.nodes[r]
 		a.free.remove(r)
 		a.free.reshape(l, ln.start, ln.size+size+rn.size)
-	case hasL:
+	case l != 0:
 		ln := a.free.nodes[l]
 		a.free.reshape(l, ln.start, ln.size+size)
-	case hasR:
+	case r != 0:
 		rn := a.free.nodes[r]
 		a.free.reshape(r, u, rn.size+size)
 	default:
@@ -444,9 +521,9 @@ func (a *Allocator) FreeExtents() []Block {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]Block, 0, a.free.len())
-	for start, id := range a.free.byStart {
+	a.free.byStart.each(func(start int64, id int32) {
 		out = append(out, Block{Offset: start << a.shift, Size: a.free.nodes[id].size << a.shift})
-	}
+	})
 	sortBlocks(out)
 	return out
 }

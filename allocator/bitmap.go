@@ -37,6 +37,58 @@ func (m bitmap) anySet(lo, hi int64) bool {
 	return false
 }
 
+// clearRange clears every bit in [lo, hi).
+func (m bitmap) clearRange(lo, hi int64) {
+	if lo >= hi {
+		return
+	}
+	lw, hw := lo>>6, (hi-1)>>6
+	lmask := ^uint64(0) << (uint64(lo) & 63)
+	hmask := ^uint64(0) >> (63 - (uint64(hi-1) & 63))
+	if lw == hw {
+		m[lw] &^= lmask & hmask
+		return
+	}
+	m[lw] &^= lmask
+	clear(m[lw+1 : hw])
+	m[hw] &^= hmask
+}
+
+// countRange returns the number of set bits in [lo, hi).
+func (m bitmap) countRange(lo, hi int64) int64 {
+	if lo >= hi {
+		return 0
+	}
+	lw, hw := lo>>6, (hi-1)>>6
+	lmask := ^uint64(0) << (uint64(lo) & 63)
+	hmask := ^uint64(0) >> (63 - (uint64(hi-1) & 63))
+	if lw == hw {
+		return int64(bits.OnesCount64(m[lw] & lmask & hmask))
+	}
+	n := bits.OnesCount64(m[lw]&lmask) + bits.OnesCount64(m[hw]&hmask)
+	for _, w := range m[lw+1 : hw] {
+		n += bits.OnesCount64(w)
+	}
+	return int64(n)
+}
+
+// setEvery sets bits first, first+step, ..., k of them, writing each word
+// once: carving a batch sets two bits per block, often several per word.
+func (m bitmap) setEvery(first, step, k int64) {
+	if k <= 0 {
+		return
+	}
+	w, acc := first>>6, uint64(0)
+	for i, u := int64(0), first; i < k; i, u = i+1, u+step {
+		if u>>6 != w {
+			m[w] |= acc
+			w, acc = u>>6, 0
+		}
+		acc |= 1 << (uint64(u) & 63)
+	}
+	m[w] |= acc
+}
+
 // count returns the number of set bits.
 func (m bitmap) count() int64 {
 	var n int

@@ -7,9 +7,9 @@ package allocator
 // reachable two ways:
 //
 //   - by address: byStart maps an extent's first unit to its node and byEnd
-//     maps the unit one past its last unit to its node. Freeing a block finds
-//     both neighbours with two O(1) lookups, so coalescing is immediate and
-//     free extents are never adjacent.
+//     maps the unit one past its last unit to its node (addrtable.go).
+//     Freeing a block finds both neighbours with at most two O(1) lookups,
+//     so coalescing is immediate and free extents are never adjacent.
 //   - by size: a treap ordered by (size, start). Best fit is a lower-bound
 //     search, the largest extent is the rightmost node, and "how many objects
 //     of size s fit" walks the extents of at least s units from the largest
@@ -27,21 +27,22 @@ type extentIndex struct {
 	nodes   []extent // nodes[0] is the nil sentinel
 	spare   []int32  // released node ids, reused before nodes grows
 	root    int32
-	byStart map[int64]int32
-	byEnd   map[int64]int32
+	maxID   int32 // the largest extent, kept so Stats stays O(1)
+	byStart addrTable
+	byEnd   addrTable
 	rng     uint64
 }
 
 func newExtentIndex() extentIndex {
 	return extentIndex{
 		nodes:   make([]extent, 1, 64),
-		byStart: make(map[int64]int32),
-		byEnd:   make(map[int64]int32),
+		byStart: newAddrTable(),
+		byEnd:   newAddrTable(),
 		rng:     0x9E3779B97F4A7C15,
 	}
 }
 
-func (x *extentIndex) len() int { return len(x.byStart) }
+func (x *extentIndex) len() int { return x.byStart.n }
 
 func (x *extentIndex) less(a, b int32) bool {
 	na, nb := &x.nodes[a], &x.nodes[b]
@@ -67,35 +68,82 @@ func (x *extentIndex) add(start, size int64) {
 		id = int32(len(x.nodes) - 1)
 	}
 	x.nodes[id] = extent{start: start, size: size, prio: x.nextPrio()}
-	x.byStart[start] = id
-	x.byEnd[start+size] = id
+	x.byStart.put(start, id)
+	x.byEnd.put(start+size, id)
 	x.root = x.insert(x.root, id)
+	if x.maxID == 0 || x.less(x.maxID, id) {
+		x.maxID = id
+	}
 }
 
 // remove deletes extent id from the index.
 func (x *extentIndex) remove(id int32) {
 	n := &x.nodes[id]
-	delete(x.byStart, n.start)
-	delete(x.byEnd, n.start+n.size)
+	x.byStart.del(n.start)
+	x.byEnd.del(n.start + n.size)
 	x.root = x.delete(x.root, id)
 	x.spare = append(x.spare, id)
+	if id == x.maxID {
+		x.maxID = x.rightmost()
+	}
 }
 
 // reshape moves extent id to [start, start+size), which must not overlap
-// another free extent. The node keeps its identity and priority.
+// another free extent. The node keeps its identity and priority; when its
+// new (size, start) key still lies between its in-order neighbours, as it
+// usually does when a large extent shrinks by one object, it is updated in
+// place instead of being deleted and reinserted.
 func (x *extentIndex) reshape(id int32, start, size int64) {
-	x.root = x.delete(x.root, id)
 	n := &x.nodes[id]
 	if n.start != start {
-		delete(x.byStart, n.start)
-		x.byStart[start] = id
+		x.byStart.del(n.start)
+		x.byStart.put(start, id)
 	}
 	if end := start + size; n.start+n.size != end {
-		delete(x.byEnd, n.start+n.size)
-		x.byEnd[end] = id
+		x.byEnd.del(n.start + n.size)
+		x.byEnd.put(end, id)
 	}
-	n.start, n.size, n.left, n.right = start, size, 0, 0
-	x.root = x.insert(x.root, id)
+	pred, succ := x.neighbours(id)
+	if (pred == 0 || keyLess(x.nodes[pred].size, x.nodes[pred].start, size, start)) &&
+		(succ == 0 || keyLess(size, start, x.nodes[succ].size, x.nodes[succ].start)) {
+		n.start, n.size = start, size
+	} else {
+		x.root = x.delete(x.root, id)
+		n = &x.nodes[id]
+		n.start, n.size, n.left, n.right = start, size, 0, 0
+		x.root = x.insert(x.root, id)
+	}
+	if id == x.maxID {
+		x.maxID = x.rightmost()
+	} else if x.less(x.maxID, id) {
+		x.maxID = id
+	}
+}
+
+func keyLess(sa, a, sb, b int64) bool { return sa < sb || (sa == sb && a < b) }
+
+// neighbours returns the in-order predecessor and successor of node id.
+func (x *extentIndex) neighbours(id int32) (pred, succ int32) {
+	for t := x.root; t != id; {
+		if x.less(id, t) {
+			succ, t = t, x.nodes[t].left
+		} else {
+			pred, t = t, x.nodes[t].right
+		}
+	}
+	if t := x.nodes[id].left; t != 0 {
+		for x.nodes[t].right != 0 {
+			t = x.nodes[t].right
+		}
+		pred = t
+	}
+	if t := x.nodes[id].right; t != 0 {
+		for x.nodes[t].left != 0 {
+			t = x.nodes[t].left
+		}
+		succ = t
+	}
+	return pred, succ
 }
 
 func (x *extentIndex) insert(t, id int32) int32 {
@@ -174,15 +222,15 @@ func (x *extentIndex) bestFit(size int64) int32 {
 }
 
 // largest returns the size in units of the largest free extent, or 0.
-func (x *extentIndex) largest() int64 {
+func (x *extentIndex) largest() int64 { return x.nodes[x.maxID].size }
+
+// rightmost walks to the largest node, or returns 0 for an empty index.
+func (x *extentIndex) rightmost() int32 {
 	t := x.root
-	if t == 0 {
-		return 0
-	}
-	for x.nodes[t].right != 0 {
+	for t != 0 && x.nodes[t].right != 0 {
 		t = x.nodes[t].right
 	}
-	return x.nodes[t].size
+	return t
 }
 
 // slots returns min(limit, Σ⌊size_i/size⌋) over the free extents, visiting

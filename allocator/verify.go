@@ -22,27 +22,34 @@ func (a *Allocator) Verify() error {
 		return nil
 	}
 	x := &a.free
-	if len(x.byStart) != len(x.byEnd) {
-		return fmt.Errorf("byStart has %d extents, byEnd %d", len(x.byStart), len(x.byEnd))
+	if x.byStart.n != x.byEnd.n {
+		return fmt.Errorf("byStart has %d extents, byEnd %d", x.byStart.n, x.byEnd.n)
 	}
 	inTree := 0
 	if err := a.verifyTreap(x.root, 0, 0, &inTree); err != nil {
 		return err
 	}
-	if inTree != len(x.byStart) {
-		return fmt.Errorf("treap has %d extents, address maps %d", inTree, len(x.byStart))
+	if inTree != x.byStart.n {
+		return fmt.Errorf("treap has %d extents, address maps %d", inTree, x.byStart.n)
 	}
 	free := newBitmap(a.units)
 	var freeUnits, largest int64
-	for start, id := range x.byStart {
+	type entry struct {
+		start int64
+		id    int32
+	}
+	var entries []entry
+	x.byStart.each(func(k int64, v int32) { entries = append(entries, entry{k, v}) })
+	for _, en := range entries {
+		start, id := en.start, en.id
 		e := x.nodes[id]
 		if e.start != start || e.size <= 0 || e.start < 0 || e.start+e.size > a.units {
 			return fmt.Errorf("extent %d: bad node %+v for start %d", id, e, start)
 		}
-		if x.byEnd[e.start+e.size] != id {
+		if back, _ := x.byEnd.get(e.start + e.size); back != id {
 			return fmt.Errorf("extent [%d,%d): byEnd does not point back", e.start, e.start+e.size)
 		}
-		if _, adj := x.byEnd[e.start]; adj {
+		if _, adj := x.byEnd.get(e.start); adj {
 			return fmt.Errorf("extent [%d,%d): adjacent free extent on the left", e.start, e.start+e.size)
 		}
 		for u := e.start; u < e.start+e.size; u++ {

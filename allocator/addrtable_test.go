@@ -1,0 +1,42 @@
+package allocator
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestAddrTableAgainstMap diffs the open-addressing table against a Go map
+// over random puts and deletes, with keys drawn from a small range so that
+// probe chains collide and backward-shift deletion is exercised.
+func TestAddrTableAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	tab := newAddrTable()
+	ref := map[int64]int32{}
+	for i := range 20000 {
+		k := int64(rng.IntN(600))
+		if rng.IntN(3) == 0 {
+			tab.del(k)
+			delete(ref, k)
+		} else {
+			tab.put(k, int32(i))
+			ref[k] = int32(i)
+		}
+		if i%97 == 0 {
+			require.Equal(t, len(ref), tab.n)
+			for q := int64(0); q < 600; q++ {
+				v, ok := tab.get(q)
+				rv, rok := ref[q]
+				require.Equal(t, rok, ok, "key %d after op %d", q, i)
+				require.Equal(t, rv, v, "key %d after op %d", q, i)
+			}
+		}
+	}
+	seen := 0
+	tab.each(func(k int64, v int32) {
+		seen++
+		require.Equal(t, ref[k], v)
+	})
+	require.Equal(t, len(ref), seen)
+}
