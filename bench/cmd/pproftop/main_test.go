@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/bench/internal/proftop"
+)
+
+const pkgPath = "github.com/kvalloc/kvalloc/bench/cmd/pproftop"
+
+//go:noinline
+func spin(d time.Duration) uint64 {
+	x := uint64(1)
+	for start := time.Now(); time.Since(start) < d; {
+		for range 100_000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	return x
+}
+
+var sink [16][]byte
+
+//go:noinline
+func allocate(size int) {
+	for i := range sink {
+		sink[i] = make([]byte, size)
+	}
+}
+
+func writeCPUProfile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cpu.out")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, pprof.StartCPUProfile(f))
+	spin(400 * time.Millisecond)
+	pprof.StopCPUProfile()
+	require.NoError(t, f.Close())
+	return path
+}
+
+func TestCPUProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a CPU profile")
+	}
+	path := writeCPUProfile(t)
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"-n", "5", path}, &out, &errb), errb.String())
+	s := out.String()
+	t.Log("\n" + s)
+	assert.Contains(t, s, "Type: cpu (nanoseconds)")
+	assert.Regexp(t, `Top [1-5] functions by flat:`, s)
+	assert.Contains(t, s, pkgPath+".spin")
+
+	// spin should account for most of the profile, directly and below.
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	tb, err := proftop.Functions(p, "")
+	require.NoError(t, err)
+	spinFn := tb.Map()[pkgPath+".spin"]
+	assert.Greater(t, spinFn.Cum, tb.Total/2, "total %d", tb.Total)
+	assert.Greater(t, spinFn.Flat, int64(0))
+
+	// The samples column counts 10ms ticks.
+	out.Reset()
+	require.Equal(t, 0, run([]string{"-sample_index", "samples", path}, &out, &errb))
+	assert.Contains(t, out.String(), "Type: samples (count)")
+}
+
+func TestHeapProfile(t *testing.T) {
+	rate := runtime.MemProfileRate
+	defer func() { runtime.MemProfileRate = rate }()
+	runtime.MemProfileRate = 1
+	allocate(1 << 20)
+	runtime.GC()
+	runtime.GC()
+
+	path := filepath.Join(t.TempDir(), "mem.out")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, pprof.Lookup("allocs").WriteTo(f, 0))
+	runtime.MemProfileRate = rate
+	require.NoError(t, f.Close())
+	sink = [16][]byte{}
+
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"-n", "3", "-sample_index", "alloc_space", path}, &out, &errb), errb.String())
+	s := out.String()
+	t.Log("\n" + s)
+	assert.Contains(t, s, "Type: alloc_space (bytes)")
+	// allocate tops the flat list.
+	assert.Regexp(t, `(?m)^Top 3 functions by flat:\n.*\n.*\s`+regexp.QuoteMeta(pkgPath+".allocate")+`\n`, s)
+
+	// With MemProfileRate 1 every allocation is recorded: at least 16
+	// objects of 1 MiB (the runtime may add a few small ones, and the
+	// allocs profile is cumulative over repeated runs of this test).
+	p, err := profile.Parse(bytes.NewReader(must(os.ReadFile(path))))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		index string
+		unit  int64
+	}{{"alloc_space", 16 << 20}, {"alloc_objects", 16}} {
+		tb, err := proftop.Functions(p, c.index)
+		require.NoError(t, err)
+		fn := tb.Map()[pkgPath+".allocate"]
+		assert.GreaterOrEqual(t, fn.Flat, c.unit, c.index)
+		assert.GreaterOrEqual(t, fn.Cum, fn.Flat, c.index)
+	}
+
+	// The default value of a go test -memprofile / allocs profile is
+	// alloc_space.
+	out.Reset()
+	require.Equal(t, 0, run([]string{path}, &out, &errb), errb.String())
+	assert.Contains(t, out.String(), "Type: alloc_space (bytes)")
+}
+
+func TestHandMadeProfile(t *testing.T) {
+	const ms = 1_000_000
+	main := &profile.Function{ID: 1, Name: "main.main"}
+	work := &profile.Function{ID: 2, Name: "main.work"}
+	lMain := &profile.Location{ID: 1, Line: []profile.Line{{Function: main}}}
+	lWork := &profile.Location{ID: 2, Line: []profile.Line{{Function: work}}}
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:     10 * ms,
+		Sample: []*profile.Sample{
+			{Location: []*profile.Location{lWork, lMain}, Value: []int64{75, 750 * ms}},
+			{Location: []*profile.Location{lMain}, Value: []int64{25, 250 * ms}},
+		},
+		Location: []*profile.Location{lMain, lWork},
+		Function: []*profile.Function{main, work},
+	}
+	path := filepath.Join(t.TempDir(), "hand.out")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(f))
+	require.NoError(t, f.Close())
+
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{path}, &out, &errb), errb.String())
+	want := `Type: cpu (nanoseconds)
+Total: 1s
+
+Top 2 functions by flat:
+      flat   flat%    sum%        cum    cum%
+     750ms  75.00%  75.00%      750ms  75.00%  main.work
+     250ms  25.00% 100.00%         1s 100.00%  main.main
+
+Top 2 functions by cum:
+      flat   flat%    sum%        cum    cum%
+     250ms  25.00%  25.00%         1s 100.00%  main.main
+     750ms  75.00% 100.00%      750ms  75.00%  main.work
+`
+	assert.Equal(t, want, out.String())
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.out")
+	require.NoError(t, os.WriteFile(garbage, []byte("not a profile"), 0o644))
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "want exactly one profile"},
+		{[]string{"a", "b"}, 2, "want exactly one profile"},
+		{[]string{"-bogus", "x"}, 2, "flag provided but not defined"},
+		{[]string{"-n", "0", "x"}, 2, "-n must be at least 1"},
+		{[]string{filepath.Join(dir, "missing.out")}, 1, "no such file"},
+		{[]string{garbage}, 1, "garbage.out"},
+	} {
+		var out, errb bytes.Buffer
+		assert.Equal(t, c.code, run(c.args, &out, &errb), "%q", c.args)
+		assert.Contains(t, errb.String(), c.msg, "%q", c.args)
+	}
+
+	if !testing.Short() {
+		var out, errb bytes.Buffer
+		assert.Equal(t, 1, run([]string{"-sample_index", "alloc_space", writeCPUProfile(t)}, &out, &errb))
+		assert.Contains(t, errb.String(), `sample_index "alloc_space" must be one of`)
+	}
+
+	var out, errb bytes.Buffer
+	assert.Equal(t, 0, run([]string{"-h"}, &out, &errb))
+	assert.True(t, strings.HasPrefix(errb.String(), "usage: pproftop"))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
