@@ -36,12 +36,13 @@
 // # Design
 //
 // Free space is a set of maximal free extents, indexed twice (extents.go):
-// by address, with two hash maps keyed by an extent's first unit and by the
-// unit one past its end, so a freed block finds and merges with both
-// neighbours in O(1); and by size, with a treap ordered by (size, start), so
-// best fit, the largest extent and the slot count are O(log F) in the
-// number F of free extents. A linear first-fit scan over an address-sorted
-// list, as LMCache's AddressManager does, is O(F) per request.
+// by address, with two open-addressing tables keyed by an extent's first
+// unit and by the unit one past its end, so a freed block finds and merges
+// with both neighbours in O(1); and by size, with a treap ordered by (size,
+// start), so best fit, the slot count and every update are O(log F) in the
+// number F of free extents, and the largest extent is cached. A linear
+// first-fit scan over an address-sorted list, as LMCache's AddressManager
+// does, is O(F) per request.
 //
 // Live blocks are not indexed per block. Two bitmaps over alignment units
 // mark each live block's first and last unit (bitmap.go). That is enough to
