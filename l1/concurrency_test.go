@@ -1,0 +1,182 @@
+package l1_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// TestThreadSafety is LMCache's TestThreadSafety, by subtest name; run it
+// with -race.
+func TestThreadSafety(t *testing.T) {
+	const workers = 8
+	t.Run("concurrent_reserve_write_different_keys", func(t *testing.T) {
+		e := newEnv(t, workers*50*obj, l1.Config{})
+		var wg sync.WaitGroup
+		blocks := make([][]l1.Result, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rs, err := e.m.ReserveWrite(keys(w*50, 50), obj, nil, l1.WriteAll)
+				if assert.NoError(t, err) {
+					blocks[w] = rs
+				}
+			}()
+		}
+		wg.Wait()
+		seen := map[allocator.Block]bool{}
+		for _, rs := range blocks {
+			for _, r := range rs {
+				require.Equal(t, l1.Success, r.Status)
+				require.False(t, seen[r.Block])
+				seen[r.Block] = true
+			}
+		}
+		assert.Equal(t, workers*50*obj, e.used())
+	})
+	t.Run("concurrent_read_same_key", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					rs, err := e.m.ReserveRead([]int{1}, 1)
+					if !assert.NoError(t, err) || !assert.Equal(t, w[0].Block, rs[0].Block) {
+						return
+					}
+					st, err := e.m.FinishRead([]int{1}, 1)
+					assert.NoError(t, err)
+					assert.Equal(t, []l1.Status{l1.Success}, st)
+				}
+			}()
+		}
+		wg.Wait()
+		assert.Zero(t, e.state(t, 1).ReadLocks)
+	})
+	t.Run("concurrent_unsafe_read_same_key", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+				}
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
+	})
+	t.Run("concurrent_read_write_mixed_operations", func(t *testing.T) {
+		for _, s := range l1.PrefixStrategies {
+			t.Run(s.String(), func(t *testing.T) { mixedOperations(t, s) })
+		}
+	})
+}
+
+// mixedOperations runs random operations on a small key space from several
+// goroutines, with on-demand eviction, a listener that calls back, and a
+// reader of every accessor; then checks that no block leaked.
+func mixedOperations(t *testing.T, s l1.PrefixStrategy) {
+	const workers, ops, keySpace = 6, 300, 48
+	e := newEnv(t, 32*obj, l1.Config{Prefix: s, EvictOnDemand: true})
+	var events atomic.Int64
+	e.m.AddListener(func(ev l1.Event[int]) {
+		events.Add(int64(len(ev.Keys)))
+		if ev.Kind == l1.EventRemoved {
+			e.m.IsEvictable(ev.Keys[0])
+		}
+	})
+	var stop atomic.Bool
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		for !stop.Load() {
+			e.m.Snapshot()
+			e.m.Stats()
+			e.m.Usage()
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range ops {
+				n := 1 + rng.IntN(6)
+				ks := make([]int, n)
+				for i := range ks {
+					ks[i] = rng.IntN(keySpace)
+				}
+				var err error
+				switch rng.IntN(9) {
+				case 0, 1:
+					temp := make([]bool, n)
+					for i := range temp {
+						temp[i] = rng.IntN(4) == 0
+					}
+					_, err = e.m.ReserveWrite(ks, int64(1+rng.IntN(2))*obj, temp, l1.WriteModes[rng.IntN(3)])
+				case 2:
+					e.m.FinishWrite(ks)
+				case 3:
+					_, err = e.m.FinishWriteAndReserveRead(ks, 1+rng.IntN(3))
+				case 4:
+					_, err = e.m.ReserveRead(ks, 1+rng.IntN(3))
+				case 5:
+					_, err = e.m.FinishRead(ks, 1+rng.IntN(3))
+				case 6:
+					e.m.UnsafeRead(ks)
+					e.m.Touch(ks)
+				case 7:
+					e.m.Delete(ks, rng.IntN(8) == 0)
+				case 8:
+					if rng.IntN(4) == 0 {
+						e.m.AbortWrite(ks)
+					} else {
+						_, err = e.m.EvictTo(0.5)
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	readers.Wait()
+
+	// Every live block belongs to exactly one object.
+	snap := e.m.Snapshot()
+	var bytes int64
+	seen := map[int64]bool{}
+	for _, en := range snap {
+		require.False(t, seen[en.Block.Offset])
+		seen[en.Block.Offset] = true
+		bytes += en.Block.Size
+	}
+	assert.Equal(t, bytes, e.used())
+	assert.Equal(t, int64(len(snap)), e.a.Stats().LiveBlocks)
+	require.NoError(t, e.a.Verify())
+	e.m.Clear(true)
+	assert.Zero(t, e.used())
+	assert.Positive(t, events.Load())
+	assert.Zero(t, e.m.Stats().FreeErrors)
+}

@@ -1,0 +1,65 @@
+package l1
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+)
+
+// Default lock lifetimes, LMCache's.
+const (
+	DefaultWriteTTL = 600 * time.Second
+	DefaultReadTTL  = 300 * time.Second
+)
+
+// MaxReadLocks bounds the read locks one call may take or release per key,
+// as LMCache's MAX_READ_LOCK_COUNT does. A call outside [1, MaxReadLocks] is
+// rejected, not clamped.
+const MaxReadLocks = 128
+
+// Config configures New. The zero Config is LMCache's behaviour with the
+// one-pass prefix: ContiguousFirst placement, 600 s write and 300 s read
+// lock lifetimes, no on-demand eviction.
+type Config struct {
+	// Placement is passed to every allocation.
+	Placement allocator.Placement
+	// Prefix says how ReserveWrite finds the largest prefix of a batch that
+	// fits when the whole batch does not.
+	Prefix PrefixStrategy
+	// EvictOnDemand makes ReserveWrite evict unlocked objects, least
+	// recently used first, when a batch does not fit, before it falls back
+	// to a prefix. See ReserveWrite.
+	EvictOnDemand bool
+	// WriteTTL and ReadTTL are the lock lifetimes; 0 means the default.
+	// Each lock call refreshes the one expiry its lock has (see lock.go).
+	WriteTTL, ReadTTL time.Duration
+	// Now is the clock; nil means time.Now. It must not go backwards: the
+	// expiry queues rely on it (a clock that does still never exposes an
+	// expired object, since each key is checked again when a call names it).
+	Now func() time.Time
+}
+
+// withDefaults validates c and fills in its defaults.
+func (c Config) withDefaults() (Config, error) {
+	if !slices.Contains(allocator.Placements, c.Placement) {
+		return c, fmt.Errorf("%w: unknown placement %d", ErrInvalidArgument, c.Placement)
+	}
+	if !c.Prefix.valid() {
+		return c, fmt.Errorf("%w: unknown prefix strategy %d", ErrInvalidArgument, c.Prefix)
+	}
+	if c.WriteTTL < 0 || c.ReadTTL < 0 {
+		return c, fmt.Errorf("%w: negative lock TTL (write %v, read %v)", ErrInvalidArgument, c.WriteTTL, c.ReadTTL)
+	}
+	if c.WriteTTL == 0 {
+		c.WriteTTL = DefaultWriteTTL
+	}
+	if c.ReadTTL == 0 {
+		c.ReadTTL = DefaultReadTTL
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}

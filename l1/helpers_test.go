@@ -1,0 +1,308 @@
+package l1_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+const (
+	KiB = int64(1) << 10
+	MiB = int64(1) << 20
+
+	// obj is the object size of most tests: one 4 KiB page.
+	obj = 4 * KiB
+)
+
+// clock is a manual clock for lock lifetimes.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Unix(1_000_000, 0)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// recorder is a listener that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []l1.Event[int]
+}
+
+func (r *recorder) listen(e l1.Event[int]) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// take returns the events recorded since the last take.
+func (r *recorder) take() []l1.Event[int] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev := r.events
+	r.events = nil
+	return ev
+}
+
+// last returns the keys of the last event of kind, or nil.
+func (r *recorder) last(kind l1.EventKind) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if r.events[i].Kind == kind {
+			return r.events[i].Keys
+		}
+	}
+	return nil
+}
+
+// env is a manager over a real allocator, with a manual clock and a
+// recording listener.
+type env struct {
+	m   *l1.Manager[int]
+	a   *allocator.Allocator
+	clk *clock
+	rec *recorder
+}
+
+func newAlloc(t testing.TB, capacity, align int64) *allocator.Allocator {
+	t.Helper()
+	r, err := allocator.NewHeapRegion(capacity)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{Align: align})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+	return a
+}
+
+// newEnv returns a manager over a fresh allocator of capacity bytes with
+// 4 KiB alignment.
+func newEnv(t testing.TB, capacity int64, cfg l1.Config) *env {
+	t.Helper()
+	a := newAlloc(t, capacity, 4*KiB)
+	return newEnvOver(t, a, a, cfg)
+}
+
+// newEnvOver returns a manager over mem; a, if not nil, is the allocator
+// under it.
+func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Config) *env {
+	t.Helper()
+	e := &env{a: a, clk: newClock(), rec: &recorder{}}
+	if cfg.Now == nil {
+		cfg.Now = e.clk.Now
+	}
+	m, err := l1.New[int](mem, cfg)
+	require.NoError(t, err)
+	m.AddListener(e.rec.listen)
+	e.m = m
+	return e
+}
+
+// keys returns n consecutive keys from lo.
+func keys(lo, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = lo + i
+	}
+	return out
+}
+
+func statuses(rs []l1.Result) []l1.Status {
+	out := make([]l1.Status, len(rs))
+	for i, r := range rs {
+		out[i] = r.Status
+	}
+	return out
+}
+
+// repeat returns n copies of s.
+func repeat(s l1.Status, n int) []l1.Status {
+	out := make([]l1.Status, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// reserve calls ReserveWrite in mode all, no temporary keys, and requires
+// no error.
+func (e *env) reserve(t testing.TB, ks []int, size int64) []l1.Result {
+	t.Helper()
+	rs, err := e.m.ReserveWrite(ks, size, nil, l1.WriteAll)
+	require.NoError(t, err)
+	require.Len(t, rs, len(ks))
+	return rs
+}
+
+// put reserves and finishes the keys, requiring success.
+func (e *env) put(t testing.TB, ks []int, size int64) []l1.Result {
+	t.Helper()
+	rs := e.reserve(t, ks, size)
+	require.Equal(t, repeat(l1.Success, len(ks)), statuses(rs))
+	require.Equal(t, repeat(l1.Success, len(ks)), e.m.FinishWrite(ks))
+	return rs
+}
+
+// putTemp reserves the keys as temporary and finishes them.
+func (e *env) putTemp(t testing.TB, ks []int, size int64) {
+	t.Helper()
+	temp := make([]bool, len(ks))
+	for i := range temp {
+		temp[i] = true
+	}
+	rs, err := e.m.ReserveWrite(ks, size, temp, l1.WriteAll)
+	require.NoError(t, err)
+	require.Equal(t, repeat(l1.Success, len(ks)), statuses(rs))
+	require.Equal(t, repeat(l1.Success, len(ks)), e.m.FinishWrite(ks))
+}
+
+func (e *env) read(t testing.TB, ks []int, locks int) []l1.Result {
+	t.Helper()
+	rs, err := e.m.ReserveRead(ks, locks)
+	require.NoError(t, err)
+	return rs
+}
+
+func (e *env) finishRead(t testing.TB, ks []int, locks int) []l1.Status {
+	t.Helper()
+	st, err := e.m.FinishRead(ks, locks)
+	require.NoError(t, err)
+	return st
+}
+
+func (e *env) state(t testing.TB, k int) l1.ObjectState {
+	t.Helper()
+	s, ok := e.m.State(k)
+	require.True(t, ok, "key %d has no object", k)
+	return s
+}
+
+// used returns the allocator's used bytes.
+func (e *env) used() int64 { return e.a.Stats().Used }
+
+// slotsFit is the slow, obviously correct reference for the largest
+// prefix: min(n, Σ⌊extent/size⌋) over the free extents, or for Contiguous
+// placement the most one extent holds. size is the aligned size.
+func slotsFit(extents []allocator.Block, size int64, n int, p allocator.Placement) int {
+	total := int64(0)
+	for _, e := range extents {
+		if p == allocator.Contiguous {
+			total = max(total, e.Size/size)
+		} else {
+			total += e.Size / size
+		}
+	}
+	return int(min(total, int64(n)))
+}
+
+// countMem is a synthetic Memory holding up to capacity objects of any
+// size. It records every call: the n of each allocation, successful or
+// not, and the number of blocks of each free.
+type countMem struct {
+	mu       sync.Mutex
+	capacity int
+	objSize  int64
+	live     map[int64]bool
+	next     int64
+	calls    []int
+	freed    []int
+	fail     error // returned by every allocation when set
+}
+
+func newCountMem(capacity int, objSize int64) *countMem {
+	return &countMem{capacity: capacity, objSize: objSize, live: map[int64]bool{}}
+}
+
+func (c *countMem) AllocateBatch(size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, n)
+	return c.allocLocked(size, n, false)
+}
+
+func (c *countMem) allocLocked(size int64, n int, upTo bool) ([]allocator.Block, error) {
+	if c.fail != nil {
+		return nil, c.fail
+	}
+	free := c.capacity - len(c.live)
+	if n > free {
+		if !upTo {
+			return nil, fmt.Errorf("%w: %d of %d", allocator.ErrOutOfMemory, n, free)
+		}
+		n = free
+	}
+	out := make([]allocator.Block, n)
+	for i := range out {
+		out[i] = allocator.Block{Offset: c.next, Size: size}
+		c.live[c.next] = true
+		c.next += size
+	}
+	return out, nil
+}
+
+func (c *countMem) Free(blocks ...allocator.Block) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range blocks {
+		if !c.live[b.Offset] {
+			return fmt.Errorf("%w: %v", allocator.ErrInvalidBlock, b)
+		}
+	}
+	for _, b := range blocks {
+		delete(c.live, b.Offset)
+	}
+	c.freed = append(c.freed, len(blocks))
+	return nil
+}
+
+func (c *countMem) Stats() allocator.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	used := int64(len(c.live)) * c.objSize
+	capacity := int64(c.capacity) * c.objSize
+	return allocator.Stats{Capacity: capacity, Used: used, Free: capacity - used, LiveBlocks: int64(len(c.live))}
+}
+
+func (c *countMem) record() (calls, freed []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls), slices.Clone(c.freed)
+}
+
+// upToMem is countMem with AllocateUpTo; upToCalls records its n.
+type upToMem struct {
+	*countMem
+	upToCalls []int
+}
+
+func (u *upToMem) AllocateUpTo(size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.upToCalls = append(u.upToCalls, n)
+	return u.allocLocked(size, n, true)
+}
+
+// plainMem hides every method of its Memory but the three of the
+// interface: no AllocateUpTo, no Fit.
+type plainMem struct{ l1.Memory }
+
+var errBroken = errors.New("memory broken")

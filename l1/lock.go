@@ -1,0 +1,98 @@
+package l1
+
+// Lock counts and their lifetimes.
+//
+// A lock is a count and one expiry, as LMCache's TTLLock is: taking n holds
+// adds n to the count (or sets it to n when the lock had lapsed) and moves
+// the single expiry to now+TTL for every holder; releasing subtracts, with a
+// floor at zero, and leaves the expiry alone. A lock is held while its count
+// is positive and its expiry is in the future. Both operations are O(1),
+// whatever the count: LMCache loops once per hold.
+//
+// One expiry for all holders is LMCache's semantics and is kept on purpose:
+// a holder that keeps locking keeps everyone's holds alive, and a lapse
+// drops every hold at once. Per-holder lifetimes would need one record per
+// hold and are out of scope.
+//
+// What a lapse means differs by lock, and is where this package departs from
+// LMCache, whose lapsed locks silently expose or strand objects:
+//
+//   - A lapsed write lock means the writer is gone and the buffer holds
+//     unfinished data. The object is reclaimed: its block freed, its key
+//     removed (EventRemoved, CauseExpired). It never becomes readable.
+//   - A lapsed read lock on a temporary object means its reader is gone and
+//     nobody else may read it. It is reclaimed the same way, instead of
+//     lingering until eviction.
+//   - A lapsed read lock on an ordinary object just unlocks it.
+//
+// Reclaiming happens at the start of every call that takes the manager lock
+// (Stats excepted): write-locked objects wait in a queue ordered by expiry,
+// and read-locked temporary objects in another, so a sweep pops only what
+// has expired and costs O(1) when nothing has. The queues are ordered
+// because every lock of a kind has the same TTL and the clock does not go
+// backwards; each call also checks the keys it names, so a clock that does
+// go backwards delays a reclaim but never exposes an expired object.
+
+// ttlLock is a hold count and one expiry, in nanoseconds of the manager's
+// clock since the manager was made.
+type ttlLock struct {
+	count  int64
+	expiry int64
+}
+
+// held reports whether the lock has holders whose lifetime has not run out.
+func (l *ttlLock) held(now int64) bool { return l.count > 0 && now < l.expiry }
+
+// lapsed reports whether the lock has holders whose lifetime has run out.
+func (l *ttlLock) lapsed(now int64) bool { return l.count > 0 && now >= l.expiry }
+
+// lock adds n holds and moves the expiry to now+ttl. Holds that had lapsed
+// are dropped first.
+func (l *ttlLock) lock(n int, now, ttl int64) {
+	if !l.held(now) {
+		l.count = 0
+	}
+	l.count += int64(n)
+	l.expiry = now + ttl
+}
+
+// unlock releases n holds, never going below zero.
+func (l *ttlLock) unlock(n int) {
+	l.count = max(0, l.count-int64(n))
+	if l.count == 0 {
+		l.expiry = 0
+	}
+}
+
+// sweepLocked reclaims every object whose write lock has lapsed and every
+// temporary object whose read lock has lapsed. Both queues are ordered by
+// expiry, so it stops at the first live lock.
+func (m *Manager[K]) sweepLocked(now int64) {
+	for o := m.writeQ.front(); o != nil && o.write.lapsed(now); o = m.writeQ.front() {
+		m.removeLocked(o, CauseExpired)
+	}
+	for o := m.tempQ.front(); o != nil && o.read.lapsed(now); o = m.tempQ.front() {
+		m.removeLocked(o, CauseExpired)
+	}
+}
+
+// lookupLocked returns the object for key, or nil, after applying lapsed
+// locks to it: the check that backs up sweepLocked for keys a call names.
+func (m *Manager[K]) lookupLocked(key K, now int64) *object[K] {
+	o := m.objects[key]
+	if o == nil {
+		return nil
+	}
+	if o.write.lapsed(now) {
+		m.removeLocked(o, CauseExpired)
+		return nil
+	}
+	if o.read.lapsed(now) {
+		if o.temporary {
+			m.removeLocked(o, CauseExpired)
+			return nil
+		}
+		o.read = ttlLock{}
+	}
+	return o
+}

@@ -1,0 +1,231 @@
+package l1
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+)
+
+// object is the manager's record of one key.
+type object[K comparable] struct {
+	key       K
+	block     allocator.Block
+	size      int64 // bytes asked for by the last ReserveWrite
+	write     ttlLock
+	read      ttlLock
+	temporary bool
+	finished  bool // a write of this object has been finished
+
+	lruLinks, expLinks links[K]
+	queue              *list[K] // the expiry queue holding the object, or nil
+}
+
+// Manager keeps one object per key over a Memory and hands out read and
+// write locks on them. It is safe for concurrent use: every method runs
+// under one mutex, and listeners run outside it (see Listener).
+type Manager[K comparable] struct {
+	mem   Memory
+	upTo  UpToAllocator // nil when mem has no AllocateUpTo
+	fit   Fitter        // nil when mem has no Fit
+	cfg   Config
+	epoch time.Time
+	wttl  int64 // nanoseconds
+	rttl  int64
+
+	mu          sync.Mutex
+	objects     map[K]*object[K]
+	lru         list[K] // every object, least recently used first
+	writeQ      list[K] // write-locked objects, by write expiry
+	tempQ       list[K] // read-locked temporary objects, by read expiry
+	closed      bool
+	stats       Counters
+	lastFreeErr error
+
+	listeners  []Listener[K]
+	queue      []queued[K] // events waiting for delivery, in operation order
+	opStart    int         // len(queue) when the current operation began
+	delivering bool        // a goroutine is draining queue
+}
+
+// New returns a manager over mem. The manager does not own mem: Close frees
+// the manager's blocks but leaves mem open.
+func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
+	if mem == nil {
+		return nil, fmt.Errorf("%w: nil memory", ErrInvalidArgument)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager[K]{
+		mem:     mem,
+		cfg:     cfg,
+		epoch:   cfg.Now(),
+		wttl:    int64(cfg.WriteTTL),
+		rttl:    int64(cfg.ReadTTL),
+		objects: make(map[K]*object[K]),
+	}
+	m.upTo, _ = mem.(UpToAllocator)
+	m.fit, _ = mem.(Fitter)
+	m.lru.init(false)
+	m.writeQ.init(true)
+	m.tempQ.init(true)
+	return m, nil
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (m *Manager[K]) Config() Config { return m.cfg }
+
+// lock begins an operation: it takes the manager lock, reads the clock and
+// reclaims expired objects. It returns the time in manager nanoseconds.
+func (m *Manager[K]) lock() int64 {
+	m.mu.Lock()
+	m.opStart = len(m.queue)
+	now := int64(m.cfg.Now().Sub(m.epoch))
+	m.sweepLocked(now)
+	return now
+}
+
+// enqueueLocked puts o in an expiry queue, taking it out of any other.
+func (m *Manager[K]) enqueueLocked(o *object[K], q *list[K]) {
+	if o.queue == q {
+		q.moveToBack(o)
+		return
+	}
+	m.dequeueLocked(o)
+	q.pushBack(o)
+	o.queue = q
+}
+
+// dequeueLocked takes o out of its expiry queue, if any.
+func (m *Manager[K]) dequeueLocked(o *object[K]) {
+	if o.queue != nil {
+		o.queue.remove(o)
+		o.queue = nil
+	}
+}
+
+// removeLocked drops o: frees its block, forgets its key and reports it. A
+// block the memory refuses to free is counted in Stats.FreeErrors; the key
+// is dropped all the same.
+func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	m.dropLocked(o, cause)
+	m.noteRemovedLocked(o.key, cause)
+}
+
+// dropLocked is removeLocked without the event, for callers that report the
+// removal after another event of the same operation.
+func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
+	if err := m.mem.Free(o.block); err != nil {
+		m.stats.FreeErrors++
+		m.lastFreeErr = err
+	}
+	m.dequeueLocked(o)
+	m.lru.remove(o)
+	delete(m.objects, o.key)
+	switch cause {
+	case CauseExpired:
+		m.stats.Expired++
+	case CauseEvicted:
+		m.stats.Evictions++
+	}
+}
+
+// Delete removes the keys and frees their memory. Without force a locked
+// object is left alone (KeyIsLocked); with force it is removed anyway, and a
+// reader or writer still using its block then races with the block's next
+// owner, as in LMCache.
+func (m *Manager[K]) Delete(keys []K, force bool) []Status {
+	out := make([]Status, len(keys))
+	now := m.lock()
+	defer m.unlock()
+	for i, k := range keys {
+		o := m.lookupLocked(k, now)
+		switch {
+		case o == nil:
+			out[i] = KeyNotExist
+		case !force && (o.write.held(now) || o.read.held(now)):
+			out[i] = KeyIsLocked
+		default:
+			m.removeLocked(o, CauseDeleted)
+		}
+	}
+	return out
+}
+
+// Clear removes every unlocked object, or every object with force, and
+// returns how many it removed. Expired objects are reclaimed first (and not
+// counted).
+func (m *Manager[K]) Clear(force bool) int {
+	now := m.lock()
+	defer m.unlock()
+	return m.clearLocked(now, force)
+}
+
+func (m *Manager[K]) clearLocked(now int64, force bool) int {
+	n := 0
+	for o := m.lru.front(); o != nil; {
+		next := m.lru.after(o)
+		if force || (!o.write.held(now) && !o.read.held(now)) {
+			m.removeLocked(o, CauseCleared)
+			n++
+		}
+		o = next
+	}
+	return n
+}
+
+// Close frees every object, locked or not, and makes later ReserveWrite and
+// EvictTo calls fail with ErrClosed; other calls then see an empty manager.
+// It leaves the Memory open. It is idempotent. The error reports blocks the
+// memory refused to free.
+func (m *Manager[K]) Close() error {
+	now := m.lock()
+	defer m.unlock()
+	if m.closed {
+		return nil
+	}
+	before := m.stats.FreeErrors
+	m.clearLocked(now, true)
+	m.closed = true
+	if n := m.stats.FreeErrors - before; n > 0 {
+		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
+	}
+	return nil
+}
+
+// Touch marks the existing keys as recently used and reports them
+// (EventAccessed). Missing keys are ignored.
+func (m *Manager[K]) Touch(keys []K) {
+	now := m.lock()
+	defer m.unlock()
+	var touched []K
+	for _, k := range keys {
+		if o := m.lookupLocked(k, now); o != nil {
+			m.lru.moveToBack(o)
+			if m.listening() {
+				touched = append(touched, k)
+			}
+		}
+	}
+	m.emitLocked(EventAccessed, touched)
+}
+
+// Len returns the number of objects, after reclaiming expired ones.
+func (m *Manager[K]) Len() int {
+	m.lock()
+	defer m.unlock()
+	return len(m.objects)
+}
+
+// isOOM reports whether an allocator error means "does not fit".
+func isOOM(err error) bool { return errors.Is(err, allocator.ErrOutOfMemory) }
+
+// neverFits reports whether an allocator error means the size can never fit
+// (larger than the capacity): it wraps both sentinels.
+func neverFits(err error) bool {
+	return isOOM(err) && errors.Is(err, allocator.ErrInvalidArgument)
+}

@@ -1,0 +1,391 @@
+package l1_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// The subtests of this file are LMCache's test_l1_manager.py tests of
+// delete, get_object_state, close, the state machine and
+// is_key_evictable, by name, plus this package's additions.
+
+func TestNew(t *testing.T) {
+	a := newAlloc(t, 64*KiB, 0)
+	for name, cfg := range map[string]l1.Config{
+		"placement": {Placement: allocator.Placement(9)},
+		"prefix":    {Prefix: l1.PrefixStrategy(9)},
+		"write ttl": {WriteTTL: -1},
+		"read ttl":  {ReadTTL: -1},
+	} {
+		_, err := l1.New[int](a, cfg)
+		require.ErrorIs(t, err, l1.ErrInvalidArgument, name)
+	}
+	_, err := l1.New[int](nil, l1.Config{})
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+
+	m, err := l1.New[l1.ObjectKey](a, l1.Config{})
+	require.NoError(t, err)
+	cfg := m.Config()
+	assert.Equal(t, l1.DefaultWriteTTL, cfg.WriteTTL)
+	assert.Equal(t, l1.DefaultReadTTL, cfg.ReadTTL)
+	assert.Equal(t, l1.PrefixOnePass, cfg.Prefix)
+	k := l1.ObjectKey{ChunkHash: "\x01\x02", Model: "m", KVRank: 1, GroupID: 2, CacheSalt: "s"}
+	rs, err := m.ReserveWrite([]l1.ObjectKey{k}, obj, nil, l1.WriteAll)
+	require.NoError(t, err)
+	assert.Equal(t, l1.Success, rs[0].Status)
+	assert.Equal(t, "m/r1/g2/0102/s", k.String())
+}
+
+func TestDelete(t *testing.T) {
+	t.Run("non_existing_key_returns_key_not_exist", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.Delete([]int{1}, false))
+	})
+	t.Run("success", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.rec.take()
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, false))
+		_, ok := e.m.State(1)
+		assert.False(t, ok)
+		assert.Zero(t, e.used())
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventRemoved, Cause: l1.CauseDeleted, Keys: []int{1}}}, e.rec.take())
+	})
+	t.Run("write_locked_returns_key_is_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.m.Delete([]int{1}, false))
+		assert.True(t, e.state(t, 1).WriteLocked)
+	})
+	t.Run("read_locked_returns_key_is_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.m.Delete([]int{1}, false))
+	})
+	t.Run("multiple_keys", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2}, obj)
+		e.read(t, []int{2}, 1)
+		e.rec.take()
+		assert.Equal(t, []l1.Status{l1.Success, l1.KeyIsLocked, l1.KeyNotExist, l1.KeyNotExist},
+			e.m.Delete([]int{1, 2, 3, 1}, false))
+		assert.Equal(t, 1, e.m.Len())
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventRemoved, Cause: l1.CauseDeleted, Keys: []int{1}}}, e.rec.take())
+	})
+	t.Run("force_delete_removes_write_locked_key", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, true))
+		assert.Zero(t, e.m.Len())
+		assert.Zero(t, e.used())
+		assert.Zero(t, e.m.Stats().WriteLocked)
+	})
+	t.Run("force_delete_removes_read_locked_key", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.putTemp(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, true))
+		assert.Zero(t, e.m.Len())
+		assert.Zero(t, e.m.Stats().TemporaryReadLocked)
+	})
+	t.Run("force_delete_missing_key_still_key_not_exist", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.Delete([]int{1}, true))
+	})
+}
+
+func TestGetObjectState(t *testing.T) {
+	t.Run("non_existing_returns_none", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		s, ok := e.m.State(1)
+		assert.False(t, ok)
+		assert.Zero(t, s)
+	})
+	t.Run("existing_returns_state", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, 3*KiB)
+		assert.Equal(t, l1.ObjectState{Block: w[0].Block, Size: 3 * KiB, Finished: true, Evictable: true}, e.state(t, 1))
+		assert.Equal(t, obj, w[0].Block.Size)
+	})
+	t.Run("write_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.reserve(t, []int{1}, obj)
+		s := e.state(t, 1)
+		assert.Equal(t, l1.ObjectState{
+			Block: w[0].Block, Size: obj, WriteLocked: true,
+			WriteExpiry: e.clk.Now().Add(l1.DefaultWriteTTL),
+		}, s)
+	})
+	t.Run("read_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 2)
+		assert.Equal(t, l1.ObjectState{
+			Block: w[0].Block, Size: obj, ReadLocks: 2, Finished: true,
+			ReadExpiry: e.clk.Now().Add(l1.DefaultReadTTL),
+		}, e.state(t, 1))
+	})
+	t.Run("snapshot_in_lru_order", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2, 3}, obj)
+		e.read(t, []int{1}, 1)
+		e.m.Touch([]int{2, 9})
+		snap := e.m.Snapshot()
+		var got []int
+		for _, en := range snap {
+			got = append(got, en.Key)
+			s, ok := e.m.State(en.Key)
+			require.True(t, ok)
+			assert.Equal(t, s, en.ObjectState)
+		}
+		assert.Equal(t, []int{3, 1, 2}, got)
+		assert.Equal(t, []int{2}, e.rec.last(l1.EventAccessed))
+	})
+}
+
+func TestClose(t *testing.T) {
+	t.Run("empty_manager", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		require.NoError(t, e.m.Close())
+		require.NoError(t, e.m.Close(), "idempotent")
+	})
+	t.Run("with_objects", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2}, obj)
+		e.reserve(t, []int{3}, obj)
+		e.read(t, []int{1}, 1)
+		e.rec.take()
+		require.NoError(t, e.m.Close())
+		assert.Zero(t, e.used())
+		require.NoError(t, e.a.Verify())
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventRemoved, Cause: l1.CauseCleared, Keys: []int{2, 3, 1}}}, e.rec.take())
+	})
+	t.Run("clears_objects", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2}, obj)
+		require.NoError(t, e.m.Close())
+		assert.Zero(t, e.m.Len())
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, e.read(t, []int{1}, 1))
+		_, err := e.m.EvictTo(0)
+		require.ErrorIs(t, err, l1.ErrClosed)
+	})
+	t.Run("reports_blocks_the_memory_refused", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		require.NoError(t, e.a.Close())
+		err := e.m.Close()
+		require.ErrorIs(t, err, allocator.ErrClosed)
+		assert.Equal(t, uint64(1), e.m.Stats().FreeErrors)
+	})
+}
+
+func TestClear(t *testing.T) {
+	t.Run("keeps_locked_objects", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2, 3}, obj)
+		e.read(t, []int{2}, 1)
+		e.reserve(t, []int{4}, obj)
+		assert.Equal(t, 2, e.m.Clear(false))
+		assert.Equal(t, 2, e.m.Len())
+		assert.Equal(t, 2*obj, e.used())
+	})
+	t.Run("force_removes_everything", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2, 3}, obj)
+		e.read(t, []int{2}, 1)
+		e.reserve(t, []int{4}, obj)
+		assert.Equal(t, 4, e.m.Clear(true))
+		assert.Zero(t, e.m.Len())
+		assert.Zero(t, e.used())
+		st := e.m.Stats()
+		assert.Zero(t, st.WriteLocked)
+		assert.Zero(t, st.Objects)
+	})
+}
+
+func TestStateMachine(t *testing.T) {
+	t.Run("full_write_read_cycle", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.reserve(t, []int{1}, obj)
+		copy(e.a.Bytes(w[0].Block), "kv data")
+		require.Equal(t, []l1.Status{l1.Success}, e.m.FinishWrite([]int{1}))
+		r := e.read(t, []int{1}, 1)
+		require.Equal(t, l1.Success, r[0].Status)
+		assert.Equal(t, "kv data", string(e.a.Bytes(r[0].Block)[:7]))
+		require.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 1))
+		assert.True(t, e.m.IsEvictable(1))
+	})
+	t.Run("full_write_read_with_unsafe_read", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		assert.Equal(t, w[0].Block, e.m.UnsafeRead([]int{1})[0].Block)
+		e.finishRead(t, []int{1}, 1)
+		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
+	})
+	t.Run("delete_from_ready_state", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		e.finishRead(t, []int{1}, 1)
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, l1.KeyNotExist, e.read(t, []int{1}, 1)[0].Status)
+	})
+	t.Run("temporary_object_lifecycle", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		rs, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		require.NoError(t, err)
+		require.Equal(t, l1.Success, rs[0].Status)
+		assert.True(t, e.state(t, 1).Temporary)
+		_, err = e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, 1, e.m.Stats().TemporaryReadLocked)
+		e.finishRead(t, []int{1}, 1)
+		assert.Zero(t, e.m.Len())
+		assert.Zero(t, e.used())
+		assert.Zero(t, e.m.Stats().TemporaryReadLocked)
+	})
+	t.Run("temporary_object_with_unsafe_read", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		_, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		require.NoError(t, err)
+		f, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, f, e.m.UnsafeRead([]int{1}))
+		e.finishRead(t, []int{1}, 1)
+		assert.Equal(t, l1.KeyNotExist, e.m.UnsafeRead([]int{1})[0].Status)
+	})
+	t.Run("multi_reader_lifecycle_with_shared_key", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		e.read(t, []int{1}, 1)
+		e.finishRead(t, []int{1}, 1)
+		assert.Equal(t, l1.KeyNotWritable, e.reserve(t, []int{1}, obj)[0].Status)
+		assert.Equal(t, l1.Success, e.m.UnsafeRead([]int{1})[0].Status)
+		e.finishRead(t, []int{1}, 1)
+		assert.Equal(t, l1.Success, e.reserve(t, []int{1}, obj)[0].Status)
+	})
+	t.Run("temp_object_multi_reader_deletion", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.putTemp(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		e.read(t, []int{1}, 1)
+		e.finishRead(t, []int{1}, 1)
+		assert.Equal(t, 1, e.m.Len())
+		e.finishRead(t, []int{1}, 1)
+		assert.Zero(t, e.m.Len())
+		assert.Zero(t, e.used())
+	})
+}
+
+func TestIsKeyEvictable(t *testing.T) {
+	t.Run("ready", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		assert.True(t, e.m.IsEvictable(1))
+	})
+	t.Run("write_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		assert.False(t, e.m.IsEvictable(1))
+	})
+	t.Run("read_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		assert.False(t, e.m.IsEvictable(1))
+	})
+	t.Run("nonexistent", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		assert.False(t, e.m.IsEvictable(1))
+	})
+	t.Run("after_read_unlock", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		e.finishRead(t, []int{1}, 1)
+		assert.True(t, e.m.IsEvictable(1))
+	})
+	t.Run("after_write_unlock", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		e.m.FinishWrite([]int{1})
+		assert.True(t, e.m.IsEvictable(1))
+	})
+	t.Run("mixed", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2}, obj)
+		e.reserve(t, []int{3}, obj)
+		e.read(t, []int{2}, 1)
+		got := []bool{e.m.IsEvictable(1), e.m.IsEvictable(2), e.m.IsEvictable(3), e.m.IsEvictable(4)}
+		assert.Equal(t, []bool{true, false, false, false}, got)
+	})
+	t.Run("deleted", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.m.Delete([]int{1}, false)
+		assert.False(t, e.m.IsEvictable(1))
+	})
+	t.Run("multiple_read_locks", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 3)
+		e.finishRead(t, []int{1}, 2)
+		assert.False(t, e.m.IsEvictable(1))
+		e.finishRead(t, []int{1}, 1)
+		assert.True(t, e.m.IsEvictable(1))
+	})
+	t.Run("unlocked_temporary", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.putTemp(t, []int{1}, obj)
+		assert.True(t, e.m.IsEvictable(1), "finished, unlocked temporary objects are evictable, as in LMCache")
+	})
+}
+
+func TestStrings(t *testing.T) {
+	for s := l1.Success; s <= l1.OutOfMemory; s++ {
+		p, err := l1.ParseStatus(s.String())
+		require.NoError(t, err)
+		assert.Equal(t, s, p)
+	}
+	assert.Equal(t, "KEY_NOT_EXIST", l1.KeyNotExist.String())
+	assert.Equal(t, "Status(99)", l1.Status(99).String())
+	_, err := l1.ParseStatus("nope")
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+
+	for _, w := range l1.WriteModes {
+		p, err := l1.ParseWriteMode(w.String())
+		require.NoError(t, err)
+		assert.Equal(t, w, p)
+	}
+	assert.Equal(t, []string{"all", "new", "update"}, []string{l1.WriteAll.String(), l1.WriteNew.String(), l1.WriteUpdate.String()})
+	_, err = l1.ParseWriteMode("WriteMode(7)")
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+
+	assert.Equal(t, []string{"onepass", "binarysearch", "none"},
+		[]string{l1.PrefixOnePass.String(), l1.PrefixBinarySearch.String(), l1.PrefixNone.String()})
+	for _, s := range l1.PrefixStrategies {
+		p, err := l1.ParsePrefixStrategy(s.String())
+		require.NoError(t, err)
+		assert.Equal(t, s, p)
+		b, err := s.MarshalText()
+		require.NoError(t, err)
+		var u l1.PrefixStrategy
+		require.NoError(t, u.UnmarshalText(b))
+		assert.Equal(t, s, u)
+	}
+	_, err = l1.PrefixStrategy(7).MarshalText()
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+	_, err = l1.ParsePrefixStrategy("halving")
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+
+	assert.Equal(t, "removed", l1.EventRemoved.String())
+	assert.Equal(t, "evicted", l1.CauseEvicted.String())
+}

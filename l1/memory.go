@@ -1,0 +1,46 @@
+package l1
+
+import "github.com/kvalloc/kvalloc/allocator"
+
+// Memory is what the manager asks for blocks. *allocator.Allocator
+// satisfies it, and so does any test double.
+//
+// The manager relies on the all-or-nothing contract of AllocateBatch: it
+// returns exactly n blocks, or an error and no change. An error that wraps
+// allocator.ErrOutOfMemory means "does not fit" (a size larger than the
+// whole capacity included) and becomes OutOfMemory statuses; any other error
+// is returned to the caller of ReserveWrite.
+type Memory interface {
+	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
+	Free(blocks ...allocator.Block) error
+	// Stats is read for Usage, Stats, EvictTo and, when Memory is not a
+	// Fitter, to skip hopeless retries during on-demand eviction. Only
+	// Capacity, Used and Free are read.
+	Stats() allocator.Stats
+}
+
+// UpToAllocator is an optional interface of a Memory, detected by type
+// assertion as io.WriterTo is: AllocateUpTo grants the largest k ≤ n objects
+// that fit now, in one call, and errs only on invalid arguments (or, as the
+// allocator does for a size above capacity, with an error that also wraps
+// allocator.ErrOutOfMemory). PrefixOnePass uses it; without it, PrefixOnePass
+// falls back to PrefixBinarySearch.
+type UpToAllocator interface {
+	AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
+}
+
+// Fitter is an optional interface of a Memory: Fit reports how many objects
+// of size bytes, up to n, a Scattered or ContiguousFirst batch could take
+// now, without allocating. On-demand eviction uses it to stop as soon as the
+// batch fits; without it (or with Contiguous placement) eviction retries the
+// allocation instead.
+type Fitter interface {
+	Fit(size int64, n int) int
+}
+
+// Compile-time checks that the allocator provides every interface.
+var (
+	_ Memory        = (*allocator.Allocator)(nil)
+	_ UpToAllocator = (*allocator.Allocator)(nil)
+	_ Fitter        = (*allocator.Allocator)(nil)
+)

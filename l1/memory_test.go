@@ -1,0 +1,117 @@
+package l1_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Memories that misbehave, or that someone else shares.
+
+// shrinkMem loses capacity to another user after a number of calls.
+type shrinkMem struct {
+	*countMem
+	after, to int
+}
+
+func (s *shrinkMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	s.mu.Lock()
+	if len(s.calls) == s.after {
+		s.capacity = s.to
+	}
+	s.mu.Unlock()
+	return s.countMem.AllocateBatch(size, n, p)
+}
+
+// liarMem returns the wrong number of blocks.
+type liarMem struct {
+	*countMem
+	extra int
+	err   error
+}
+
+func (l *liarMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	return l.countMem.AllocateBatch(size, n+l.extra, p)
+}
+
+func (l *liarMem) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.allocLocked(size, n+l.extra, true)
+}
+
+func TestSharedMemory(t *testing.T) {
+	t.Run("search_resumes_when_memory_shrinks_before_the_final_allocation", func(t *testing.T) {
+		// Capacity 7, want 10: probes 5, 7, 8; before the final 7 another
+		// user takes 2, so the search resumes over [1, 6] and grants 5.
+		mem := &shrinkMem{countMem: newCountMem(7, obj), after: 4, to: 5}
+		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
+		rs := e.reserve(t, keys(0, 10), obj)
+		assert.Equal(t, append(repeat(l1.Success, 5), repeat(l1.OutOfMemory, 5)...), statuses(rs))
+		calls, _ := mem.record()
+		assert.Equal(t, []int{10, 5, 7, 8, 7, 3, 5, 6, 5}, calls)
+		assert.Equal(t, int64(5), mem.Stats().LiveBlocks)
+	})
+}
+
+func TestMisbehavingMemory(t *testing.T) {
+	t.Run("batch_with_the_wrong_count", func(t *testing.T) {
+		mem := &liarMem{countMem: newCountMem(10, obj), extra: 1}
+		e := newEnvOver(t, nil, plainMem{mem}, l1.Config{})
+		_, err := e.m.ReserveWrite(keys(0, 3), obj, nil, l1.WriteAll)
+		require.Error(t, err)
+		assert.Zero(t, mem.Stats().LiveBlocks, "the extra blocks are returned")
+		assert.Zero(t, e.m.Len())
+	})
+	t.Run("up_to_with_too_many", func(t *testing.T) {
+		mem := &liarMem{countMem: newCountMem(10, obj), extra: 1}
+		e := newEnvOver(t, nil, mem, l1.Config{})
+		_, err := e.m.ReserveWrite(keys(0, 3), obj, nil, l1.WriteAll)
+		require.Error(t, err)
+		assert.Zero(t, mem.Stats().LiveBlocks)
+	})
+	t.Run("up_to_error", func(t *testing.T) {
+		mem := &liarMem{countMem: newCountMem(10, obj), err: errBroken}
+		e := newEnvOver(t, nil, mem, l1.Config{})
+		_, err := e.m.ReserveWrite(keys(0, 3), obj, nil, l1.WriteAll)
+		require.ErrorIs(t, err, errBroken)
+	})
+	t.Run("free_refused_during_a_probe", func(t *testing.T) {
+		mem := newCountMem(5, obj)
+		e := newEnvOver(t, nil, &refuseFree{mem}, l1.Config{Prefix: l1.PrefixBinarySearch})
+		_, err := e.m.ReserveWrite(keys(0, 10), obj, nil, l1.WriteAll)
+		require.ErrorIs(t, err, errBroken)
+		assert.Equal(t, uint64(1), e.m.Stats().FreeErrors)
+	})
+}
+
+type refuseFree struct{ *countMem }
+
+func (refuseFree) Free(...allocator.Block) error { return errBroken }
+
+// A clock that goes backwards can put the expiry queues out of order, so a
+// sweep may stop early; the key is still checked when a call names it.
+func TestClockGoingBackwards(t *testing.T) {
+	// Times relative to the start T; write TTL 60 s, read TTL 70 s.
+	e := newEnv(t, 64*KiB, l1.Config{WriteTTL: time.Minute, ReadTTL: 70 * time.Second})
+	e.reserve(t, []int{1}, obj) // write expires at T+60
+	e.clk.Advance(-30 * time.Second)
+	e.reserve(t, []int{2}, obj) // T+30, queued behind 1
+	e.putTemp(t, []int{3, 4}, obj)
+	e.read(t, []int{3}, 1) // read expires at T+40
+	e.clk.Advance(-10 * time.Second)
+	e.read(t, []int{4}, 1)          // T+30, queued behind 3
+	e.clk.Advance(75 * time.Second) // T+35
+	assert.Equal(t, l1.KeyNotExist, e.read(t, []int{2}, 1)[0].Status, "2 expired behind a live lock")
+	assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.finishRead(t, []int{4}, 1))
+	assert.Equal(t, 2, e.m.Len())
+	assert.Equal(t, uint64(2), e.m.Stats().Expired)
+}

@@ -1,0 +1,127 @@
+package l1
+
+import "fmt"
+
+// checkLocks validates a read-lock count.
+func checkLocks(locks int) error {
+	if locks < 1 || locks > MaxReadLocks {
+		return fmt.Errorf("%w: read locks %d outside [1, %d]", ErrInvalidArgument, locks, MaxReadLocks)
+	}
+	return nil
+}
+
+// ReserveRead takes locks read locks on each readable key and returns its
+// block. Per key: KeyNotExist; KeyNotReadable while the object is
+// write-locked; otherwise Success, the lock count raised by locks, the read
+// expiry refreshed for every holder, and the object made most recently used.
+// locks outside [1, MaxReadLocks] is an error wrapping ErrInvalidArgument,
+// and nothing changes. A key repeated in one call is locked once per
+// occurrence.
+func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
+	if err := checkLocks(locks); err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(keys))
+	now := m.lock()
+	defer m.unlock()
+	var ok []K
+	for i, k := range keys {
+		o := m.lookupLocked(k, now)
+		switch {
+		case o == nil:
+			out[i].Status = KeyNotExist
+		case o.write.held(now):
+			out[i].Status = KeyNotReadable
+		default:
+			m.readLockLocked(o, locks, now)
+			m.lru.moveToBack(o)
+			out[i] = Result{Status: Success, Block: o.block}
+			if m.listening() {
+				ok = append(ok, k)
+			}
+		}
+	}
+	m.emitLocked(EventReadReserved, ok)
+	return out, nil
+}
+
+// readLockLocked adds read holds to o, queueing a temporary object for
+// reclaim at its read expiry.
+func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
+	o.read.lock(locks, now, m.rttl)
+	if o.temporary {
+		m.enqueueLocked(o, &m.tempQ)
+	}
+}
+
+// UnsafeRead returns the blocks of objects that are read-locked, without
+// taking a lock: the caller must hold one, from ReserveRead or
+// FinishWriteAndReserveRead, until it is done. Per key: KeyNotExist;
+// KeyNotReadable unless the object is read-locked; otherwise Success. It
+// does not change recency and reports no event.
+func (m *Manager[K]) UnsafeRead(keys []K) []Result {
+	out := make([]Result, len(keys))
+	now := m.lock()
+	defer m.unlock()
+	for i, k := range keys {
+		o := m.lookupLocked(k, now)
+		switch {
+		case o == nil:
+			out[i].Status = KeyNotExist
+		case !o.read.held(now) || o.write.held(now):
+			out[i].Status = KeyNotReadable
+		default:
+			out[i] = Result{Status: Success, Block: o.block}
+		}
+	}
+	return out
+}
+
+// FinishRead releases locks read locks on each key. Per key: KeyNotExist;
+// KeyInWrongState when the object is write-locked or not read-locked (a
+// reader that held no lock may have read inconsistent data); otherwise
+// Success, and the count drops by locks, not below zero. A temporary object
+// whose count reaches zero is removed and its memory freed
+// (CauseTemporaryRead). locks outside [1, MaxReadLocks] is an error
+// wrapping ErrInvalidArgument, and nothing changes.
+//
+// A temporary object whose read lock lapsed before FinishRead was already
+// reclaimed (CauseExpired), so FinishRead answers KeyNotExist for it;
+// LMCache answered KEY_IN_WRONG_STATE and leaked the object until eviction.
+func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
+	if err := checkLocks(locks); err != nil {
+		return nil, err
+	}
+	out := make([]Status, len(keys))
+	now := m.lock()
+	defer m.unlock()
+	var ok []K
+	var gone []K
+	for i, k := range keys {
+		o := m.lookupLocked(k, now)
+		switch {
+		case o == nil:
+			out[i] = KeyNotExist
+		case o.write.held(now) || !o.read.held(now):
+			out[i] = KeyInWrongState
+		default:
+			o.read.unlock(locks)
+			if o.read.count == 0 {
+				m.dequeueLocked(o)
+				if o.temporary {
+					m.dropLocked(o, CauseTemporaryRead)
+					gone = append(gone, k)
+				}
+			}
+			if m.listening() {
+				ok = append(ok, k)
+			}
+		}
+	}
+	// ReadFinished before Removed, as LMCache reports them.
+	m.emitLocked(EventReadFinished, ok)
+	for _, k := range gone {
+		m.noteRemovedLocked(k, CauseTemporaryRead)
+	}
+	return out, nil
+}

@@ -1,0 +1,253 @@
+package l1
+
+import (
+	"fmt"
+
+	"github.com/kvalloc/kvalloc/allocator"
+)
+
+// WriteMode says which keys ReserveWrite may reserve.
+type WriteMode uint8
+
+const (
+	// WriteAll, the zero value and LMCache's default, allocates missing
+	// keys and re-locks writable existing ones.
+	WriteAll WriteMode = iota
+	// WriteNew allocates missing keys only; existing keys are
+	// KeyNotWritable.
+	WriteNew
+	// WriteUpdate re-locks writable existing keys only; missing keys are
+	// KeyNotWritable and nothing is allocated.
+	WriteUpdate
+)
+
+// WriteModes lists every mode.
+var WriteModes = []WriteMode{WriteAll, WriteNew, WriteUpdate}
+
+var writeModeNames = [...]string{WriteAll: "all", WriteNew: "new", WriteUpdate: "update"}
+
+// String returns LMCache's name for the mode: "all", "new" or "update".
+func (w WriteMode) String() string {
+	if w.valid() {
+		return writeModeNames[w]
+	}
+	return fmt.Sprintf("WriteMode(%d)", uint8(w))
+}
+
+// ParseWriteMode is the inverse of WriteMode.String.
+func ParseWriteMode(s string) (WriteMode, error) {
+	for _, w := range WriteModes {
+		if w.String() == s {
+			return w, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown write mode %q", ErrInvalidArgument, s)
+}
+
+func (w WriteMode) valid() bool { return w <= WriteUpdate }
+
+// ReserveWrite write-locks the keys for a write of size bytes each and
+// returns their blocks, one Result per key in key order.
+//
+// Validation comes first, and a bad call changes nothing: size must be
+// positive, mode known, and temporary either empty (no key temporary) or one
+// flag per key. The error wraps ErrInvalidArgument.
+//
+// Per key, in order:
+//   - a key repeated in the call: KeyNotWritable at every occurrence after
+//     the first, which alone is handled (no second allocation);
+//   - an existing key in WriteNew mode, a missing key in WriteUpdate mode,
+//     or an existing key that is not writable (locked, temporary, or with
+//     a block smaller than size): KeyNotWritable;
+//   - a writable existing key in WriteAll or WriteUpdate mode: Success
+//     with its block, re-locked; its temporary flag and size become the
+//     call's;
+//   - a missing key in WriteAll or WriteNew mode: allocated, see below.
+//
+// The missing keys are allocated together, n objects of size bytes, in one
+// AllocateBatch call. When that does not fit:
+//  1. With Config.EvictOnDemand, finished objects with no live lock are
+//     evicted, least recently used first, until the batch fits or nothing
+//     evictable is left. Keys named in the call are never evicted.
+//  2. If it still does not fit, the largest prefix that fits is granted,
+//     as Config.Prefix says: the first k missing keys, in request order,
+//     get Success and the rest OutOfMemory. A one-key batch, and a size
+//     larger than the memory's capacity, are all or nothing.
+//
+// With PrefixOnePass, a Memory that has AllocateUpTo and no on-demand
+// eviction, the first call is AllocateUpTo itself: one call in all, whether
+// or not the batch fits.
+//
+// An allocation error other than out-of-memory is returned as an error, and
+// the call then leaves no reservation behind; objects it evicted or
+// reclaimed as expired stay gone. After Close it returns ErrClosed.
+//
+// Listeners get one EventWriteReserved with every granted key, re-locked and
+// allocated alike, in request order, preceded by any removals (expired,
+// evicted) the call made.
+func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode WriteMode) ([]Result, error) {
+	switch {
+	case size <= 0:
+		return nil, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
+	case !mode.valid():
+		return nil, fmt.Errorf("%w: unknown write mode %d", ErrInvalidArgument, mode)
+	case len(temporary) != 0 && len(temporary) != len(keys):
+		return nil, fmt.Errorf("%w: %d temporary flags for %d keys", ErrInvalidArgument, len(temporary), len(keys))
+	}
+	now := m.lock()
+	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Result, len(keys))
+
+	// first maps each key to its first index, for repeats and for keeping
+	// the request's keys out of eviction. One key needs no map.
+	var first map[K]int
+	if len(keys) > 1 {
+		first = make(map[K]int, len(keys))
+		for i, k := range keys {
+			if _, ok := first[k]; !ok {
+				first[k] = i
+			}
+		}
+	}
+	var relock, need []int
+	for i, k := range keys {
+		if first != nil && first[k] != i {
+			out[i].Status = KeyNotWritable
+			continue
+		}
+		o := m.lookupLocked(k, now)
+		switch {
+		case o == nil && mode == WriteUpdate, o != nil && mode == WriteNew:
+			out[i].Status = KeyNotWritable
+		case o == nil:
+			need = append(need, i)
+		case !m.writableLocked(o, size, now):
+			out[i].Status = KeyNotWritable
+		default:
+			relock = append(relock, i)
+		}
+	}
+
+	var blocks []allocator.Block
+	if len(need) > 0 {
+		inRequest := func(k K) bool {
+			if first == nil {
+				return k == keys[0]
+			}
+			_, ok := first[k]
+			return ok
+		}
+		var err error
+		blocks, err = m.allocateLocked(size, len(need), now, inRequest)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(blocks) == 0:
+			m.stats.FailedReservations++
+		case len(blocks) < len(need):
+			m.stats.PartialGrants++
+		}
+		m.stats.OOMKeys += uint64(len(need) - len(blocks))
+	}
+
+	// Nothing below can fail: apply the reservations.
+	for j, i := range need {
+		if j >= len(blocks) {
+			out[i].Status = OutOfMemory
+			continue
+		}
+		o := &object[K]{key: keys[i], block: blocks[j], size: size, temporary: flag(temporary, i)}
+		m.objects[o.key] = o
+		m.lru.pushBack(o)
+		m.writeLockLocked(o, now)
+		out[i] = Result{Status: Success, Block: o.block}
+	}
+	for _, i := range relock {
+		o := m.objects[keys[i]]
+		o.size, o.temporary = size, flag(temporary, i)
+		m.lru.moveToBack(o)
+		m.writeLockLocked(o, now)
+		out[i] = Result{Status: Success, Block: o.block}
+	}
+	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
+	if m.listening() {
+		var ok []K
+		for i, r := range out {
+			if r.Status == Success {
+				ok = append(ok, keys[i])
+			}
+		}
+		m.emitLocked(EventWriteReserved, ok)
+	}
+	return out, nil
+}
+
+func flag(temporary []bool, i int) bool { return len(temporary) > 0 && temporary[i] }
+
+// writableLocked is LMCache's writable predicate, plus room for size bytes:
+// no live lock, not temporary, and a block of at least size bytes.
+func (m *Manager[K]) writableLocked(o *object[K], size int64, now int64) bool {
+	return !o.write.held(now) && !o.read.held(now) && !o.temporary && o.block.Size >= size
+}
+
+func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
+	o.write.lock(1, now, m.wttl)
+	m.enqueueLocked(o, &m.writeQ)
+}
+
+// allocateLocked returns up to n blocks of size bytes: all n, or the
+// largest prefix that fits after on-demand eviction, or none. It errs only
+// when the memory fails for a reason other than lack of space, and then it
+// holds no block.
+func (m *Manager[K]) allocateLocked(size int64, n int, now int64, inRequest func(K) bool) ([]allocator.Block, error) {
+	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
+		return m.allocUpToLocked(size, n)
+	}
+	blocks, err := m.allocBatchLocked(size, n)
+	switch {
+	case err == nil:
+		return blocks, nil
+	case !isOOM(err):
+		return nil, err
+	case neverFits(err):
+		return nil, nil
+	}
+	if m.cfg.EvictOnDemand {
+		blocks, err := m.evictForLocked(size, n, now, inRequest)
+		if err != nil || blocks != nil {
+			return blocks, err
+		}
+	}
+	return m.prefixLocked(size, n)
+}
+
+// allocBatchLocked makes one all-or-nothing call and checks its answer.
+func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, error) {
+	m.stats.AllocCalls++
+	blocks, err := m.mem.AllocateBatch(size, n, m.cfg.Placement)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) != n {
+		m.freeLocked(blocks)
+		return nil, fmt.Errorf("l1: memory returned %d blocks for a batch of %d", len(blocks), n)
+	}
+	return blocks, nil
+}
+
+// freeLocked returns blocks the manager got but will not keep.
+func (m *Manager[K]) freeLocked(blocks []allocator.Block) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	if err := m.mem.Free(blocks...); err != nil {
+		m.stats.FreeErrors++
+		m.lastFreeErr = err
+		return fmt.Errorf("l1: free %d blocks: %w", len(blocks), err)
+	}
+	return nil
+}

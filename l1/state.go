@@ -1,0 +1,87 @@
+package l1
+
+import (
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+)
+
+// ObjectState is everything observable about one object, for tests,
+// fuzzers and scenario runners that check the manager against a model.
+type ObjectState struct {
+	Block allocator.Block
+	// Size is the size the last ReserveWrite asked for; Block.Size is that
+	// rounded up by the memory.
+	Size int64
+	// WriteLocked: a write is reserved and not finished (and its lock has
+	// not lapsed, or the object would be gone).
+	WriteLocked bool
+	// ReadLocks is the live read-lock count: 0 once the lock has lapsed.
+	ReadLocks int
+	// Temporary objects are removed when their last read lock is released.
+	Temporary bool
+	// Finished: a write of this object has been finished. A rewrite
+	// reserved in WriteAll or WriteUpdate mode leaves it true while
+	// WriteLocked.
+	Finished bool
+	// Evictable: Finished and no live lock.
+	Evictable bool
+	// WriteExpiry and ReadExpiry are when the locks lapse; zero when the
+	// lock is not held.
+	WriteExpiry, ReadExpiry time.Time
+}
+
+// Entry is one object of a Snapshot.
+type Entry[K comparable] struct {
+	Key K
+	ObjectState
+}
+
+// State returns the state of key's object, and false when there is none.
+// Like every call that names a key, it first reclaims expired objects.
+func (m *Manager[K]) State(key K) (ObjectState, bool) {
+	now := m.lock()
+	defer m.unlock()
+	o := m.lookupLocked(key, now)
+	if o == nil {
+		return ObjectState{}, false
+	}
+	return m.stateLocked(o, now), true
+}
+
+// Snapshot returns every object, least recently used first: the order
+// eviction follows. It first reclaims expired objects.
+func (m *Manager[K]) Snapshot() []Entry[K] {
+	now := m.lock()
+	defer m.unlock()
+	out := make([]Entry[K], 0, len(m.objects))
+	for o := m.lru.front(); o != nil; {
+		next := m.lru.after(o)
+		// Normalizes lapsed read locks; a clock gone backwards may also
+		// reclaim here what the sweep missed.
+		if m.lookupLocked(o.key, now) != nil {
+			out = append(out, Entry[K]{Key: o.key, ObjectState: m.stateLocked(o, now)})
+		}
+		o = next
+	}
+	return out
+}
+
+func (m *Manager[K]) stateLocked(o *object[K], now int64) ObjectState {
+	s := ObjectState{
+		Block:     o.block,
+		Size:      o.size,
+		Temporary: o.temporary,
+		Finished:  o.finished,
+		Evictable: evictableLocked(o, now),
+	}
+	if o.write.held(now) {
+		s.WriteLocked = true
+		s.WriteExpiry = m.epoch.Add(time.Duration(o.write.expiry))
+	}
+	if o.read.held(now) {
+		s.ReadLocks = int(o.read.count)
+		s.ReadExpiry = m.epoch.Add(time.Duration(o.read.expiry))
+	}
+	return s
+}

@@ -1,0 +1,69 @@
+package l1
+
+// Counters are the manager's monotonic event counts.
+type Counters struct {
+	// AllocCalls counts AllocateBatch and AllocateUpTo calls, probes
+	// included.
+	AllocCalls uint64
+	// Probes counts the binary search's trial allocations (each allocated
+	// and freed): not the failed full call, not the final allocation.
+	Probes uint64
+	// WriteReservations counts keys ReserveWrite granted.
+	WriteReservations uint64
+	// PartialGrants counts ReserveWrite calls that allocated some, but not
+	// all, of the keys they had to allocate.
+	PartialGrants uint64
+	// FailedReservations counts ReserveWrite calls that had keys to
+	// allocate and allocated none.
+	FailedReservations uint64
+	// OOMKeys counts keys answered OutOfMemory.
+	OOMKeys uint64
+	// Evictions counts objects evicted, on demand or by EvictTo.
+	Evictions uint64
+	// OnDemandEvictions counts the evictions ReserveWrite made.
+	OnDemandEvictions uint64
+	// Expired counts objects reclaimed because a write lock, or a
+	// temporary object's read lock, lapsed.
+	Expired uint64
+	// FreeErrors counts frees the memory refused. It stays 0 unless the
+	// memory is closed or misbehaves under the manager.
+	FreeErrors uint64
+}
+
+// Stats is a snapshot of the manager.
+type Stats struct {
+	// Objects is the number of keys held; WriteLocked of them are being
+	// written and TemporaryReadLocked are read-locked temporary objects.
+	// Expired objects not yet reclaimed are still counted: Stats does not
+	// sweep.
+	Objects, WriteLocked, TemporaryReadLocked int
+	// Used and Capacity are the memory's bytes, as in Usage.
+	Used, Capacity int64
+	Counters
+}
+
+// Stats returns the counts, read under the manager lock, and the memory's
+// usage. It is O(1) and, unlike every other method, does not reclaim
+// expired objects.
+func (m *Manager[K]) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ms := m.mem.Stats()
+	return Stats{
+		Objects:             len(m.objects),
+		WriteLocked:         m.writeQ.len,
+		TemporaryReadLocked: m.tempQ.len,
+		Used:                ms.Used,
+		Capacity:            ms.Capacity,
+		Counters:            m.stats,
+	}
+}
+
+// Usage returns the memory's used and total bytes. It reads under the
+// manager lock, so it never sees a binary-search probe's transient blocks.
+func (m *Manager[K]) Usage() (used, capacity int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ms := m.mem.Stats()
+	return ms.Used, ms.Capacity
+}

@@ -1,0 +1,308 @@
+package l1_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// The subtests of this file are LMCache's test_l1_manager.py tests of
+// reserve_write, finish_write, abort_write and
+// finish_write_and_reserve_read, by name, plus this package's additions.
+
+func TestReserveWrite(t *testing.T) {
+	t.Run("new_key_returns_success", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		rs := e.reserve(t, []int{1}, obj)
+		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: allocator.Block{Offset: 0, Size: obj}}}, rs)
+		s := e.state(t, 1)
+		assert.True(t, s.WriteLocked)
+		assert.False(t, s.Finished)
+		assert.Equal(t, []int{1}, e.rec.last(l1.EventWriteReserved))
+	})
+	t.Run("write_locked_key_returns_not_writable", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.KeyNotWritable}, statuses(e.reserve(t, []int{1}, obj)))
+	})
+	t.Run("read_locked_key_returns_not_writable", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		assert.Equal(t, []l1.Status{l1.KeyNotWritable}, statuses(e.reserve(t, []int{1}, obj)))
+	})
+	t.Run("temporary_key_returns_not_writable", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.putTemp(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.KeyNotWritable}, statuses(e.reserve(t, []int{1}, obj)))
+	})
+	t.Run("multiple_keys", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{2}, obj)
+		e.read(t, []int{2}, 1)
+		rs := e.reserve(t, []int{1, 2, 3}, obj)
+		assert.Equal(t, []l1.Status{l1.Success, l1.KeyNotWritable, l1.Success}, statuses(rs))
+		assert.NotEqual(t, rs[0].Block, rs[2].Block)
+		assert.Equal(t, []int{1, 3}, e.rec.last(l1.EventWriteReserved))
+	})
+	t.Run("uses_available_prefix", func(t *testing.T) {
+		for _, s := range []l1.PrefixStrategy{l1.PrefixOnePass, l1.PrefixBinarySearch} {
+			t.Run(s.String(), func(t *testing.T) {
+				e := newEnv(t, 64*KiB, l1.Config{Prefix: s}) // 16 pages
+				e.put(t, keys(100, 12), obj)
+				rs := e.reserve(t, keys(0, 6), obj)
+				assert.Equal(t, append(repeat(l1.Success, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
+				assert.Equal(t, keys(0, 4), e.rec.last(l1.EventWriteReserved))
+			})
+		}
+	})
+	t.Run("new_mode", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		rs, err := e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteNew)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.Success}, statuses(rs))
+		s := e.state(t, 1)
+		assert.False(t, s.WriteLocked)
+		assert.Equal(t, w[0].Block, s.Block)
+	})
+	t.Run("update_mode", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		before := e.a.Stats().Allocs
+		rs, err := e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteUpdate)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}, {Status: l1.KeyNotWritable}}, rs)
+		assert.Equal(t, before, e.a.Stats().Allocs, "update mode allocates nothing")
+		s := e.state(t, 1)
+		assert.True(t, s.WriteLocked)
+		assert.True(t, s.Finished, "a rewrite keeps the finished flag")
+		_, ok := e.m.State(2)
+		assert.False(t, ok)
+	})
+	t.Run("all_mode", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		rs := e.reserve(t, []int{1, 2}, obj)
+		assert.Equal(t, []l1.Status{l1.Success, l1.Success}, statuses(rs))
+		assert.Equal(t, w[0].Block, rs[0].Block, "a re-locked key keeps its block")
+		assert.Equal(t, []int{1, 2}, e.rec.last(l1.EventWriteReserved))
+	})
+	t.Run("existing_block_too_small_is_not_writable", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.KeyNotWritable}, statuses(e.reserve(t, []int{1}, obj+1)))
+		// A smaller write fits the old block.
+		assert.Equal(t, []l1.Status{l1.Success}, statuses(e.reserve(t, []int{1}, obj/2)))
+		assert.Equal(t, obj/2, e.state(t, 1).Size)
+	})
+	t.Run("rewrite_takes_the_temporary_flag_of_the_call", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		rs, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		require.NoError(t, err)
+		assert.Equal(t, l1.Success, rs[0].Status)
+		assert.True(t, e.state(t, 1).Temporary)
+	})
+	t.Run("empty_batch", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		rs := e.reserve(t, nil, obj)
+		assert.Empty(t, rs)
+		assert.Zero(t, e.m.Stats().AllocCalls)
+		assert.Empty(t, e.rec.take())
+	})
+	t.Run("invalid_arguments_change_nothing", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		before, stats := e.m.Snapshot(), e.m.Stats()
+		e.rec.take()
+		for name, call := range map[string]func() ([]l1.Result, error){
+			"zero size":     func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, 0, nil, l1.WriteAll) },
+			"negative size": func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, -obj, nil, l1.WriteAll) },
+			"unknown mode":  func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteMode(9)) },
+			"short flags": func() ([]l1.Result, error) {
+				return e.m.ReserveWrite([]int{1, 2}, obj, []bool{true}, l1.WriteAll)
+			},
+			"long flags": func() ([]l1.Result, error) {
+				return e.m.ReserveWrite([]int{1, 2}, obj, []bool{true, false, true}, l1.WriteAll)
+			},
+		} {
+			rs, err := call()
+			require.ErrorIs(t, err, l1.ErrInvalidArgument, name)
+			assert.Nil(t, rs, name)
+		}
+		assert.Equal(t, before, e.m.Snapshot())
+		assert.Equal(t, stats, e.m.Stats())
+		assert.Empty(t, e.rec.take())
+	})
+	t.Run("size_above_capacity_is_out_of_memory", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		rs := e.reserve(t, keys(0, 3), 65*KiB)
+		assert.Equal(t, repeat(l1.OutOfMemory, 3), statuses(rs))
+		assert.Equal(t, uint64(3), e.m.Stats().OOMKeys)
+	})
+	t.Run("allocator_error_is_returned_and_undone", func(t *testing.T) {
+		for _, s := range l1.PrefixStrategies {
+			t.Run(s.String(), func(t *testing.T) {
+				mem := newCountMem(10, obj)
+				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
+				e.put(t, []int{1}, obj)
+				before := e.m.Snapshot()
+				e.rec.take()
+				mem.fail = errBroken
+				rs, err := e.m.ReserveWrite([]int{1, 2, 3}, obj, nil, l1.WriteAll)
+				require.ErrorIs(t, err, errBroken)
+				assert.Nil(t, rs)
+				assert.Equal(t, before, e.m.Snapshot(), "the re-lock of key 1 is not applied")
+				assert.Empty(t, e.rec.take())
+				assert.Equal(t, int64(1), mem.Stats().LiveBlocks)
+			})
+		}
+	})
+	t.Run("allocator_error_in_a_probe_frees_the_probes", func(t *testing.T) {
+		mem := &failAfter{countMem: newCountMem(5, obj), after: 3}
+		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
+		_, err := e.m.ReserveWrite(keys(0, 10), obj, nil, l1.WriteAll)
+		require.ErrorIs(t, err, errBroken)
+		assert.Zero(t, mem.Stats().LiveBlocks)
+		assert.Zero(t, e.m.Len())
+	})
+	t.Run("after_close", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		require.NoError(t, e.m.Close())
+		_, err := e.m.ReserveWrite([]int{1}, obj, nil, l1.WriteAll)
+		require.ErrorIs(t, err, l1.ErrClosed)
+	})
+}
+
+// failAfter fails every allocation after the first `after` calls with a
+// non-OOM error.
+type failAfter struct {
+	*countMem
+	after int
+}
+
+func (f *failAfter) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	f.mu.Lock()
+	calls := len(f.calls)
+	f.mu.Unlock()
+	if calls >= f.after {
+		return nil, errBroken
+	}
+	return f.countMem.AllocateBatch(size, n, p)
+}
+
+func TestFinishWrite(t *testing.T) {
+	t.Run("non_existing_key_returns_key_not_exist", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.FinishWrite([]int{1}))
+	})
+	t.Run("success", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.FinishWrite([]int{1}))
+		s := e.state(t, 1)
+		assert.False(t, s.WriteLocked)
+		assert.True(t, s.Finished)
+		assert.Equal(t, []int{1}, e.rec.last(l1.EventWriteFinished))
+	})
+	t.Run("non_write_locked_returns_wrong_state", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.m.FinishWrite([]int{1}))
+	})
+}
+
+func TestAbortWrite(t *testing.T) {
+	t.Run("discards_reserved_object", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		e.rec.take()
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.AbortWrite([]int{1}))
+		_, ok := e.m.State(1)
+		assert.False(t, ok)
+		assert.Zero(t, e.used())
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventRemoved, Cause: l1.CauseAborted, Keys: []int{1}}}, e.rec.take())
+	})
+	t.Run("preserves_finished_object", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.put(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.KeyInWrongState, l1.KeyNotExist}, e.m.AbortWrite([]int{1, 2}))
+		s := e.state(t, 1)
+		assert.True(t, s.Finished)
+		assert.Equal(t, w[0].Block, s.Block)
+	})
+	t.Run("discards_a_rewrite", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.reserve(t, []int{1}, obj)
+		assert.Equal(t, []l1.Status{l1.Success}, e.m.AbortWrite([]int{1}))
+		assert.Zero(t, e.m.Len())
+		assert.Zero(t, e.used())
+	})
+}
+
+func TestFinishWriteAndReserveRead(t *testing.T) {
+	t.Run("normal_transition", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.reserve(t, []int{1}, obj)
+		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 2)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, rs)
+		s := e.state(t, 1)
+		assert.False(t, s.WriteLocked)
+		assert.True(t, s.Finished)
+		assert.Equal(t, 2, s.ReadLocks)
+		assert.Equal(t, []int{1}, e.rec.last(l1.EventWriteFinishedReadReserved))
+	})
+	t.Run("key_not_exist", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, rs)
+	})
+	t.Run("not_write_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Result{{Status: l1.KeyInWrongState}}, rs)
+		assert.Equal(t, 0, e.state(t, 1).ReadLocks)
+	})
+	t.Run("already_read_locked", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.read(t, []int{1}, 1)
+		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Result{{Status: l1.KeyInWrongState}}, rs)
+		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
+	})
+	t.Run("multiple_keys_mixed_results", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{2}, obj)
+		e.reserve(t, []int{1, 3}, obj)
+		rs, err := e.m.FinishWriteAndReserveRead([]int{1, 2, 3, 4}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Status{l1.Success, l1.KeyInWrongState, l1.Success, l1.KeyNotExist}, statuses(rs))
+		assert.Equal(t, []int{1, 3}, e.rec.last(l1.EventWriteFinishedReadReserved))
+	})
+	t.Run("can_unsafe_read_after_transition", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		w := e.reserve(t, []int{1}, obj)
+		_, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+	})
+	t.Run("locks_outside_range_is_an_error", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.reserve(t, []int{1}, obj)
+		_, err := e.m.FinishWriteAndReserveRead([]int{1}, 0)
+		require.ErrorIs(t, err, l1.ErrInvalidArgument)
+		assert.True(t, e.state(t, 1).WriteLocked)
+	})
+}
