@@ -28,24 +28,61 @@
 //
 // # The object life cycle
 //
-// ReserveWrite creates an object write-locked. FinishWrite makes it
-// readable ("finished"); ReserveRead adds read locks, FinishRead releases
-// them. A temporary object is removed when its last read lock is released.
-// An object is writable again (modes WriteAll and WriteUpdate) when it holds
-// no lock and is not temporary, and evictable when it is finished and holds
-// no lock. Locks expire: see lock.go for what a lapse does.
+//	              ReserveWrite (a missing key)
+//	┌──────────┐ ──────────────────────────────▶ ┌──────────────┐
+//	│          │  AbortWrite, write TTL lapse    │              │
+//	│          │ ◀────────────────────────────── │ write-locked │ ─────────────────────────────┐
+//	│          │                                 └──────────────┘                              │
+//	│          │                                    FinishWrite│ ▲ ReserveWrite (all or        │
+//	│          │                                               ▼ │ update mode)                │
+//	│          │                                 ┌──────────────┐                              │
+//	│  (none)  │  Delete, Clear, eviction        │              │                              │
+//	│          │ ◀────────────────────────────── │    ready     │                              │
+//	│          │                                 └──────────────┘                              │
+//	│          │                                    ReserveRead│ ▲ FinishRead to 0             │
+//	│          │                                               ▼ │ (an ordinary object)        │
+//	│          │  FinishRead to 0, or read       ┌──────────────┐ FinishWriteAndReserveRead    │
+//	│          │  TTL lapse (temporary)          │ read-locked  │ ◀────────────────────────────┘
+//	│          │ ◀────────────────────────────── │  (count n)   │ ◀──┐ ReserveRead,
+//	└──────────┘                                 └──────────────┘ ───┘ FinishRead to n > 0
 //
-// # Largest prefix
+// Delete(force) and Clear(force) remove an object in any state.
 //
-// When the keys ReserveWrite must allocate do not all fit, it grants the
-// largest prefix that does, in request order, and answers OutOfMemory for
-// every key of the tail: all objects of a batch share one size, so k fit
-// exactly when k ≤ Σ⌊extent/size⌋, which is monotone in k. PrefixOnePass
-// (the default) gets that k from the allocator's AllocateUpTo in one call;
-// PrefixBinarySearch is LMCache's search with trial allocations, kept as the
-// reference and for memories without AllocateUpTo; PrefixNone keeps the old
-// all-or-nothing answer. With Config.EvictOnDemand, least recently used
-// unlocked objects are evicted first, until the batch fits.
+// An object is readable when it is not write-locked: a write is invisible
+// until FinishWrite. It is writable again (modes WriteAll and WriteUpdate)
+// when it holds no live lock, is not temporary and its block holds the new
+// size; evictable when it is ready (finished, no live lock) and not
+// temporary. A temporary object is removed when its last read lock is
+// released. Locks expire: a lapsed write lock reclaims the object, a lapsed
+// read lock reclaims a temporary object and just unlocks any other (see
+// lock.go).
+//
+// # The prefix contract
+//
+// ReserveWrite allocates the keys that need memory (missing keys in modes
+// WriteAll and WriteNew) as one batch of objects of one size. When the whole
+// batch does not fit it grants the largest prefix that does:
+//
+//   - k is the most objects of that size the memory can hold at that
+//     moment (for the allocator, min(n, Σ⌊extent/size⌋) over its free
+//     extents, what allocator.Fit reports; for Contiguous placement, the
+//     most one extent holds);
+//   - the first k keys needing memory, in request order, get Success, each
+//     write-locked with its own block; every later one gets OutOfMemory
+//     and the zero Block;
+//   - keys that needed no memory (re-locked, or refused) are unaffected;
+//   - listeners hear only the granted keys;
+//   - a one-key batch, and a size larger than the memory's capacity, are
+//     all or nothing.
+//
+// This is exact because all objects of a batch share one size, so k objects
+// fit exactly when k ≤ Σ⌊extent/size⌋, a condition monotone in k.
+// PrefixOnePass (the default) gets k from the allocator's AllocateUpTo in
+// one call; PrefixBinarySearch is LMCache's search with trial allocations,
+// kept as the reference and for memories without AllocateUpTo;
+// PrefixNone keeps the old all-or-nothing answer. With
+// Config.EvictOnDemand, least recently used evictable objects not named in
+// the call are evicted first, until the batch fits.
 //
 // # What differs from LMCache
 //

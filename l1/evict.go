@@ -10,11 +10,13 @@ import (
 //
 // Every object is on one LRU list; ReserveWrite, FinishWrite,
 // FinishWriteAndReserveRead, ReserveRead and Touch make an object most
-// recently used. An object is evictable when its write has finished and it
-// holds no live lock, read or write: LMCache's predicate, temporary objects
-// included (an unlocked temporary object is one whose write finished with
-// FinishWrite and that nobody has read yet; keeping it from eviction would
-// let it sit forever).
+// recently used. An object is evictable when its write has finished, it
+// holds no live lock, read or write, and it is not temporary. LMCache's
+// predicate is the first two; a temporary object is a prefetched chunk
+// waiting for its one reader, so eviction leaves it alone. One that holds
+// no read lock (finished with FinishWrite and not read yet) stays until it
+// is read and released, deleted or cleared; one whose read lock lapses is
+// reclaimed (see lock.go).
 //
 // Two paths evict, both synchronous and under the manager lock:
 //   - on demand, inside ReserveWrite when Config.EvictOnDemand is set and
@@ -27,12 +29,12 @@ import (
 
 // evictableLocked is the eviction predicate.
 func evictableLocked[K comparable](o *object[K], now int64) bool {
-	return o.finished && !o.write.held(now) && !o.read.held(now)
+	return o.finished && !o.temporary && !o.write.held(now) && !o.read.held(now)
 }
 
-// IsEvictable reports whether key exists, has been written and holds no
-// live lock. Unlike LMCache's is_key_evictable, it reads under the manager
-// lock.
+// IsEvictable reports whether key exists, has been written, is not
+// temporary and holds no live lock. Unlike LMCache's is_key_evictable, it
+// reads under the manager lock.
 func (m *Manager[K]) IsEvictable(key K) bool {
 	now := m.lock()
 	defer m.unlock()
@@ -77,10 +79,10 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64, inRequest func
 	return blocks, err
 }
 
-// EvictTo evicts evictable objects, least recently used first, until the
-// memory's Used/Capacity is at most ratio or nothing evictable is left, and
-// returns how many it evicted. Usage is the memory's: blocks other users of
-// a shared memory hold count too.
+// EvictTo evicts evictable objects, least recently used first, until
+// Usage's used/capacity (the bytes in the manager's objects over the
+// memory's capacity) is at most ratio or nothing evictable is left, and
+// returns how many it evicted.
 //
 // It is the primitive a background controller builds on. LMCache's loop,
 // every second, evicts a fifth of its keys once usage reaches 0.8; with
@@ -98,14 +100,12 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 	if m.closed {
 		return 0, ErrClosed
 	}
-	st := m.mem.Stats()
-	used, limit := st.Used, ratio*float64(st.Capacity)
+	limit := ratio * float64(m.mem.Stats().Capacity)
 	n := 0
-	for v := m.lru.front(); v != nil && float64(used) > limit; {
+	for v := m.lru.front(); v != nil && float64(m.held) > limit; {
 		next := m.lru.after(v)
 		if evictableLocked(v, now) {
 			m.removeLocked(v, CauseEvicted)
-			used -= v.block.Size
 			n++
 		}
 		v = next

@@ -71,6 +71,15 @@ func TestEvictOnDemand(t *testing.T) {
 				assert.Equal(t, uint64(4), e.m.Stats().Evictions)
 				require.NoError(t, e.a.Verify())
 			})
+			t.Run("never_evicts_temporary_objects", func(t *testing.T) {
+				e := newE(t, l1.Config{})
+				e.putTemp(t, keys(100, 14), obj) // finished, unlocked, temporary
+				e.put(t, keys(200, 2), obj)
+				rs := e.reserve(t, keys(0, 3), obj)
+				assert.Equal(t, []l1.Status{l1.Success, l1.Success, l1.OutOfMemory}, statuses(rs))
+				assert.Equal(t, uint64(2), e.m.Stats().Evictions)
+				assert.Equal(t, 16, e.m.Len())
+			})
 			t.Run("stops_as_soon_as_the_batch_fits", func(t *testing.T) {
 				e := newE(t, l1.Config{})
 				e.put(t, keys(100, 14), obj) // 2 pages free
@@ -149,10 +158,28 @@ func TestEvictTo(t *testing.T) {
 		e.put(t, keys(100, 6), obj)
 		e.read(t, []int{103}, 1)
 		e.reserve(t, []int{200}, obj)
+		e.putTemp(t, []int{300}, obj)
 		n, err := e.m.EvictTo(0)
 		require.NoError(t, err)
 		assert.Equal(t, 5, n)
-		assert.Equal(t, 2, e.m.Len())
+		assert.Equal(t, 3, e.m.Len(), "read-locked, write-locked and temporary objects stay")
+	})
+	t.Run("counts_the_managers_bytes_only", func(t *testing.T) {
+		// Another user of the same allocator holds half of it; EvictTo
+		// measures the manager's own objects, so it stops at its share.
+		e := newEnv(t, 16*obj, l1.Config{})
+		_, err := e.a.AllocateBatch(obj, 8, allocator.ContiguousFirst)
+		require.NoError(t, err)
+		e.put(t, keys(100, 8), obj)
+		used, capacity := e.m.Usage()
+		assert.Equal(t, 8*obj, used)
+		assert.Equal(t, 16*obj, capacity)
+		n, err := e.m.EvictTo(0.25)
+		require.NoError(t, err)
+		assert.Equal(t, 4, n)
+		st := e.m.Stats()
+		assert.Equal(t, 4*obj, st.Held)
+		assert.Equal(t, 12*obj, st.Used)
 	})
 	t.Run("invalid_ratio_changes_nothing", func(t *testing.T) {
 		e := newEnv(t, 16*obj, l1.Config{})

@@ -84,6 +84,24 @@ func TestFixMismatchedLengthsAreRejected(t *testing.T) {
 	assert.Zero(t, e.m.Stats().AllocCalls)
 }
 
+// A write is invisible to readers until FinishWrite, a rewrite of a
+// finished object included.
+func TestFixUnfinishedWritesAreInvisible(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	e.reserve(t, []int{1}, obj)
+	e.put(t, []int{2}, obj)
+	e.reserve(t, []int{2}, obj) // rewrite
+	for _, k := range []int{1, 2} {
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.read(t, []int{k}, 1), "key %d", k)
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.m.UnsafeRead([]int{k}), "key %d", k)
+		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.finishRead(t, []int{k}, 1), "key %d", k)
+		assert.False(t, e.m.IsEvictable(k))
+	}
+	assert.Equal(t, []l1.Status{l1.KeyIsLocked, l1.KeyIsLocked}, e.m.Delete([]int{1, 2}, false))
+	e.m.FinishWrite([]int{1, 2})
+	assert.Equal(t, []l1.Status{l1.Success, l1.Success}, statuses(e.read(t, []int{1, 2}, 1)))
+}
+
 // §6.5: an expired write lock exposed uninitialised data as readable.
 func TestFixExpiredWriteLockIsNeverReadable(t *testing.T) {
 	e := newEnv(t, 64*KiB, l1.Config{})

@@ -42,6 +42,7 @@ type Manager[K comparable] struct {
 	tempQ       list[K] // read-locked temporary objects, by read expiry
 	closed      bool
 	stats       Counters
+	held        int64 // bytes in the objects' blocks
 	lastFreeErr error
 
 	listeners  []Listener[K]
@@ -126,6 +127,7 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.dequeueLocked(o)
 	m.lru.remove(o)
 	delete(m.objects, o.key)
+	m.held -= o.block.Size
 	switch cause {
 	case CauseExpired:
 		m.stats.Expired++

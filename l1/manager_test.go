@@ -345,7 +345,8 @@ func TestIsKeyEvictable(t *testing.T) {
 	t.Run("unlocked_temporary", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.putTemp(t, []int{1}, obj)
-		assert.True(t, e.m.IsEvictable(1), "finished, unlocked temporary objects are evictable, as in LMCache")
+		assert.False(t, e.m.IsEvictable(1), "a temporary object waits for its reader")
+		assert.False(t, e.state(t, 1).Evictable)
 	})
 }
 

@@ -3,6 +3,7 @@ package l1_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,9 +26,12 @@ type prefixScenario struct {
 	// fill prepares the pool; keys it uses are ≥ 1000.
 	fill func(t *testing.T, e *env)
 	size int64 // object size of the request
-	want int   // keys in the request
-	// grant is the largest prefix that fits; PrefixNone grants it only
-	// when it is the whole request.
+	want int   // keys in the request: 0, 1, ..., want-1
+	// existing are keys of the request that fill made (finished, so
+	// re-locked in mode all); the others need memory.
+	existing []int
+	// grant is the largest prefix of the keys needing memory that fits;
+	// PrefixNone grants it only when it is all of them.
 	grant int
 }
 
@@ -50,9 +54,20 @@ func fragment(run int) func(t *testing.T, e *env) {
 var prefixScenarios = []prefixScenario{
 	{name: "fits_entirely", pool: 64 * KiB, size: 8 * KiB, want: 5, grant: 5},
 	// [PA] test_reserve_write_allocates_longest_prefix_on_oom: 10 × 8 MiB
-	// into 64 MiB, scaled down 1024 times. LIL's estimate (free bytes /
-	// (size + 8 KiB), × 0.98) says 3 here; 8 fit.
-	{name: "allocates_longest_prefix_on_oom", pool: 64 * KiB, size: 8 * KiB, want: 10, grant: 8},
+	// into a 64 MiB heap region. LIL's estimate (free bytes /
+	// (size + 8 KiB), × 0.98) says 7; 8 fit.
+	{name: "allocates_longest_prefix_on_oom", pool: 64 * MiB, size: 8 * MiB, want: 10, grant: 8},
+	// Existing keys interleaved with new ones: the prefix counts only the
+	// new ones (1, 3, 5, 7 fit; 9 and 11 do not), and every existing key
+	// is re-locked whatever the allocation does.
+	{name: "existing_keys_interleaved", pool: 64 * KiB, fill: func(t *testing.T, e *env) {
+		e.put(t, []int{0, 2, 4, 6, 8, 10}, obj)
+		e.put(t, keys(1000, 6), obj)
+	}, size: obj, want: 12, existing: []int{0, 2, 4, 6, 8, 10}, grant: 4},
+	{name: "existing_keys_only_new_ones_fail", pool: 64 * KiB, fill: func(t *testing.T, e *env) {
+		e.put(t, []int{1, 2}, obj)
+		e.put(t, keys(1000, 14), obj)
+	}, size: obj, want: 4, existing: []int{1, 2}, grant: 0},
 	// [PA] test_reserve_write_reports_all_oom_when_no_object_fits[1,3]:
 	// one object is larger than the pool.
 	{name: "reports_all_oom_when_no_object_fits[1]", pool: 64 * KiB, size: 128 * KiB, want: 1, grant: 0},
@@ -96,27 +111,45 @@ func TestPrefixScenarios(t *testing.T) {
 }
 
 func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrategy, upTo bool) {
+	ks := keys(0, sc.want)
+	var fresh []int // the keys needing memory, in request order
+	for _, k := range ks {
+		if !slices.Contains(sc.existing, k) {
+			fresh = append(fresh, k)
+		}
+	}
 	aligned := (sc.size + obj - 1) / obj * obj
 	if sc.size <= sc.pool {
-		require.Equal(t, sc.grant, slotsFit(e.a.FreeExtents(), aligned, sc.want, allocator.ContiguousFirst),
+		require.Equal(t, sc.grant, slotsFit(e.a.FreeExtents(), aligned, len(fresh), allocator.ContiguousFirst),
 			"the scenario's grant disagrees with the reference")
+		require.Equal(t, sc.grant, e.a.Fit(sc.size, len(fresh)), "the scenario's grant disagrees with Fit")
 	}
 	grant := sc.grant
-	if s == l1.PrefixNone && grant < sc.want {
+	if s == l1.PrefixNone && grant < len(fresh) {
 		grant = 0
+	}
+	// Expected: existing keys re-locked; the first grant fresh keys OK,
+	// the rest OUT_OF_MEMORY.
+	want := make([]l1.Status, sc.want)
+	var granted []int
+	for i, k := range ks {
+		j := slices.Index(fresh, k)
+		if j < 0 || j < grant {
+			want[i] = l1.Success
+			granted = append(granted, k)
+		} else {
+			want[i] = l1.OutOfMemory
+		}
 	}
 	before, stBefore := e.a.Stats(), e.m.Stats()
 	e.rec.take()
 
-	ks := keys(0, sc.want)
 	rs := e.reserve(t, ks, sc.size)
 
-	// Shape: SUCCESS^k OUT_OF_MEMORY^(n-k), blocks only for the prefix.
-	want := append(repeat(l1.Success, grant), repeat(l1.OutOfMemory, sc.want-grant)...)
 	require.Equal(t, want, statuses(rs))
 	seen := map[int64]bool{}
 	for i, r := range rs {
-		if i >= grant {
+		if r.Status != l1.Success {
 			assert.Zero(t, r.Block, "tail key %d has a block", i)
 			_, ok := e.m.State(i)
 			assert.False(t, ok, "tail key %d has an object", i)
@@ -131,38 +164,44 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	assert.Equal(t, before.LiveBlocks+int64(grant), after.LiveBlocks, "probes leaked or lost blocks")
 	require.NoError(t, e.a.Verify())
 
-	// Listeners and events see the prefix only.
-	if grant > 0 {
-		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteReserved, Keys: ks[:grant]}}, e.rec.take())
+	// Listeners see the granted keys only.
+	if len(granted) > 0 {
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteReserved, Keys: granted}}, e.rec.take())
 	} else {
 		assert.Empty(t, e.rec.take())
 	}
 
 	// Counters.
+	n := len(fresh)
 	st := e.m.Stats()
 	calls, probes := st.AllocCalls-stBefore.AllocCalls, st.Probes-stBefore.Probes
-	assert.Equal(t, uint64(sc.want-grant), st.OOMKeys-stBefore.OOMKeys)
-	assert.Equal(t, b2u(grant > 0 && grant < sc.want), st.PartialGrants-stBefore.PartialGrants)
+	assert.Equal(t, uint64(n-grant), st.OOMKeys-stBefore.OOMKeys)
+	assert.Equal(t, b2u(grant > 0 && grant < n), st.PartialGrants-stBefore.PartialGrants)
 	assert.Equal(t, b2u(grant == 0), st.FailedReservations-stBefore.FailedReservations)
 	neverFits := sc.size > sc.pool
 	switch {
 	case s == l1.PrefixOnePass && upTo:
 		assert.Equal(t, uint64(1), calls, "one pass is one call")
 		assert.Zero(t, probes)
-	case sc.grant == sc.want || sc.want == 1 || s == l1.PrefixNone || neverFits:
+	case sc.grant == n || n == 1 || s == l1.PrefixNone || neverFits:
 		assert.Equal(t, uint64(1), calls, "no prefix search")
 		assert.Zero(t, probes)
 	default: // the binary search, directly or as the fallback
 		assert.Positive(t, probes)
-		assert.LessOrEqual(t, probes, uint64(log2ceil(sc.want)))
+		assert.LessOrEqual(t, probes, uint64(log2ceil(n)))
 		assert.Equal(t, 1+probes+b2u(grant > 0), calls)
 	}
 
-	// [PA] test_partial_prefix_remains_committable.
-	require.Equal(t, repeat(l1.Success, grant), e.m.FinishWrite(ks[:grant]))
+	// [PA] test_partial_prefix_remains_committable: finish, then read.
+	require.Equal(t, repeat(l1.Success, len(granted)), e.m.FinishWrite(granted))
 	r, err := e.m.ReserveRead(ks, 1)
 	require.NoError(t, err)
-	assert.Equal(t, append(repeat(l1.Success, grant), repeat(l1.KeyNotExist, sc.want-grant)...), statuses(r))
+	for i := range want {
+		if want[i] == l1.OutOfMemory {
+			want[i] = l1.KeyNotExist
+		}
+	}
+	assert.Equal(t, want, statuses(r))
 }
 
 func b2u(b bool) uint64 {

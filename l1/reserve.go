@@ -66,9 +66,10 @@ func (w WriteMode) valid() bool { return w <= WriteUpdate }
 //
 // The missing keys are allocated together, n objects of size bytes, in one
 // AllocateBatch call. When that does not fit:
-//  1. With Config.EvictOnDemand, finished objects with no live lock are
-//     evicted, least recently used first, until the batch fits or nothing
-//     evictable is left. Keys named in the call are never evicted.
+//  1. With Config.EvictOnDemand, evictable objects (finished, not
+//     temporary, no live lock) are evicted, least recently used first,
+//     until the batch fits or nothing evictable is left. Keys named in
+//     the call are never evicted.
 //  2. If it still does not fit, the largest prefix that fits is granted,
 //     as Config.Prefix says: the first k missing keys, in request order,
 //     get Success and the rest OutOfMemory. A one-key batch, and a size
@@ -162,6 +163,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode W
 		}
 		o := &object[K]{key: keys[i], block: blocks[j], size: size, temporary: flag(temporary, i)}
 		m.objects[o.key] = o
+		m.held += o.block.Size
 		m.lru.pushBack(o)
 		m.writeLockLocked(o, now)
 		out[i] = Result{Status: Success, Block: o.block}

@@ -24,7 +24,7 @@ type ObjectState struct {
 	// reserved in WriteAll or WriteUpdate mode leaves it true while
 	// WriteLocked.
 	Finished bool
-	// Evictable: Finished and no live lock.
+	// Evictable: Finished, not Temporary and no live lock.
 	Evictable bool
 	// WriteExpiry and ReadExpiry are when the locks lapse; zero when the
 	// lock is not held.

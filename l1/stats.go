@@ -37,8 +37,10 @@ type Stats struct {
 	// Expired objects not yet reclaimed are still counted: Stats does not
 	// sweep.
 	Objects, WriteLocked, TemporaryReadLocked int
-	// Used and Capacity are the memory's bytes, as in Usage.
-	Used, Capacity int64
+	// Held is the bytes in the objects' blocks, as Usage reports them;
+	// Used and Capacity are the memory's. Used exceeds Held only when
+	// others allocate from the same memory.
+	Held, Used, Capacity int64
 	Counters
 }
 
@@ -53,17 +55,19 @@ func (m *Manager[K]) Stats() Stats {
 		Objects:             len(m.objects),
 		WriteLocked:         m.writeQ.len,
 		TemporaryReadLocked: m.tempQ.len,
+		Held:                m.held,
 		Used:                ms.Used,
 		Capacity:            ms.Capacity,
 		Counters:            m.stats,
 	}
 }
 
-// Usage returns the memory's used and total bytes. It reads under the
-// manager lock, so it never sees a binary-search probe's transient blocks.
+// Usage returns the bytes held by the manager's objects (their blocks'
+// aligned sizes) and the memory's capacity. It reads under the manager
+// lock, so it never sees a binary-search probe's transient blocks, and like
+// Stats it does not reclaim expired objects.
 func (m *Manager[K]) Usage() (used, capacity int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ms := m.mem.Stats()
-	return ms.Used, ms.Capacity
+	return m.held, m.mem.Stats().Capacity
 }
