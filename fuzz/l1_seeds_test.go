@@ -1,0 +1,282 @@
+package fuzz
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/l1check"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Builders for the L1 targets' inputs.
+
+// hdr is a header for a pool of units 64-byte units with keys modulo
+// keySpace.
+func hdr(units int, p allocator.Placement, keySpace int) l1Header {
+	return l1Header{Units: uint16(units - 1), Place: uint8(p), KeySpace: uint16(keySpace - 1)}
+}
+
+func (h l1Header) evict() l1Header                     { h.Flags |= 1; return h }
+func (h l1Header) prefix(s l1.PrefixStrategy) l1Header { h.Flags |= uint8(s) << 1; return h }
+func (h l1Header) ttl(i int) l1Header                  { h.Flags |= uint8(i) << 3; return h }
+func (r l1Record) temp(mask uint16) l1Record           { r.Flags |= 1; r.Temp = mask; return r }
+func (r l1Record) mismatched() l1Record                { r.Flags |= 2; return r }
+func (r l1Record) obs() l1Record                       { r.Flags |= 0x80; return r }
+func (r l1Record) stride(s int) l1Record               { r.Stride = uint8(s); return r }
+func (r l1Record) force() l1Record                     { r.Flags |= 1; return r }
+func (r l1Record) edgeSize(v uint16) l1Record          { r.Size = 0x8000 | v; return r }
+func keyRec(op l1check.OpKind, start, count int) l1Record {
+	c := uint16(count)
+	if count >= 64 {
+		c = 0x8000 | uint16(count)
+	}
+	return l1Record{Op: uint8(op), Start: uint16(start), Count: c, Stride: 1}
+}
+
+func rw(start, count int, size int64, mode l1.WriteMode) l1Record {
+	r := keyRec(l1check.OpReserveWrite, start, count)
+	r.Arg, r.Size = uint8(mode), uint16(size)
+	return r
+}
+func fw(start, count int) l1Record { return keyRec(l1check.OpFinishWrite, start, count) }
+func fwrr(start, count, locks int) l1Record {
+	r := keyRec(l1check.OpFinishWriteAndReserveRead, start, count)
+	r.Arg = uint8(locks)
+	return r
+}
+func abort(start, count int) l1Record { return keyRec(l1check.OpAbortWrite, start, count) }
+func rr(start, count, locks int) l1Record {
+	r := keyRec(l1check.OpReserveRead, start, count)
+	r.Arg = uint8(locks)
+	return r
+}
+func ur(start, count int) l1Record { return keyRec(l1check.OpUnsafeRead, start, count) }
+func fr(start, count, locks int) l1Record {
+	r := keyRec(l1check.OpFinishRead, start, count)
+	r.Arg = uint8(locks)
+	return r
+}
+func del(start, count int) l1Record   { return keyRec(l1check.OpDelete, start, count) }
+func clr() l1Record                   { return keyRec(l1check.OpClear, 0, 0) }
+func touch(start, count int) l1Record { return keyRec(l1check.OpTouch, start, count) }
+func evictTo(ratio float64) l1Record {
+	r := keyRec(l1check.OpEvictTo, 0, 0)
+	r.Arg = uint8(ratio * 200)
+	return r
+}
+func isEv(start, count int) l1Record { return keyRec(l1check.OpIsEvictable, start, count) }
+func length() l1Record               { return keyRec(l1check.OpLen, 0, 0) }
+func closeRec() l1Record             { return l1Record{Op: 0xff} }
+
+// adv advances the clock by d, a multiple of 5 s up to 1275 s, or of
+// 100 ms up to 25.5 s.
+func adv(d time.Duration) l1Record {
+	r := keyRec(l1check.OpAdvance, 0, 0)
+	if d%(5*time.Second) == 0 {
+		r.Arg = uint8(d / (5 * time.Second))
+	} else {
+		r.Arg, r.Flags = uint8(d/(100*time.Millisecond)), 1
+	}
+	return r
+}
+
+func obsAll(recs ...l1Record) []l1Record {
+	out := slices.Clone(recs)
+	for i := range out {
+		out[i] = out[i].obs()
+	}
+	return out
+}
+
+// The prefix scenarios of the L1 issue, scaled down: 8 objects of 512 bytes
+// fit in 64 units; 4560 objects of 64 bytes fit in 4560 units.
+var (
+	hdr10into8    = hdr(64, allocator.ContiguousFirst, 65536)
+	req10into8    = rw(0, 10, 512, l1.WriteAll)
+	hdr5700       = hdr(4560, allocator.ContiguousFirst, 65536)
+	req5700       = rw(0, 5700, 64, l1.WriteAll)
+	hdr7of10      = hdr(28, allocator.Scattered, 65536)
+	req7of10      = rw(0, 10, 256, l1.WriteAll)
+	tooLarge      = rw(0, 1, 0, l1.WriteAll).edgeSize(2)
+	tooLarge3     = rw(0, 3, 0, l1.WriteAll).edgeSize(5)
+	fillAndFinish = []l1Record{rw(0, 16, 256, l1.WriteAll), fw(0, 16)}
+)
+
+// everyLockState fills 16 slots of 4 units and leaves keys in every state:
+// three one-slot holes (keys 0, 2, 9 deleted); 1, 5, 8 finished and
+// unlocked; 3, 4 read-locked; 6 a temporary object read-locked and 7 one
+// finished but unread; 10, 11 finished and write-locked again; 12 to 15
+// write-locked and never finished.
+func everyLockState() []l1Record {
+	return []l1Record{
+		rw(0, 16, 256, l1.WriteAll).temp(0b1100_0000), fw(0, 12),
+		del(0, 1), del(2, 1), del(9, 1),
+		rr(3, 2, 1), rr(6, 1, 2), rw(10, 2, 256, l1.WriteAll),
+	}
+}
+
+func init() {
+	lifeHdr := hdr(64, allocator.ContiguousFirst, 16)
+	seedSets["FuzzL1Lifecycle"] = []seed{
+		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
+			rw(0, 4, 256, l1.WriteAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
+			rr(1, 2, 128), fr(1, 2, 127), ur(1, 2), fr(1, 2, 128), del(0, 4), isEv(0, 4), length(),
+		))},
+		{"temporary-lifecycle", encodeL1(lifeHdr, obsAll(
+			rw(0, 3, 256, l1.WriteAll).temp(0b101), fwrr(0, 3, 1), ur(0, 3), fr(0, 3, 1), length(),
+			rw(4, 1, 256, l1.WriteAll).temp(1), fw(4, 1), isEv(4, 1), rr(4, 1, 2), fr(4, 1, 1), ur(4, 1), fr(4, 1, 1), ur(4, 1),
+		))},
+		{"expired-write-reclaimed", encodeL1(lifeHdr, []l1Record{
+			rw(0, 2, 256, l1.WriteAll).obs(), adv(600 * time.Second), fw(0, 2), rr(0, 2, 1).obs(),
+			rw(0, 2, 256, l1.WriteAll).obs(), adv(595 * time.Second), fw(0, 1).obs(), adv(10 * time.Second),
+			ur(1, 1), fw(1, 1).obs(), rw(0, 1, 256, l1.WriteAll).obs(), adv(605 * time.Second), rr(0, 1, 1).obs(),
+		})},
+		{"expired-write-boundary", encodeL1(lifeHdr.ttl(1), []l1Record{
+			rw(0, 1, 256, l1.WriteAll).obs(), adv(9900 * time.Millisecond), fw(0, 1).obs(),
+			rw(1, 1, 256, l1.WriteAll), adv(10 * time.Second), length(), fw(1, 1).obs(),
+		})},
+		{"expired-temporary-read-freed", encodeL1(lifeHdr, []l1Record{
+			rw(0, 2, 256, l1.WriteAll).temp(0b11), fwrr(0, 2, 3).obs(), adv(300 * time.Second), fr(0, 2, 1), length().obs(),
+			rw(5, 1, 256, l1.WriteAll).temp(1), fwrr(5, 1, 1), adv(200 * time.Second), rr(5, 1, 1), adv(200 * time.Second),
+			ur(5, 1).obs(), adv(100 * time.Second), ur(5, 1), clr().obs(),
+		})},
+		{"expired-read-unlocks", encodeL1(lifeHdr.ttl(2), []l1Record{
+			rw(0, 1, 256, l1.WriteAll), fw(0, 1), rr(0, 1, 1).obs(), adv(10 * time.Second),
+			rw(0, 1, 256, l1.WriteAll).obs(), fw(0, 1).obs(), rr(0, 1, 3), adv(10 * time.Second), fr(0, 1, 1).obs(),
+		})},
+		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 7), obsAll(
+			rw(3, 5, 256, l1.WriteAll).stride(0), rw(0, 10, 256, l1.WriteAll), fw(0, 10), rr(0, 10, 1), fr(0, 10, 1),
+			del(0, 10).stride(0), rw(0, 12, 256, l1.WriteNew),
+		))},
+		{"modes", encodeL1(lifeHdr, obsAll(
+			rw(0, 2, 256, l1.WriteNew), fw(0, 2), rw(0, 4, 256, l1.WriteNew), rw(0, 4, 256, l1.WriteUpdate),
+			rw(5, 2, 256, l1.WriteUpdate), fw(0, 4), rw(0, 2, 512, l1.WriteAll), rw(0, 2, 100, l1.WriteAll),
+			fw(0, 2), rw(0, 1, 256, l1.WriteAll).temp(1), fw(0, 1), rw(0, 1, 256, l1.WriteAll),
+		))},
+		{"abort", encodeL1(lifeHdr, obsAll(
+			rw(0, 3, 256, l1.WriteAll), fw(0, 1), abort(0, 3), rw(0, 1, 256, l1.WriteAll), abort(0, 1),
+			rw(0, 2, 256, l1.WriteAll), fwrr(0, 1, 1), abort(0, 2), fw(0, 2),
+		))},
+		{"delete-clear-locked", encodeL1(lifeHdr, obsAll(
+			rw(0, 3, 256, l1.WriteAll), fw(0, 2), rr(0, 1, 1), del(0, 3), del(0, 1).force(), clr(),
+			rw(5, 2, 256, l1.WriteAll), clr().force(),
+		))},
+		{"bad-args", encodeL1(lifeHdr, obsAll(
+			rw(0, 2, 0, l1.WriteAll).edgeSize(0), rw(0, 2, 0, l1.WriteAll).edgeSize(1), rw(0, 2, 0, l1.WriteAll).edgeSize(2),
+			l1Record{Op: uint8(l1check.OpReserveWrite), Arg: 0xff, Count: 2, Stride: 1, Size: 256},
+			rw(0, 2, 256, l1.WriteAll).mismatched(), rw(0, 2, 256, l1.WriteAll).temp(1).mismatched(),
+			rw(0, 0, 256, l1.WriteAll).mismatched(), rw(0, 2, 256, l1.WriteAll),
+			fwrr(0, 2, 0), rr(0, 2, 129), fr(0, 2, 0), fw(0, 2), rr(0, 2, 129), fr(0, 2, 129),
+			evictTo(1.25), closeRec(), rw(0, 2, 256, l1.WriteAll), evictTo(0.5), rr(0, 2, 1), closeRec(), length(),
+		))},
+		{"evict-to", encodeL1(lifeHdr, append(fillAndFinish, obsAll(
+			touch(0, 4), rr(4, 2, 1), rw(6, 1, 256, l1.WriteAll), isEv(0, 16), evictTo(0.5), evictTo(0), evictTo(1),
+		)...))},
+		{"evict-on-demand", encodeL1(lifeHdr.evict(), append(fillAndFinish, obsAll(
+			touch(0, 4), rr(4, 2, 1), rw(20, 4, 256, l1.WriteAll), rw(30, 2, 1024, l1.WriteAll), rw(40, 20, 256, l1.WriteAll),
+		)...))},
+		{"evict-on-demand-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536).evict(), append(fillAndFinish, obsAll(
+			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.WriteAll), rw(30, 2, 1024, l1.WriteAll), rw(40, 20, 256, l1.WriteAll),
+		)...))},
+		{"prefix-10-into-8", encodeL1(hdr10into8, obsAll(req10into8, fw(0, 10), rr(0, 10, 1)))},
+		{"prefix-5700-into-4560", encodeL1(hdr5700, obsAll(req5700))},
+		{"prefix-7-of-10", encodeL1(hdr7of10.prefix(l1.PrefixBinarySearch), obsAll(req7of10))},
+		{"prefix-none", encodeL1(hdr10into8.prefix(l1.PrefixNone), obsAll(req10into8, rw(20, 8, 512, l1.WriteAll)))},
+		{"object-larger-than-pool", encodeL1(lifeHdr, obsAll(tooLarge, tooLarge3))},
+		{"every-lock-state", encodeL1(lifeHdr, append(everyLockState(), obsAll(
+			rw(0, 20, 256, l1.WriteAll), isEv(0, 20), adv(300*time.Second), length(), adv(300*time.Second), length(),
+		)...))},
+	}
+
+	rwHdr := hdr(64, allocator.ContiguousFirst, 65536)
+	seedSets["FuzzReserveWrite"] = []seed{
+		{"prefix-10-into-8", encodeL1(hdr10into8, []l1Record{req10into8})},
+		{"prefix-5700-into-4560", encodeL1(hdr5700, []l1Record{req5700})},
+		{"prefix-7-of-10", encodeL1(hdr7of10, []l1Record{req7of10})},
+		{"object-larger-than-pool-1", encodeL1(rwHdr, []l1Record{tooLarge})},
+		{"object-larger-than-pool-3", encodeL1(rwHdr, []l1Record{tooLarge3})},
+		{"single-key-full", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.WriteAll), rw(20, 1, 256, l1.WriteAll)})},
+		{"interleaved-existing", encodeL1(rwHdr, []l1Record{rw(0, 3, 256, l1.WriteAll).stride(2), fw(0, 3).stride(2), rw(0, 20, 256, l1.WriteAll)})},
+		{"every-lock-state", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.WriteAll)))},
+		{"every-lock-state-small", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 128, l1.WriteAll).temp(0xaaaa)))},
+		{"every-lock-state-large", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 512, l1.WriteAll)))},
+		{"every-lock-state-new", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.WriteNew)))},
+		{"every-lock-state-update", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.WriteUpdate)))},
+		{"every-lock-state-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(), rw(0, 20, 128, l1.WriteAll)))},
+		{"every-lock-state-evict", encodeL1(rwHdr.evict(), append(everyLockState(), rw(20, 6, 256, l1.WriteAll)))},
+		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 5), []l1Record{rw(0, 2, 256, l1.WriteAll), fw(0, 1), rw(0, 12, 512, l1.WriteAll)})},
+		{"repeated-keys-partial", encodeL1(hdr(16, allocator.ContiguousFirst, 6), []l1Record{rw(0, 14, 128, l1.WriteAll)})},
+		{"expired-before-request", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.WriteAll), fw(0, 4), rr(0, 4, 1), adv(600 * time.Second), rw(20, 20, 256, l1.WriteAll)})},
+		{"rejected-mismatched-flags", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.WriteAll), fw(0, 2), rw(0, 8, 256, l1.WriteAll).temp(3).mismatched()})},
+		{"rejected-size", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.WriteAll), rw(0, 8, 0, l1.WriteAll).edgeSize(3)})},
+	}
+
+	seedSets["FuzzPrefixStrategies"] = []seed{
+		{"prefix-10-into-8", encodeL1(hdr10into8, []l1Record{req10into8, fw(0, 10), req10into8})},
+		{"prefix-5700-into-4560", encodeL1(hdr5700, []l1Record{req5700})},
+		{"prefix-7-of-10", encodeL1(hdr7of10, []l1Record{req7of10})},
+		{"object-larger-than-pool", encodeL1(rwHdr, []l1Record{tooLarge, tooLarge3})},
+		{"every-lock-state", encodeL1(rwHdr, append(everyLockState(),
+			rw(0, 20, 256, l1.WriteAll), rw(30, 5, 64, l1.WriteAll), rw(40, 3, 128, l1.WriteAll), rw(50, 4, 256, l1.WriteAll)))},
+		{"fragmented-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(),
+			rw(0, 20, 128, l1.WriteAll), rw(30, 3, 128, l1.WriteAll)))},
+		{"fragmented-scattered", encodeL1(hdr(64, allocator.Scattered, 65536), append(everyLockState(),
+			rw(0, 20, 128, l1.WriteAll), rw(30, 3, 100, l1.WriteAll)))},
+		{"evict-on-demand", encodeL1(rwHdr.evict(), append(fillAndFinish, touch(0, 8), rw(20, 6, 256, l1.WriteAll), rw(30, 20, 256, l1.WriteAll)))},
+	}
+}
+
+// TestEncodeDecodeL1 round-trips encodeL1 and checks that the builders
+// decode to what they say.
+func TestEncodeDecodeL1(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	u16 := func() uint16 { return uint16(rng.Uint32()) }
+	u8 := func() uint8 { return uint8(rng.Uint32()) }
+	for range 100 {
+		h := l1Header{Units: u16(), Place: u8(), Flags: u8(), KeySpace: u16()}
+		recs := make([]l1Record, rng.IntN(10))
+		for i := range recs {
+			recs[i] = l1Record{Op: u8(), Arg: u8(), Stride: u8(), Flags: u8(), Start: u16(), Count: u16(), Size: u16(), Temp: u16()}
+		}
+		data := encodeL1(h, recs)
+		if len(data) != l1HeaderSize+len(recs)*l1RecordSize {
+			t.Fatalf("encoded %d records into %d bytes", len(recs), len(data))
+		}
+		for _, in := range [][]byte{data, append(slices.Clone(data), 9, 9)} {
+			gh, grecs := decodeL1(in)
+			if gh != h || !slices.Equal(grecs, recs) {
+				t.Fatalf("round trip: got %+v %v, want %+v %v", gh, grecs, h, recs)
+			}
+		}
+	}
+	if h, recs := decodeL1([]byte{1, 2, 3}); h != (l1Header{}) || len(recs) != 0 {
+		t.Fatalf("a short input decodes to %+v %v", h, recs)
+	}
+	setup, ops := decodeL1Ops(encodeL1(hdr5700.evict().prefix(l1.PrefixNone).ttl(1), []l1Record{
+		req5700.temp(0b10), adv(605 * time.Second), adv(1500 * time.Millisecond), rr(3, 2, 128), tooLarge, closeRec(),
+		rw(0, 3, 256, l1.WriteAll).stride(0), evictTo(0.5),
+	}))
+	want := l1check.Setup{Units: 4560, Align: l1Align, Placement: allocator.ContiguousFirst, Prefix: l1.PrefixNone,
+		EvictOnDemand: true, WriteTTL: 10 * time.Second, ReadTTL: 5 * time.Second}
+	if setup != want {
+		t.Fatalf("setup %v, want %v", setup, want)
+	}
+	check := func(ok bool, i int) {
+		t.Helper()
+		if !ok {
+			t.Fatalf("op %d decodes to %v", i, ops[i])
+		}
+	}
+	check(ops[0].Kind == l1check.OpReserveWrite && len(ops[0].Keys) == 5700 && ops[0].Keys[5699] == 5699 && ops[0].Size == 64 &&
+		len(ops[0].Temporary) == 5700 && !ops[0].Temporary[0] && ops[0].Temporary[1] && ops[0].Temporary[17], 0)
+	check(ops[1].Advance == 605*time.Second, 1)
+	check(ops[2].Advance == 1500*time.Millisecond, 2)
+	check(ops[3].Kind == l1check.OpReserveRead && ops[3].Locks == 128 && slices.Equal(ops[3].Keys, []int{3, 4}), 3)
+	check(ops[4].Size > 4560*l1Align, 4)
+	check(ops[5].Kind == l1check.OpClose, 5)
+	check(slices.Equal(ops[6].Keys, []int{0, 0, 0}), 6)
+	check(ops[7].Ratio == 0.5, 7)
+}

@@ -1,0 +1,545 @@
+// Package l1check runs the L1 manager side by side with the slow model in
+// package reference and states the manager's contracts as check functions,
+// so that the fuzz targets (package fuzz) and the property tests (package
+// proptest) share one definition of each contract.
+//
+// A System is one manager over a real allocator, a manual clock and the
+// model. Apply runs one Op on both and compares everything observable:
+// per-key results, errors, usage, counters, the per-key states in LRU
+// order, and the allocator's free extents. ObserveReserve records what a
+// ReserveWrite changed, and the Check* functions state the ReserveWrite
+// contracts on that record using only the real system's own observations,
+// not the model: prefix maximality, request-order locking, tail OOM
+// statuses, no leak, and rejected calls changing nothing.
+//
+// Every part of a System can be replaced through a Variant, which is how
+// the tests substitute the broken implementations of package mutant and
+// prove that each check fails on them.
+package l1check
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Key is the key type of every System.
+type Key = int
+
+// Manager is every method of *l1.Manager[Key] the checks call. Broken
+// variants wrap a real manager and override some of them.
+type Manager interface {
+	ReserveWrite(keys []Key, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error)
+	FinishWrite(keys []Key) []l1.Status
+	FinishWriteAndReserveRead(keys []Key, locks int) ([]l1.Result, error)
+	AbortWrite(keys []Key) []l1.Status
+	ReserveRead(keys []Key, locks int) ([]l1.Result, error)
+	UnsafeRead(keys []Key) []l1.Result
+	FinishRead(keys []Key, locks int) ([]l1.Status, error)
+	Delete(keys []Key, force bool) []l1.Status
+	Clear(force bool) int
+	Touch(keys []Key)
+	EvictTo(ratio float64) (int, error)
+	IsEvictable(key Key) bool
+	State(key Key) (l1.ObjectState, bool)
+	Snapshot() []l1.Entry[Key]
+	Stats() l1.Stats
+	Usage() (used, capacity int64)
+	Len() int
+	Close() error
+	AddListener(l l1.Listener[Key])
+}
+
+// Setup describes a System: a heap-backed allocator of Units units of
+// Align bytes and the manager's configuration.
+type Setup struct {
+	Units         int
+	Align         int64
+	Placement     allocator.Placement
+	Prefix        l1.PrefixStrategy
+	EvictOnDemand bool
+	// WriteTTL and ReadTTL; 0 means l1's defaults.
+	WriteTTL, ReadTTL time.Duration
+}
+
+func (s Setup) String() string {
+	return fmt.Sprintf("{%d×%dB %v prefix=%v evict=%v wttl=%v rttl=%v}", s.Units, s.Align, s.Placement, s.Prefix, s.EvictOnDemand, s.WriteTTL, s.ReadTTL)
+}
+
+// Variant replaces parts of a System. The zero Variant is the real thing.
+type Variant struct {
+	// Memory wraps the allocator before the manager sees it.
+	Memory func(*allocator.Allocator) l1.Memory
+	// Config edits the manager's configuration behind the model's back.
+	Config func(*l1.Config)
+	// Manager wraps the manager; a is the allocator under it.
+	Manager func(m *l1.Manager[Key], a *allocator.Allocator) Manager
+}
+
+// Epoch is the time of the manual clock when a System starts.
+var Epoch = time.Unix(1_700_000_000, 0)
+
+// System is one manager under test, its allocator, its clock and the model.
+type System struct {
+	Setup Setup
+	M     Manager
+	A     *allocator.Allocator
+	Model *reference.Manager[Key]
+
+	mu     sync.Mutex
+	now    time.Duration
+	events []l1.Event[Key]
+}
+
+// New builds a System. It fails only on a bad Setup.
+func New(s Setup, v Variant) (*System, error) {
+	if s.Align == 0 {
+		s.Align = 64
+	}
+	if s.WriteTTL == 0 {
+		s.WriteTTL = l1.DefaultWriteTTL
+	}
+	if s.ReadTTL == 0 {
+		s.ReadTTL = l1.DefaultReadTTL
+	}
+	r, err := allocator.NewHeapRegion(int64(s.Units) * s.Align)
+	if err != nil {
+		return nil, err
+	}
+	a, err := allocator.New(r, allocator.Options{Align: s.Align})
+	if err != nil {
+		return nil, err
+	}
+	sys := &System{Setup: s, A: a}
+	var mem l1.Memory = a
+	if v.Memory != nil {
+		mem = v.Memory(a)
+	}
+	cfg := l1.Config{
+		Placement: s.Placement, Prefix: s.Prefix, EvictOnDemand: s.EvictOnDemand,
+		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Now: sys.clock,
+	}
+	if v.Config != nil {
+		v.Config(&cfg)
+	}
+	m, err := l1.New[Key](mem, cfg)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	sys.M = m
+	if v.Manager != nil {
+		sys.M = v.Manager(m, a)
+	}
+	sys.M.AddListener(sys.listen)
+	sys.Model = reference.NewManager[Key](reference.NewAlloc(int64(s.Units)*s.Align, s.Align), reference.ManagerConfig{
+		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
+		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL,
+	})
+	return sys, nil
+}
+
+// MustNew is New for setups known to be good; it panics otherwise.
+func MustNew(s Setup, v Variant) *System {
+	sys, err := New(s, v)
+	if err != nil {
+		panic(err)
+	}
+	return sys
+}
+
+// Close releases the allocator.
+func (s *System) Close() { s.A.Close() }
+
+func (s *System) clock() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Epoch.Add(s.now)
+}
+
+// Advance moves the clock of the manager and of the model.
+func (s *System) Advance(d time.Duration) {
+	s.mu.Lock()
+	s.now += d
+	s.mu.Unlock()
+	s.Model.Advance(d)
+}
+
+func (s *System) listen(e l1.Event[Key]) {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+}
+
+// takeEvents returns the events delivered since the last call.
+func (s *System) takeEvents() []l1.Event[Key] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.events
+	s.events = nil
+	return ev
+}
+
+// OpKind names a Manager call, or a clock advance.
+type OpKind uint8
+
+// The operations a System applies.
+const (
+	OpReserveWrite OpKind = iota
+	OpFinishWrite
+	OpFinishWriteAndReserveRead
+	OpAbortWrite
+	OpReserveRead
+	OpUnsafeRead
+	OpFinishRead
+	OpDelete
+	OpClear
+	OpTouch
+	OpEvictTo
+	OpIsEvictable
+	OpLen
+	OpAdvance
+	OpClose
+	NumOpKinds
+)
+
+var opNames = [...]string{"ReserveWrite", "FinishWrite", "FinishWriteAndReserveRead", "AbortWrite", "ReserveRead",
+	"UnsafeRead", "FinishRead", "Delete", "Clear", "Touch", "EvictTo", "IsEvictable", "Len", "Advance", "Close"}
+
+func (k OpKind) String() string {
+	if int(k) < len(opNames) {
+		return opNames[k]
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// Op is one call. Each kind reads only its own fields.
+type Op struct {
+	Kind      OpKind
+	Keys      []Key
+	Size      int64         // ReserveWrite
+	Temporary []bool        // ReserveWrite
+	Mode      l1.WriteMode  // ReserveWrite
+	Locks     int           // read-lock counts
+	Force     bool          // Delete, Clear
+	Ratio     float64       // EvictTo
+	Advance   time.Duration // Advance
+	// Observe makes Apply compare the full per-key state after the call.
+	// Reading it reclaims expired objects, so leaving it off lets the next
+	// call do that itself.
+	Observe bool
+}
+
+func (o Op) String() string {
+	keys := fmt.Sprint(o.Keys)
+	if len(o.Keys) > 12 {
+		keys = fmt.Sprintf("[%d keys: %v…]", len(o.Keys), o.Keys[:12])
+	}
+	switch o.Kind {
+	case OpReserveWrite:
+		return fmt.Sprintf("ReserveWrite(%s, %d, temp=%v, %v)", keys, o.Size, o.Temporary, o.Mode)
+	case OpFinishWriteAndReserveRead, OpReserveRead, OpFinishRead:
+		return fmt.Sprintf("%v(%s, %d)", o.Kind, keys, o.Locks)
+	case OpDelete:
+		return fmt.Sprintf("Delete(%s, force=%v)", keys, o.Force)
+	case OpClear:
+		return fmt.Sprintf("Clear(force=%v)", o.Force)
+	case OpEvictTo:
+		return fmt.Sprintf("EvictTo(%v)", o.Ratio)
+	case OpAdvance:
+		return fmt.Sprintf("Advance(%v)", o.Advance)
+	case OpLen, OpClose:
+		return o.Kind.String() + "()"
+	}
+	return fmt.Sprintf("%v(%s)", o.Kind, keys)
+}
+
+// mode converts an l1 mode for the model. An unknown mode stays unknown.
+func mode(m l1.WriteMode) reference.WriteMode { return reference.WriteMode(m) }
+
+// sameStatus compares a status of the manager with one of the model by name.
+func sameStatus(got l1.Status, want reference.Status) bool { return got.String() == want.String() }
+
+// checkErr compares an error of the manager with the model's.
+func checkErr(got, want error) error {
+	switch {
+	case want == nil && got != nil:
+		return fmt.Errorf("unexpected error %v", got)
+	case errors.Is(want, reference.ErrInvalidArgument) && !errors.Is(got, l1.ErrInvalidArgument):
+		return fmt.Errorf("error %v, want one wrapping l1.ErrInvalidArgument", got)
+	case errors.Is(want, reference.ErrClosed) && !errors.Is(got, l1.ErrClosed):
+		return fmt.Errorf("error %v, want one wrapping l1.ErrClosed", got)
+	}
+	return nil
+}
+
+func compareStatuses(got []l1.Status, want []reference.Status) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d statuses for %d keys", len(got), len(want))
+	}
+	for i := range got {
+		if !sameStatus(got[i], want[i]) {
+			return fmt.Errorf("key #%d: status %v, model %v (all: %v, model %v)", i, got[i], want[i], got, want)
+		}
+	}
+	return nil
+}
+
+func compareResults(got []l1.Result, want []reference.Result) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d results for %d keys", len(got), len(want))
+	}
+	for i := range got {
+		if !sameStatus(got[i].Status, want[i].Status) || got[i].Block != want[i].Block {
+			return fmt.Errorf("key #%d: %v %+v, model %v %+v", i, got[i].Status, got[i].Block, want[i].Status, want[i].Block)
+		}
+	}
+	return nil
+}
+
+// Apply runs op on the manager and the model and returns the first
+// difference, or a broken ReserveWrite contract. After the call it compares
+// Usage and Stats (which do not reclaim expired objects), then, if
+// op.Observe, every object's state in LRU order, and always the allocator
+// against the model's memory.
+func (s *System) Apply(op Op) error {
+	if err := s.apply(op); err != nil {
+		return fmt.Errorf("%v: %w", op, err)
+	}
+	if err := s.AfterApply(op.Observe); err != nil {
+		return fmt.Errorf("after %v: %w", op, err)
+	}
+	return nil
+}
+
+func (s *System) apply(op Op) error {
+	md := s.Model
+	switch op.Kind {
+	case OpReserveWrite:
+		return s.CheckReserveWithModel(s.ObserveReserve(op.Keys, op.Size, op.Temporary, op.Mode, op.Observe))
+	case OpFinishWrite:
+		return compareStatuses(s.M.FinishWrite(op.Keys), md.FinishWrite(op.Keys))
+	case OpFinishWriteAndReserveRead:
+		got, err := s.M.FinishWriteAndReserveRead(op.Keys, op.Locks)
+		want, wantErr := md.FinishWriteAndReserveRead(op.Keys, op.Locks)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareResults(got, want)
+	case OpAbortWrite:
+		return compareStatuses(s.M.AbortWrite(op.Keys), md.AbortWrite(op.Keys))
+	case OpReserveRead:
+		got, err := s.M.ReserveRead(op.Keys, op.Locks)
+		want, wantErr := md.ReserveRead(op.Keys, op.Locks)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareResults(got, want)
+	case OpUnsafeRead:
+		return compareResults(s.M.UnsafeRead(op.Keys), md.UnsafeRead(op.Keys))
+	case OpFinishRead:
+		got, err := s.M.FinishRead(op.Keys, op.Locks)
+		want, wantErr := md.FinishRead(op.Keys, op.Locks)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareStatuses(got, want)
+	case OpDelete:
+		return compareStatuses(s.M.Delete(op.Keys, op.Force), md.Delete(op.Keys, op.Force))
+	case OpClear:
+		if got, want := s.M.Clear(op.Force), md.Clear(op.Force); got != want {
+			return fmt.Errorf("cleared %d, model %d", got, want)
+		}
+	case OpTouch:
+		s.M.Touch(op.Keys)
+		md.Touch(op.Keys)
+	case OpEvictTo:
+		got, err := s.M.EvictTo(op.Ratio)
+		want, wantErr := md.EvictTo(op.Ratio)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("evicted %d, model %d", got, want)
+		}
+	case OpIsEvictable:
+		for _, k := range op.Keys {
+			if got, want := s.M.IsEvictable(k), md.IsEvictable(k); got != want {
+				return fmt.Errorf("IsEvictable(%d) = %v, model %v", k, got, want)
+			}
+		}
+	case OpLen:
+		md.Sweep()
+		if got, want := s.M.Len(), md.Len(); got != want {
+			return fmt.Errorf("Len() = %d, model %d", got, want)
+		}
+	case OpAdvance:
+		s.Advance(op.Advance)
+	case OpClose:
+		if err := s.M.Close(); err != nil {
+			return fmt.Errorf("Close: %v", err)
+		}
+		md.Close()
+	default:
+		return fmt.Errorf("unknown op kind %d", op.Kind)
+	}
+	return nil
+}
+
+// CheckReserveWithModel applies the ReserveWrite that o observed to the
+// model and checks every ReserveWrite contract on o, then compares the
+// answers with the model's. The contracts come first so that a failure
+// names the contract when one broke.
+func (s *System) CheckReserveWithModel(o *Observation) error {
+	want, wantErr := s.Model.ReserveWrite(o.Keys, o.Size, o.Temporary, mode(o.Mode))
+	if err := checkErr(o.Err, wantErr); err != nil {
+		return err
+	}
+	if err := CheckReserve(o); err != nil {
+		return err
+	}
+	if wantErr == nil {
+		if err := compareResults(o.Results, want); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+	}
+	return nil
+}
+
+// AfterApply runs the comparisons Apply makes after a call: Usage, Stats
+// and the allocator, then, if observe, every object's state.
+func (s *System) AfterApply(observe bool) error {
+	if err := s.compareQuiet(); err != nil {
+		return err
+	}
+	if observe {
+		return s.CompareState()
+	}
+	return nil
+}
+
+// compareQuiet compares what can be read without reclaiming expired
+// objects: Usage, Stats and the allocator.
+func (s *System) compareQuiet() error {
+	md := s.Model
+	used, capacity := s.M.Usage()
+	if used != md.Used() || capacity != md.Mem.Capacity() {
+		return fmt.Errorf("Usage() = %d of %d, model %d of %d", used, capacity, md.Used(), md.Mem.Capacity())
+	}
+	st := s.M.Stats()
+	c := md.Counters
+	got := reference.ManagerCounters{
+		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
+		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
+	}
+	switch {
+	case st.Objects != md.Len() || st.WriteLocked != md.WriteLocked() || st.TemporaryReadLocked != md.TemporaryReadLocked():
+		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
+			st.Objects, st.WriteLocked, st.TemporaryReadLocked, md.Len(), md.WriteLocked(), md.TemporaryReadLocked())
+	case st.Held != md.Used() || st.Used != md.Mem.Capacity()-md.Mem.FreeBytes():
+		return fmt.Errorf("Stats: held %d, memory used %d; model %d, %d", st.Held, st.Used, md.Used(), md.Mem.Capacity()-md.Mem.FreeBytes())
+	case got != c:
+		return fmt.Errorf("Stats counters %+v, model %+v", got, c)
+	case st.FreeErrors != 0:
+		return fmt.Errorf("Stats: %d free errors", st.FreeErrors)
+	}
+	if err := md.Mem.CompareView(s.A); err != nil {
+		return fmt.Errorf("allocator: %w", err)
+	}
+	return nil
+}
+
+// CompareState compares every object's state, in LRU order, with the
+// model's. Both sides reclaim expired objects first.
+func (s *System) CompareState() error {
+	got := s.M.Snapshot()
+	want := s.Model.Snapshot()
+	if len(got) != len(want) {
+		return fmt.Errorf("%d objects %v, model %d %v", len(got), entryKeys(got), len(want), modelKeys(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Key != w.Key {
+			return fmt.Errorf("LRU order %v, model %v", entryKeys(got), modelKeys(want))
+		}
+		if gs, ws := stateOf(g.ObjectState), w.ModelState; gs != ws {
+			return fmt.Errorf("key %d: state %+v, model %+v", g.Key, gs, ws)
+		}
+	}
+	return nil
+}
+
+// stateOf converts an l1 state to the model's form: expiries as durations
+// since Epoch.
+func stateOf(o l1.ObjectState) reference.ModelState {
+	s := reference.ModelState{
+		Block: o.Block, Size: o.Size, WriteLocked: o.WriteLocked, ReadLocks: o.ReadLocks,
+		Temporary: o.Temporary, Finished: o.Finished, Evictable: o.Evictable,
+	}
+	if !o.WriteExpiry.IsZero() {
+		s.WriteExpiry = o.WriteExpiry.Sub(Epoch)
+	}
+	if !o.ReadExpiry.IsZero() {
+		s.ReadExpiry = o.ReadExpiry.Sub(Epoch)
+	}
+	return s
+}
+
+func entryKeys(es []l1.Entry[Key]) []Key {
+	out := make([]Key, len(es))
+	for i, e := range es {
+		out[i] = e.Key
+	}
+	return out
+}
+
+func modelKeys(es []reference.ModelEntry[Key]) []Key {
+	out := make([]Key, len(es))
+	for i, e := range es {
+		out[i] = e.Key
+	}
+	return out
+}
+
+// Run applies ops in order and returns the first failure, naming the op's
+// index; then it force-clears the manager and checks that every block came
+// back.
+func (s *System) Run(ops []Op) error {
+	for i, op := range ops {
+		if err := s.Apply(op); err != nil {
+			return fmt.Errorf("op %d: %w", i, err)
+		}
+	}
+	return s.Drain()
+}
+
+// Drain clears everything with force and checks that the allocator is back
+// to one free extent spanning its capacity.
+func (s *System) Drain() error {
+	if err := s.Apply(Op{Kind: OpClear, Force: true, Observe: true}); err != nil {
+		return fmt.Errorf("final clear: %w", err)
+	}
+	st := s.A.Stats()
+	if st.Used != 0 || st.FreeExtents != 1 || st.LargestFree != st.Capacity {
+		return fmt.Errorf("after clearing everything: used %d, %d free extents, largest %d of %d", st.Used, st.FreeExtents, st.LargestFree, st.Capacity)
+	}
+	return nil
+}
+
+// Keys returns n keys start, start+1, ….
+func Keys(start, n int) []Key {
+	out := make([]Key, n)
+	for i := range out {
+		out[i] = start + i
+	}
+	return out
+}
+
+// containsKey reports whether keys holds k.
+func containsKey(keys []Key, k Key) bool { return slices.Contains(keys, k) }

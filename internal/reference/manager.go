@@ -1,0 +1,621 @@
+package reference
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+)
+
+// This file models the L1 manager (package l1) as plainly as possible: a
+// map of objects, each with a write-lock and a read-lock count and expiry,
+// a use counter for LRU order, and an Alloc bitmap with the allocator's
+// placement policy for memory. Every method is a direct transcription of
+// the rules; nothing is indexed or queued, so it is slow and easy to
+// check by reading. It does not import package l1, so that a half-edited l1
+// never breaks the allocator's tests; its Status and WriteMode mirror l1's
+// names and order, and tests compare them by name.
+
+// Status mirrors l1.Status.
+type Status uint8
+
+// The statuses, in l1's order.
+const (
+	Success Status = iota
+	KeyNotExist
+	KeyNotReadable
+	KeyNotWritable
+	KeyInWrongState
+	KeyIsLocked
+	OutOfMemory
+)
+
+var statusNames = [...]string{"SUCCESS", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY"}
+
+// String returns LMCache's name, as l1.Status.String does.
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// WriteMode mirrors l1.WriteMode.
+type WriteMode uint8
+
+// The modes, in l1's order.
+const (
+	WriteAll WriteMode = iota
+	WriteNew
+	WriteUpdate
+)
+
+// Errors the model returns where the manager must return an error wrapping
+// l1.ErrInvalidArgument or l1.ErrClosed.
+var (
+	ErrInvalidArgument = errors.New("reference: invalid argument")
+	ErrClosed          = errors.New("reference: closed")
+)
+
+// MaxReadLocks mirrors l1.MaxReadLocks.
+const MaxReadLocks = 128
+
+// Result mirrors l1.Result.
+type Result struct {
+	Status Status
+	Block  allocator.Block
+}
+
+// ManagerConfig is the part of l1.Config the model needs, with defaults
+// already applied.
+type ManagerConfig struct {
+	Placement     allocator.Placement
+	AllOrNothing  bool // l1.PrefixNone
+	EvictOnDemand bool
+	WriteTTL      time.Duration
+	ReadTTL       time.Duration
+}
+
+// lock is a hold count and one expiry: LMCache's TTLLock.
+type lock struct {
+	n      int64
+	expiry time.Duration
+}
+
+func (l lock) held(now time.Duration) bool   { return l.n > 0 && now < l.expiry }
+func (l lock) lapsed(now time.Duration) bool { return l.n > 0 && now >= l.expiry }
+
+func (l *lock) take(n int, now, ttl time.Duration) {
+	if !l.held(now) {
+		l.n = 0
+	}
+	l.n += int64(n)
+	l.expiry = now + ttl
+}
+
+func (l *lock) release(n int) {
+	l.n = max(0, l.n-int64(n))
+	if l.n == 0 {
+		l.expiry = 0
+	}
+}
+
+// ObjectModel is the model's record of one key.
+type ObjectModel struct {
+	Block     allocator.Block
+	Size      int64
+	Temporary bool
+	Finished  bool
+	write     lock
+	read      lock
+	used      uint64 // LRU: higher is more recent
+}
+
+// ModelState mirrors l1.ObjectState, with expiries as durations since the
+// manager was made (zero when the lock is not held).
+type ModelState struct {
+	Block                   allocator.Block
+	Size                    int64
+	WriteLocked             bool
+	ReadLocks               int
+	Temporary               bool
+	Finished                bool
+	Evictable               bool
+	WriteExpiry, ReadExpiry time.Duration
+}
+
+// ModelEntry is one object of Snapshot.
+type ModelEntry[K comparable] struct {
+	Key K
+	ModelState
+}
+
+// ManagerCounters mirrors the strategy-independent l1.Counters.
+type ManagerCounters struct {
+	WriteReservations, PartialGrants, FailedReservations, OOMKeys uint64
+	Evictions, OnDemandEvictions, Expired                         uint64
+}
+
+// Manager models l1.Manager over the memory model Mem.
+type Manager[K comparable] struct {
+	Mem      *Alloc
+	Cfg      ManagerConfig
+	Now      time.Duration // the clock, since the manager was made
+	Counters ManagerCounters
+	objects  map[K]*ObjectModel
+	tick     uint64
+	closed   bool
+}
+
+// NewManager models a fresh manager over mem, which must model an empty
+// allocator.
+func NewManager[K comparable](mem *Alloc, cfg ManagerConfig) *Manager[K] {
+	return &Manager[K]{Mem: mem, Cfg: cfg, objects: map[K]*ObjectModel{}}
+}
+
+// Advance moves the clock forward.
+func (m *Manager[K]) Advance(d time.Duration) { m.Now += d }
+
+// Object returns the model's record of key without sweeping, for tests
+// that need to look before a call.
+func (m *Manager[K]) Object(key K) (ObjectModel, bool) {
+	o, ok := m.objects[key]
+	if !ok {
+		return ObjectModel{}, false
+	}
+	return *o, true
+}
+
+// Len is the number of objects without sweeping, like l1's Stats.Objects.
+func (m *Manager[K]) Len() int { return len(m.objects) }
+
+// Used is the bytes held by the objects' blocks, without sweeping, like
+// l1's Usage.
+func (m *Manager[K]) Used() int64 {
+	var n int64
+	for _, o := range m.objects {
+		n += o.Block.Size
+	}
+	return n
+}
+
+// WriteLocked and TemporaryReadLocked count what l1's Stats reports
+// without sweeping: objects with a write lock (lapsed or not) and
+// temporary objects with read holds.
+func (m *Manager[K]) WriteLocked() int {
+	n := 0
+	for _, o := range m.objects {
+		if o.write.n > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TemporaryReadLocked counts temporary objects with read holds, lapsed or
+// not.
+func (m *Manager[K]) TemporaryReadLocked() int {
+	n := 0
+	for _, o := range m.objects {
+		if o.Temporary && o.read.n > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager[K]) touch(o *ObjectModel) { m.tick++; o.used = m.tick }
+
+// lru returns the keys, least recently used first.
+func (m *Manager[K]) lru() []K {
+	keys := make([]K, 0, len(m.objects))
+	for k := range m.objects {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b K) int { return cmp.Compare(m.objects[a].used, m.objects[b].used) })
+	return keys
+}
+
+func (m *Manager[K]) remove(k K) {
+	m.Mem.Release([]allocator.Block{m.objects[k].Block})
+	delete(m.objects, k)
+}
+
+// Sweep reclaims every object whose write lock lapsed and every temporary
+// object whose read lock lapsed, and drops lapsed read holds of the rest.
+// Every manager call but Stats and Usage begins with it.
+func (m *Manager[K]) Sweep() {
+	for k, o := range m.objects {
+		switch {
+		case o.write.lapsed(m.Now), o.Temporary && o.read.lapsed(m.Now):
+			m.remove(k)
+			m.Counters.Expired++
+		case o.read.lapsed(m.Now):
+			o.read = lock{}
+		}
+	}
+}
+
+// evictable is l1's predicate: finished, not temporary, no live lock.
+func (o *ObjectModel) evictable(now time.Duration) bool {
+	return o.Finished && !o.Temporary && !o.write.held(now) && !o.read.held(now)
+}
+
+// State returns key's state after a sweep.
+func (m *Manager[K]) State(key K) (ModelState, bool) {
+	m.Sweep()
+	o, ok := m.objects[key]
+	if !ok {
+		return ModelState{}, false
+	}
+	return m.state(o), true
+}
+
+func (m *Manager[K]) state(o *ObjectModel) ModelState {
+	s := ModelState{Block: o.Block, Size: o.Size, Temporary: o.Temporary, Finished: o.Finished, Evictable: o.evictable(m.Now)}
+	if o.write.held(m.Now) {
+		s.WriteLocked, s.WriteExpiry = true, o.write.expiry
+	}
+	if o.read.held(m.Now) {
+		s.ReadLocks, s.ReadExpiry = int(o.read.n), o.read.expiry
+	}
+	return s
+}
+
+// Snapshot returns every object after a sweep, least recently used first.
+func (m *Manager[K]) Snapshot() []ModelEntry[K] {
+	m.Sweep()
+	out := []ModelEntry[K]{}
+	for _, k := range m.lru() {
+		out = append(out, ModelEntry[K]{k, m.state(m.objects[k])})
+	}
+	return out
+}
+
+// Need returns the indices of the keys ReserveWrite(keys, size, _, mode)
+// would have to allocate now, after a sweep: first occurrences of missing
+// keys, unless mode is WriteUpdate.
+func (m *Manager[K]) Need(keys []K, mode WriteMode) []int {
+	m.Sweep()
+	var need []int
+	first := firsts(keys)
+	for i, k := range keys {
+		if first[k] != i || mode == WriteUpdate {
+			continue
+		}
+		if _, ok := m.objects[k]; !ok {
+			need = append(need, i)
+		}
+	}
+	return need
+}
+
+// ReserveWrite models l1.Manager.ReserveWrite.
+func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode WriteMode) ([]Result, error) {
+	if size <= 0 || mode > WriteUpdate || len(temporary) != 0 && len(temporary) != len(keys) {
+		return nil, ErrInvalidArgument
+	}
+	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Result, len(keys))
+	var need, relock []int
+	first := firsts(keys)
+	for i, k := range keys {
+		o, exists := m.objects[k]
+		switch {
+		case first[k] != i:
+			out[i].Status = KeyNotWritable
+		case !exists && mode == WriteUpdate, exists && mode == WriteNew:
+			out[i].Status = KeyNotWritable
+		case !exists:
+			need = append(need, i)
+		case o.write.held(m.Now) || o.read.held(m.Now) || o.Temporary || o.Block.Size < size:
+			out[i].Status = KeyNotWritable
+		default:
+			relock = append(relock, i)
+		}
+	}
+	var blocks []allocator.Block
+	if len(need) > 0 {
+		blocks = m.allocate(size, len(need), first)
+		switch {
+		case len(blocks) == 0:
+			m.Counters.FailedReservations++
+		case len(blocks) < len(need):
+			m.Counters.PartialGrants++
+		}
+		m.Counters.OOMKeys += uint64(len(need) - len(blocks))
+		if err := m.Mem.Take(blocks); err != nil {
+			panic("reference: planned blocks do not fit: " + err.Error())
+		}
+	}
+	flag := func(i int) bool { return len(temporary) > 0 && temporary[i] }
+	for j, i := range need {
+		if j >= len(blocks) {
+			out[i].Status = OutOfMemory
+			continue
+		}
+		o := &ObjectModel{Block: blocks[j], Size: size, Temporary: flag(i)}
+		m.objects[keys[i]] = o
+		m.touch(o)
+		o.write.take(1, m.Now, m.Cfg.WriteTTL)
+		out[i] = Result{Success, o.Block}
+	}
+	for _, i := range relock {
+		o := m.objects[keys[i]]
+		o.Size, o.Temporary = size, flag(i)
+		m.touch(o)
+		o.write.take(1, m.Now, m.Cfg.WriteTTL)
+		out[i] = Result{Success, o.Block}
+	}
+	m.Counters.WriteReservations += uint64(len(relock) + len(blocks))
+	return out, nil
+}
+
+// allocate plans n objects of size bytes: all of them, or after on-demand
+// eviction, or the largest prefix.
+func (m *Manager[K]) allocate(size int64, n int, request map[K]int) []allocator.Block {
+	if size > m.Mem.Capacity() {
+		return nil
+	}
+	if bs, ok := m.Mem.PlanBatch(size, n, m.Cfg.Placement); ok {
+		return bs
+	}
+	if m.Cfg.EvictOnDemand {
+		if bs, ok := m.evictFor(size, n, request); ok {
+			return bs
+		}
+	}
+	if n <= 1 || m.Cfg.AllOrNothing {
+		return nil
+	}
+	return m.Mem.PlanUpTo(size, n, m.Cfg.Placement)
+}
+
+// evictFor evicts evictable objects not named in the request, least
+// recently used first, until n objects fit. The check after each eviction
+// is l1's: Fit when placement is not Contiguous, else a retry of the batch
+// whenever free bytes would allow it.
+func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator.Block, bool) {
+	useFit := m.Cfg.Placement != allocator.Contiguous
+	for _, k := range m.lru() {
+		o := m.objects[k]
+		if _, named := request[k]; named || !o.evictable(m.Now) {
+			continue
+		}
+		m.remove(k)
+		m.Counters.Evictions++
+		m.Counters.OnDemandEvictions++
+		if useFit && m.Mem.MaxSlots(size, n) >= n {
+			break
+		}
+		if !useFit && m.Mem.FreeBytes()/size >= int64(n) {
+			if bs, ok := m.Mem.PlanBatch(size, n, m.Cfg.Placement); ok {
+				return bs, true
+			}
+		}
+	}
+	return m.Mem.PlanBatch(size, n, m.Cfg.Placement)
+}
+
+// firsts maps each key to the index of its first occurrence.
+func firsts[K comparable](keys []K) map[K]int {
+	first := make(map[K]int, len(keys))
+	for i, k := range keys {
+		if _, ok := first[k]; !ok {
+			first[k] = i
+		}
+	}
+	return first
+}
+
+func badLocks(locks int) bool { return locks < 1 || locks > MaxReadLocks }
+
+// FinishWrite models l1.Manager.FinishWrite.
+func (m *Manager[K]) FinishWrite(keys []K) []Status {
+	m.Sweep()
+	out := make([]Status, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i] = KeyNotExist
+		case !o.write.held(m.Now) || o.read.held(m.Now):
+			out[i] = KeyInWrongState
+		default:
+			o.write, o.Finished = lock{}, true
+			m.touch(o)
+		}
+	}
+	return out
+}
+
+// FinishWriteAndReserveRead models l1.Manager.FinishWriteAndReserveRead.
+func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, error) {
+	if badLocks(locks) {
+		return nil, ErrInvalidArgument
+	}
+	m.Sweep()
+	out := make([]Result, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i].Status = KeyNotExist
+		case !o.write.held(m.Now) || o.read.held(m.Now):
+			out[i].Status = KeyInWrongState
+		default:
+			o.write, o.Finished = lock{}, true
+			m.touch(o)
+			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
+			out[i] = Result{Success, o.Block}
+		}
+	}
+	return out, nil
+}
+
+// AbortWrite models l1.Manager.AbortWrite.
+func (m *Manager[K]) AbortWrite(keys []K) []Status {
+	m.Sweep()
+	out := make([]Status, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i] = KeyNotExist
+		case !o.write.held(m.Now):
+			out[i] = KeyInWrongState
+		default:
+			m.remove(k)
+		}
+	}
+	return out
+}
+
+// ReserveRead models l1.Manager.ReserveRead.
+func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
+	if badLocks(locks) {
+		return nil, ErrInvalidArgument
+	}
+	m.Sweep()
+	out := make([]Result, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i].Status = KeyNotExist
+		case o.write.held(m.Now):
+			out[i].Status = KeyNotReadable
+		default:
+			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
+			m.touch(o)
+			out[i] = Result{Success, o.Block}
+		}
+	}
+	return out, nil
+}
+
+// UnsafeRead models l1.Manager.UnsafeRead.
+func (m *Manager[K]) UnsafeRead(keys []K) []Result {
+	m.Sweep()
+	out := make([]Result, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i].Status = KeyNotExist
+		case !o.read.held(m.Now) || o.write.held(m.Now):
+			out[i].Status = KeyNotReadable
+		default:
+			out[i] = Result{Success, o.Block}
+		}
+	}
+	return out
+}
+
+// FinishRead models l1.Manager.FinishRead.
+func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
+	if badLocks(locks) {
+		return nil, ErrInvalidArgument
+	}
+	m.Sweep()
+	out := make([]Status, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i] = KeyNotExist
+		case o.write.held(m.Now) || !o.read.held(m.Now):
+			out[i] = KeyInWrongState
+		default:
+			o.read.release(locks)
+			if o.read.n == 0 && o.Temporary {
+				m.remove(k)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Delete models l1.Manager.Delete.
+func (m *Manager[K]) Delete(keys []K, force bool) []Status {
+	m.Sweep()
+	out := make([]Status, len(keys))
+	for i, k := range keys {
+		o, ok := m.objects[k]
+		switch {
+		case !ok:
+			out[i] = KeyNotExist
+		case !force && (o.write.held(m.Now) || o.read.held(m.Now)):
+			out[i] = KeyIsLocked
+		default:
+			m.remove(k)
+		}
+	}
+	return out
+}
+
+// Clear models l1.Manager.Clear.
+func (m *Manager[K]) Clear(force bool) int {
+	m.Sweep()
+	n := 0
+	for _, k := range m.lru() {
+		if o := m.objects[k]; force || !o.write.held(m.Now) && !o.read.held(m.Now) {
+			m.remove(k)
+			n++
+		}
+	}
+	return n
+}
+
+// Close models l1.Manager.Close.
+func (m *Manager[K]) Close() {
+	m.Clear(true)
+	m.closed = true
+}
+
+// Touch models l1.Manager.Touch.
+func (m *Manager[K]) Touch(keys []K) {
+	m.Sweep()
+	for _, k := range keys {
+		if o, ok := m.objects[k]; ok {
+			m.touch(o)
+		}
+	}
+}
+
+// IsEvictable models l1.Manager.IsEvictable.
+func (m *Manager[K]) IsEvictable(key K) bool {
+	m.Sweep()
+	o, ok := m.objects[key]
+	return ok && o.evictable(m.Now)
+}
+
+// EvictTo models l1.Manager.EvictTo.
+func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
+	if !(ratio >= 0 && ratio <= 1) {
+		return 0, ErrInvalidArgument
+	}
+	m.Sweep()
+	if m.closed {
+		return 0, ErrClosed
+	}
+	limit := ratio * float64(m.Mem.Capacity())
+	n := 0
+	for _, k := range m.lru() {
+		if float64(m.Used()) <= limit {
+			break
+		}
+		if m.objects[k].evictable(m.Now) {
+			m.remove(k)
+			m.Counters.Evictions++
+			n++
+		}
+	}
+	return n, nil
+}
