@@ -127,7 +127,7 @@ func (r l1Record) op(h l1Header) l1check.Op {
 	}
 	switch op.Kind {
 	case l1check.OpReserveWrite:
-		op.Mode = l1.WriteMode(r.Arg % 3)
+		op.Mode = l1.Mode(r.Arg % 3)
 		if r.Arg == 0xff {
 			op.Mode = 3 // unknown
 		}

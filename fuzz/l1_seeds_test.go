@@ -36,7 +36,7 @@ func keyRec(op l1check.OpKind, start, count int) l1Record {
 	return l1Record{Op: uint8(op), Start: uint16(start), Count: c, Stride: 1}
 }
 
-func rw(start, count int, size int64, mode l1.WriteMode) l1Record {
+func rw(start, count int, size int64, mode l1.Mode) l1Record {
 	r := keyRec(l1check.OpReserveWrite, start, count)
 	r.Arg, r.Size = uint8(mode), uint16(size)
 	return r
@@ -95,14 +95,14 @@ func obsAll(recs ...l1Record) []l1Record {
 // fit in 64 units; 4560 objects of 64 bytes fit in 4560 units.
 var (
 	hdr10into8    = hdr(64, allocator.ContiguousFirst, 65536)
-	req10into8    = rw(0, 10, 512, l1.WriteAll)
+	req10into8    = rw(0, 10, 512, l1.ModeAll)
 	hdr5700       = hdr(4560, allocator.ContiguousFirst, 65536)
-	req5700       = rw(0, 5700, 64, l1.WriteAll)
+	req5700       = rw(0, 5700, 64, l1.ModeAll)
 	hdr7of10      = hdr(28, allocator.Scattered, 65536)
-	req7of10      = rw(0, 10, 256, l1.WriteAll)
-	tooLarge      = rw(0, 1, 0, l1.WriteAll).edgeSize(2)
-	tooLarge3     = rw(0, 3, 0, l1.WriteAll).edgeSize(5)
-	fillAndFinish = []l1Record{rw(0, 16, 256, l1.WriteAll), fw(0, 16)}
+	req7of10      = rw(0, 10, 256, l1.ModeAll)
+	tooLarge      = rw(0, 1, 0, l1.ModeAll).edgeSize(2)
+	tooLarge3     = rw(0, 3, 0, l1.ModeAll).edgeSize(5)
+	fillAndFinish = []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 16)}
 )
 
 // everyLockState fills 16 slots of 4 units and leaves keys in every state:
@@ -112,9 +112,9 @@ var (
 // write-locked and never finished.
 func everyLockState() []l1Record {
 	return []l1Record{
-		rw(0, 16, 256, l1.WriteAll).temp(0b1100_0000), fw(0, 12),
+		rw(0, 16, 256, l1.ModeAll).temp(0b1100_0000), fw(0, 12),
 		del(0, 1), del(2, 1), del(9, 1),
-		rr(3, 2, 1), rr(6, 1, 2), rw(10, 2, 256, l1.WriteAll),
+		rr(3, 2, 1), rr(6, 1, 2), rw(10, 2, 256, l1.ModeAll),
 	}
 }
 
@@ -122,72 +122,72 @@ func init() {
 	lifeHdr := hdr(64, allocator.ContiguousFirst, 16)
 	seedSets["FuzzL1Lifecycle"] = []seed{
 		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
-			rw(0, 4, 256, l1.WriteAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
+			rw(0, 4, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
 			rr(1, 2, 128), fr(1, 2, 127), ur(1, 2), fr(1, 2, 128), del(0, 4), isEv(0, 4), length(),
 		))},
 		{"temporary-lifecycle", encodeL1(lifeHdr, obsAll(
-			rw(0, 3, 256, l1.WriteAll).temp(0b101), fwrr(0, 3, 1), ur(0, 3), fr(0, 3, 1), length(),
-			rw(4, 1, 256, l1.WriteAll).temp(1), fw(4, 1), isEv(4, 1), rr(4, 1, 2), fr(4, 1, 1), ur(4, 1), fr(4, 1, 1), ur(4, 1),
+			rw(0, 3, 256, l1.ModeAll).temp(0b101), fwrr(0, 3, 1), ur(0, 3), fr(0, 3, 1), length(),
+			rw(4, 1, 256, l1.ModeAll).temp(1), fw(4, 1), isEv(4, 1), rr(4, 1, 2), fr(4, 1, 1), ur(4, 1), fr(4, 1, 1), ur(4, 1),
 		))},
 		{"expired-write-reclaimed", encodeL1(lifeHdr, []l1Record{
-			rw(0, 2, 256, l1.WriteAll).obs(), adv(600 * time.Second), fw(0, 2), rr(0, 2, 1).obs(),
-			rw(0, 2, 256, l1.WriteAll).obs(), adv(595 * time.Second), fw(0, 1).obs(), adv(10 * time.Second),
-			ur(1, 1), fw(1, 1).obs(), rw(0, 1, 256, l1.WriteAll).obs(), adv(605 * time.Second), rr(0, 1, 1).obs(),
+			rw(0, 2, 256, l1.ModeAll).obs(), adv(600 * time.Second), fw(0, 2), rr(0, 2, 1).obs(),
+			rw(0, 2, 256, l1.ModeAll).obs(), adv(595 * time.Second), fw(0, 1).obs(), adv(10 * time.Second),
+			ur(1, 1), fw(1, 1).obs(), rw(0, 1, 256, l1.ModeAll).obs(), adv(605 * time.Second), rr(0, 1, 1).obs(),
 		})},
 		{"expired-write-boundary", encodeL1(lifeHdr.ttl(1), []l1Record{
-			rw(0, 1, 256, l1.WriteAll).obs(), adv(9900 * time.Millisecond), fw(0, 1).obs(),
-			rw(1, 1, 256, l1.WriteAll), adv(10 * time.Second), length(), fw(1, 1).obs(),
+			rw(0, 1, 256, l1.ModeAll).obs(), adv(9900 * time.Millisecond), fw(0, 1).obs(),
+			rw(1, 1, 256, l1.ModeAll), adv(10 * time.Second), length(), fw(1, 1).obs(),
 		})},
 		{"expired-temporary-read-freed", encodeL1(lifeHdr, []l1Record{
-			rw(0, 2, 256, l1.WriteAll).temp(0b11), fwrr(0, 2, 3).obs(), adv(300 * time.Second), fr(0, 2, 1), length().obs(),
-			rw(5, 1, 256, l1.WriteAll).temp(1), fwrr(5, 1, 1), adv(200 * time.Second), rr(5, 1, 1), adv(200 * time.Second),
+			rw(0, 2, 256, l1.ModeAll).temp(0b11), fwrr(0, 2, 3).obs(), adv(300 * time.Second), fr(0, 2, 1), length().obs(),
+			rw(5, 1, 256, l1.ModeAll).temp(1), fwrr(5, 1, 1), adv(200 * time.Second), rr(5, 1, 1), adv(200 * time.Second),
 			ur(5, 1).obs(), adv(100 * time.Second), ur(5, 1), clr().obs(),
 		})},
 		{"expired-read-unlocks", encodeL1(lifeHdr.ttl(2), []l1Record{
-			rw(0, 1, 256, l1.WriteAll), fw(0, 1), rr(0, 1, 1).obs(), adv(10 * time.Second),
-			rw(0, 1, 256, l1.WriteAll).obs(), fw(0, 1).obs(), rr(0, 1, 3), adv(10 * time.Second), fr(0, 1, 1).obs(),
+			rw(0, 1, 256, l1.ModeAll), fw(0, 1), rr(0, 1, 1).obs(), adv(10 * time.Second),
+			rw(0, 1, 256, l1.ModeAll).obs(), fw(0, 1).obs(), rr(0, 1, 3), adv(10 * time.Second), fr(0, 1, 1).obs(),
 		})},
 		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 7), obsAll(
-			rw(3, 5, 256, l1.WriteAll).stride(0), rw(0, 10, 256, l1.WriteAll), fw(0, 10), rr(0, 10, 1), fr(0, 10, 1),
-			del(0, 10).stride(0), rw(0, 12, 256, l1.WriteNew),
+			rw(3, 5, 256, l1.ModeAll).stride(0), rw(0, 10, 256, l1.ModeAll), fw(0, 10), rr(0, 10, 1), fr(0, 10, 1),
+			del(0, 10).stride(0), rw(0, 12, 256, l1.ModeNew),
 		))},
 		{"modes", encodeL1(lifeHdr, obsAll(
-			rw(0, 2, 256, l1.WriteNew), fw(0, 2), rw(0, 4, 256, l1.WriteNew), rw(0, 4, 256, l1.WriteUpdate),
-			rw(5, 2, 256, l1.WriteUpdate), fw(0, 4), rw(0, 2, 512, l1.WriteAll), rw(0, 2, 100, l1.WriteAll),
-			fw(0, 2), rw(0, 1, 256, l1.WriteAll).temp(1), fw(0, 1), rw(0, 1, 256, l1.WriteAll),
+			rw(0, 2, 256, l1.ModeNew), fw(0, 2), rw(0, 4, 256, l1.ModeNew), rw(0, 4, 256, l1.ModeUpdate),
+			rw(5, 2, 256, l1.ModeUpdate), fw(0, 4), rw(0, 2, 512, l1.ModeAll), rw(0, 2, 100, l1.ModeAll),
+			fw(0, 2), rw(0, 1, 256, l1.ModeAll).temp(1), fw(0, 1), rw(0, 1, 256, l1.ModeAll),
 		))},
 		{"abort", encodeL1(lifeHdr, obsAll(
-			rw(0, 3, 256, l1.WriteAll), fw(0, 1), abort(0, 3), rw(0, 1, 256, l1.WriteAll), abort(0, 1),
-			rw(0, 2, 256, l1.WriteAll), fwrr(0, 1, 1), abort(0, 2), fw(0, 2),
+			rw(0, 3, 256, l1.ModeAll), fw(0, 1), abort(0, 3), rw(0, 1, 256, l1.ModeAll), abort(0, 1),
+			rw(0, 2, 256, l1.ModeAll), fwrr(0, 1, 1), abort(0, 2), fw(0, 2),
 		))},
 		{"delete-clear-locked", encodeL1(lifeHdr, obsAll(
-			rw(0, 3, 256, l1.WriteAll), fw(0, 2), rr(0, 1, 1), del(0, 3), del(0, 1).force(), clr(),
-			rw(5, 2, 256, l1.WriteAll), clr().force(),
+			rw(0, 3, 256, l1.ModeAll), fw(0, 2), rr(0, 1, 1), del(0, 3), del(0, 1).force(), clr(),
+			rw(5, 2, 256, l1.ModeAll), clr().force(),
 		))},
 		{"bad-args", encodeL1(lifeHdr, obsAll(
-			rw(0, 2, 0, l1.WriteAll).edgeSize(0), rw(0, 2, 0, l1.WriteAll).edgeSize(1), rw(0, 2, 0, l1.WriteAll).edgeSize(2),
+			rw(0, 2, 0, l1.ModeAll).edgeSize(0), rw(0, 2, 0, l1.ModeAll).edgeSize(1), rw(0, 2, 0, l1.ModeAll).edgeSize(2),
 			l1Record{Op: uint8(l1check.OpReserveWrite), Arg: 0xff, Count: 2, Stride: 1, Size: 256},
-			rw(0, 2, 256, l1.WriteAll).mismatched(), rw(0, 2, 256, l1.WriteAll).temp(1).mismatched(),
-			rw(0, 0, 256, l1.WriteAll).mismatched(), rw(0, 2, 256, l1.WriteAll),
+			rw(0, 2, 256, l1.ModeAll).mismatched(), rw(0, 2, 256, l1.ModeAll).temp(1).mismatched(),
+			rw(0, 0, 256, l1.ModeAll).mismatched(), rw(0, 2, 256, l1.ModeAll),
 			fwrr(0, 2, 0), rr(0, 2, 129), fr(0, 2, 0), fw(0, 2), rr(0, 2, 129), fr(0, 2, 129),
-			evictTo(1.25), closeRec(), rw(0, 2, 256, l1.WriteAll), evictTo(0.5), rr(0, 2, 1), closeRec(), length(),
+			evictTo(1.25), closeRec(), rw(0, 2, 256, l1.ModeAll), evictTo(0.5), rr(0, 2, 1), closeRec(), length(),
 		))},
 		{"evict-to", encodeL1(lifeHdr, append(fillAndFinish, obsAll(
-			touch(0, 4), rr(4, 2, 1), rw(6, 1, 256, l1.WriteAll), isEv(0, 16), evictTo(0.5), evictTo(0), evictTo(1),
+			touch(0, 4), rr(4, 2, 1), rw(6, 1, 256, l1.ModeAll), isEv(0, 16), evictTo(0.5), evictTo(0), evictTo(1),
 		)...))},
 		{"evict-on-demand", encodeL1(lifeHdr.evict(), append(fillAndFinish, obsAll(
-			touch(0, 4), rr(4, 2, 1), rw(20, 4, 256, l1.WriteAll), rw(30, 2, 1024, l1.WriteAll), rw(40, 20, 256, l1.WriteAll),
+			touch(0, 4), rr(4, 2, 1), rw(20, 4, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),
 		)...))},
 		{"evict-on-demand-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536).evict(), append(fillAndFinish, obsAll(
-			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.WriteAll), rw(30, 2, 1024, l1.WriteAll), rw(40, 20, 256, l1.WriteAll),
+			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),
 		)...))},
 		{"prefix-10-into-8", encodeL1(hdr10into8, obsAll(req10into8, fw(0, 10), rr(0, 10, 1)))},
 		{"prefix-5700-into-4560", encodeL1(hdr5700, obsAll(req5700))},
 		{"prefix-7-of-10", encodeL1(hdr7of10.prefix(l1.PrefixBinarySearch), obsAll(req7of10))},
-		{"prefix-none", encodeL1(hdr10into8.prefix(l1.PrefixNone), obsAll(req10into8, rw(20, 8, 512, l1.WriteAll)))},
+		{"prefix-none", encodeL1(hdr10into8.prefix(l1.PrefixNone), obsAll(req10into8, rw(20, 8, 512, l1.ModeAll)))},
 		{"object-larger-than-pool", encodeL1(lifeHdr, obsAll(tooLarge, tooLarge3))},
 		{"every-lock-state", encodeL1(lifeHdr, append(everyLockState(), obsAll(
-			rw(0, 20, 256, l1.WriteAll), isEv(0, 20), adv(300*time.Second), length(), adv(300*time.Second), length(),
+			rw(0, 20, 256, l1.ModeAll), isEv(0, 20), adv(300*time.Second), length(), adv(300*time.Second), length(),
 		)...))},
 	}
 
@@ -198,20 +198,20 @@ func init() {
 		{"prefix-7-of-10", encodeL1(hdr7of10, []l1Record{req7of10})},
 		{"object-larger-than-pool-1", encodeL1(rwHdr, []l1Record{tooLarge})},
 		{"object-larger-than-pool-3", encodeL1(rwHdr, []l1Record{tooLarge3})},
-		{"single-key-full", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.WriteAll), rw(20, 1, 256, l1.WriteAll)})},
-		{"interleaved-existing", encodeL1(rwHdr, []l1Record{rw(0, 3, 256, l1.WriteAll).stride(2), fw(0, 3).stride(2), rw(0, 20, 256, l1.WriteAll)})},
-		{"every-lock-state", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.WriteAll)))},
-		{"every-lock-state-small", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 128, l1.WriteAll).temp(0xaaaa)))},
-		{"every-lock-state-large", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 512, l1.WriteAll)))},
-		{"every-lock-state-new", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.WriteNew)))},
-		{"every-lock-state-update", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.WriteUpdate)))},
-		{"every-lock-state-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(), rw(0, 20, 128, l1.WriteAll)))},
-		{"every-lock-state-evict", encodeL1(rwHdr.evict(), append(everyLockState(), rw(20, 6, 256, l1.WriteAll)))},
-		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 5), []l1Record{rw(0, 2, 256, l1.WriteAll), fw(0, 1), rw(0, 12, 512, l1.WriteAll)})},
-		{"repeated-keys-partial", encodeL1(hdr(16, allocator.ContiguousFirst, 6), []l1Record{rw(0, 14, 128, l1.WriteAll)})},
-		{"expired-before-request", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.WriteAll), fw(0, 4), rr(0, 4, 1), adv(600 * time.Second), rw(20, 20, 256, l1.WriteAll)})},
-		{"rejected-mismatched-flags", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.WriteAll), fw(0, 2), rw(0, 8, 256, l1.WriteAll).temp(3).mismatched()})},
-		{"rejected-size", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.WriteAll), rw(0, 8, 0, l1.WriteAll).edgeSize(3)})},
+		{"single-key-full", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.ModeAll), rw(20, 1, 256, l1.ModeAll)})},
+		{"interleaved-existing", encodeL1(rwHdr, []l1Record{rw(0, 3, 256, l1.ModeAll).stride(2), fw(0, 3).stride(2), rw(0, 20, 256, l1.ModeAll)})},
+		{"every-lock-state", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.ModeAll)))},
+		{"every-lock-state-small", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 128, l1.ModeAll).temp(0xaaaa)))},
+		{"every-lock-state-large", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 512, l1.ModeAll)))},
+		{"every-lock-state-new", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.ModeNew)))},
+		{"every-lock-state-update", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.ModeUpdate)))},
+		{"every-lock-state-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(), rw(0, 20, 128, l1.ModeAll)))},
+		{"every-lock-state-evict", encodeL1(rwHdr.evict(), append(everyLockState(), rw(20, 6, 256, l1.ModeAll)))},
+		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 5), []l1Record{rw(0, 2, 256, l1.ModeAll), fw(0, 1), rw(0, 12, 512, l1.ModeAll)})},
+		{"repeated-keys-partial", encodeL1(hdr(16, allocator.ContiguousFirst, 6), []l1Record{rw(0, 14, 128, l1.ModeAll)})},
+		{"expired-before-request", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 1), adv(600 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
+		{"rejected-mismatched-flags", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.ModeAll), fw(0, 2), rw(0, 8, 256, l1.ModeAll).temp(3).mismatched()})},
+		{"rejected-size", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.ModeAll), rw(0, 8, 0, l1.ModeAll).edgeSize(3)})},
 	}
 
 	seedSets["FuzzPrefixStrategies"] = []seed{
@@ -220,12 +220,12 @@ func init() {
 		{"prefix-7-of-10", encodeL1(hdr7of10, []l1Record{req7of10})},
 		{"object-larger-than-pool", encodeL1(rwHdr, []l1Record{tooLarge, tooLarge3})},
 		{"every-lock-state", encodeL1(rwHdr, append(everyLockState(),
-			rw(0, 20, 256, l1.WriteAll), rw(30, 5, 64, l1.WriteAll), rw(40, 3, 128, l1.WriteAll), rw(50, 4, 256, l1.WriteAll)))},
+			rw(0, 20, 256, l1.ModeAll), rw(30, 5, 64, l1.ModeAll), rw(40, 3, 128, l1.ModeAll), rw(50, 4, 256, l1.ModeAll)))},
 		{"fragmented-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(),
-			rw(0, 20, 128, l1.WriteAll), rw(30, 3, 128, l1.WriteAll)))},
+			rw(0, 20, 128, l1.ModeAll), rw(30, 3, 128, l1.ModeAll)))},
 		{"fragmented-scattered", encodeL1(hdr(64, allocator.Scattered, 65536), append(everyLockState(),
-			rw(0, 20, 128, l1.WriteAll), rw(30, 3, 100, l1.WriteAll)))},
-		{"evict-on-demand", encodeL1(rwHdr.evict(), append(fillAndFinish, touch(0, 8), rw(20, 6, 256, l1.WriteAll), rw(30, 20, 256, l1.WriteAll)))},
+			rw(0, 20, 128, l1.ModeAll), rw(30, 3, 100, l1.ModeAll)))},
+		{"evict-on-demand", encodeL1(rwHdr.evict(), append(fillAndFinish, touch(0, 8), rw(20, 6, 256, l1.ModeAll), rw(30, 20, 256, l1.ModeAll)))},
 	}
 }
 
@@ -257,7 +257,7 @@ func TestEncodeDecodeL1(t *testing.T) {
 	}
 	setup, ops := decodeL1Ops(encodeL1(hdr5700.evict().prefix(l1.PrefixNone).ttl(1), []l1Record{
 		req5700.temp(0b10), adv(605 * time.Second), adv(1500 * time.Millisecond), rr(3, 2, 128), tooLarge, closeRec(),
-		rw(0, 3, 256, l1.WriteAll).stride(0), evictTo(0.5),
+		rw(0, 3, 256, l1.ModeAll).stride(0), evictTo(0.5),
 	}))
 	want := l1check.Setup{Units: 4560, Align: l1Align, Placement: allocator.ContiguousFirst, Prefix: l1.PrefixNone,
 		EvictOnDemand: true, WriteTTL: 10 * time.Second, ReadTTL: 5 * time.Second}

@@ -25,7 +25,7 @@ func TestThreadSafety(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rs, err := e.m.ReserveWrite(keys(w*50, 50), obj, nil, l1.WriteAll)
+				rs, err := e.m.ReserveWrite(keys(w*50, 50), nil, obj, l1.ModeAll)
 				if assert.NoError(t, err) {
 					blocks[w] = rs
 				}
@@ -35,7 +35,7 @@ func TestThreadSafety(t *testing.T) {
 		seen := map[allocator.Block]bool{}
 		for _, rs := range blocks {
 			for _, r := range rs {
-				require.Equal(t, l1.Success, r.Status)
+				require.Equal(t, l1.OK, r.Status)
 				require.False(t, seen[r.Block])
 				seen[r.Block] = true
 			}
@@ -57,7 +57,7 @@ func TestThreadSafety(t *testing.T) {
 					}
 					st, err := e.m.FinishRead([]int{1}, 1)
 					assert.NoError(t, err)
-					assert.Equal(t, []l1.Status{l1.Success}, st)
+					assert.Equal(t, []l1.Status{l1.OK}, st)
 				}
 			}()
 		}
@@ -74,7 +74,7 @@ func TestThreadSafety(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 100 {
-					assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+					assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
 				}
 			}()
 		}
@@ -95,7 +95,7 @@ func mixedOperations(t *testing.T, s l1.PrefixStrategy) {
 	const workers, ops, keySpace = 6, 300, 48
 	e := newEnv(t, 32*obj, l1.Config{Prefix: s, EvictOnDemand: true})
 	var events atomic.Int64
-	e.m.AddListener(func(ev l1.Event[int]) {
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
 		events.Add(int64(len(ev.Keys)))
 		if ev.Kind == l1.EventRemoved {
 			e.m.IsEvictable(ev.Keys[0])
@@ -131,7 +131,7 @@ func mixedOperations(t *testing.T, s l1.PrefixStrategy) {
 					for i := range temp {
 						temp[i] = rng.IntN(4) == 0
 					}
-					_, err = e.m.ReserveWrite(ks, int64(1+rng.IntN(2))*obj, temp, l1.WriteModes[rng.IntN(3)])
+					_, err = e.m.ReserveWrite(ks, temp, int64(1+rng.IntN(2))*obj, l1.Modes[rng.IntN(3)])
 				case 2:
 					e.m.FinishWrite(ks)
 				case 3:

@@ -10,7 +10,7 @@
 // A request enters the Manager, which works under one mutex and asks its
 // Memory (an *allocator.Allocator, or any Memory) for blocks:
 //
-//	ReserveWrite(keys, size, temporary, mode)   write-lock; allocate missing keys
+//	ReserveWrite(keys, temporary, size, mode)   write-lock; allocate missing keys
 //	    FinishWrite(keys)                        commit: readable
 //	    FinishWriteAndReserveRead(keys, locks)   commit and read-lock at once
 //	    AbortWrite(keys)                         discard the reservation
@@ -49,7 +49,7 @@
 // Delete(force) and Clear(force) remove an object in any state.
 //
 // An object is readable when it is not write-locked: a write is invisible
-// until FinishWrite. It is writable again (modes WriteAll and WriteUpdate)
+// until FinishWrite. It is writable again (modes ModeAll and ModeUpdate)
 // when it holds no live lock, is not temporary and its block holds the new
 // size; evictable when it is ready (finished, no live lock) and not
 // temporary. A temporary object is removed when its last read lock is
@@ -60,14 +60,14 @@
 // # The prefix contract
 //
 // ReserveWrite allocates the keys that need memory (missing keys in modes
-// WriteAll and WriteNew) as one batch of objects of one size. When the whole
+// ModeAll and ModeNew) as one batch of objects of one size. When the whole
 // batch does not fit it grants the largest prefix that does:
 //
 //   - k is the most objects of that size the memory can hold at that
 //     moment (for the allocator, min(n, Σ⌊extent/size⌋) over its free
 //     extents, what allocator.Fit reports; for Contiguous placement, the
 //     most one extent holds);
-//   - the first k keys needing memory, in request order, get Success, each
+//   - the first k keys needing memory, in request order, get OK, each
 //     write-locked with its own block; every later one gets OutOfMemory
 //     and the zero Block;
 //   - keys that needed no memory (re-locked, or refused) are unaffected;

@@ -30,7 +30,7 @@ func TestEvictOnDemand(t *testing.T) {
 				e.finishRead(t, []int{101}, 1)
 				e.rec.take()
 				rs := e.reserve(t, keys(0, 3), obj)
-				assert.Equal(t, repeat(l1.Success, 3), statuses(rs))
+				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
 				assert.Equal(t, []l1.Event[int]{
 					{Kind: l1.EventRemoved, Cause: l1.CauseEvicted, Keys: []int{102, 103, 104}},
 					{Kind: l1.EventWriteReserved, Keys: keys(0, 3)},
@@ -44,9 +44,9 @@ func TestEvictOnDemand(t *testing.T) {
 			t.Run("never_evicts_keys_of_the_request", func(t *testing.T) {
 				e := newE(t, l1.Config{})
 				e.put(t, keys(100, 16), obj)
-				rs, err := e.m.ReserveWrite([]int{100, 0, 101, 1}, obj, nil, l1.WriteNew)
+				rs, err := e.m.ReserveWrite([]int{100, 0, 101, 1}, nil, obj, l1.ModeNew)
 				require.NoError(t, err)
-				assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.Success, l1.KeyNotWritable, l1.Success}, statuses(rs))
+				assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.OK}, statuses(rs))
 				for _, k := range []int{100, 101} {
 					_, ok := e.m.State(k)
 					assert.True(t, ok, "key %d of the request was evicted", k)
@@ -63,7 +63,7 @@ func TestEvictOnDemand(t *testing.T) {
 				e.reserve(t, keys(200, 8), obj) // write-locked, never finished
 				rs := e.reserve(t, keys(0, 6), obj)
 				// 4 evictable (104-107): 4 granted, 2 OOM.
-				assert.Equal(t, append(repeat(l1.Success, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
+				assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
 				for _, k := range append(keys(100, 4), keys(200, 8)...) {
 					_, ok := e.m.State(k)
 					assert.True(t, ok, "locked key %d was evicted", k)
@@ -76,7 +76,7 @@ func TestEvictOnDemand(t *testing.T) {
 				e.putTemp(t, keys(100, 14), obj) // finished, unlocked, temporary
 				e.put(t, keys(200, 2), obj)
 				rs := e.reserve(t, keys(0, 3), obj)
-				assert.Equal(t, []l1.Status{l1.Success, l1.Success, l1.OutOfMemory}, statuses(rs))
+				assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.OutOfMemory}, statuses(rs))
 				assert.Equal(t, uint64(2), e.m.Stats().Evictions)
 				assert.Equal(t, 16, e.m.Len())
 			})
@@ -84,7 +84,7 @@ func TestEvictOnDemand(t *testing.T) {
 				e := newE(t, l1.Config{})
 				e.put(t, keys(100, 14), obj) // 2 pages free
 				rs := e.reserve(t, keys(0, 5), obj)
-				assert.Equal(t, repeat(l1.Success, 5), statuses(rs))
+				assert.Equal(t, repeat(l1.OK, 5), statuses(rs))
 				assert.Equal(t, uint64(3), e.m.Stats().Evictions)
 			})
 			t.Run("size_above_capacity_evicts_nothing", func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestEvictOnDemand(t *testing.T) {
 				e.m.Delete(odd, false)
 				e.m.Touch([]int{100, 102}) // the coldest is now 104
 				rs := e.reserve(t, keys(0, 3), obj)
-				assert.Equal(t, repeat(l1.Success, 3), statuses(rs))
+				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
 				assert.Equal(t, rs[0].Block.End(), rs[1].Block.Offset)
 				assert.Equal(t, rs[1].Block.End(), rs[2].Block.Offset)
 				assert.Equal(t, uint64(1), e.m.Stats().Evictions, "evicting 104 joins 103-105")
@@ -121,7 +121,7 @@ func TestEvictOnDemand(t *testing.T) {
 					if s == l1.PrefixNone {
 						k = 0
 					}
-					assert.Equal(t, append(repeat(l1.Success, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())
+					assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())
 					assert.Equal(t, uint64(6), e.m.Stats().Evictions, s.String())
 				}
 			})

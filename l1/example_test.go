@@ -17,13 +17,13 @@ func Example() {
 
 	// Reserve: each key gets a write-locked block of at least 1 MiB.
 	keys := []string{"chunk-0", "chunk-1"}
-	res, err := m.ReserveWrite(keys, 1<<20, nil, l1.WriteAll)
+	res, err := m.ReserveWrite(keys, nil, 1<<20, l1.ModeAll)
 	if err != nil {
 		panic(err)
 	}
 	// Write the bytes.
 	for i, r := range res {
-		if r.Status == l1.Success {
+		if r.Status == l1.OK {
 			copy(alloc.Bytes(r.Block), fmt.Sprintf("KV data of %s", keys[i]))
 		}
 	}
@@ -41,11 +41,11 @@ func Example() {
 	for i := range big {
 		big[i] = fmt.Sprintf("big-%d", i)
 	}
-	res, _ = m.ReserveWrite(big, 1<<20, nil, l1.WriteAll)
+	res, _ = m.ReserveWrite(big, nil, 1<<20, l1.ModeAll)
 	fmt.Println(res[61].Status, res[62].Status)
 	// Output:
-	// [SUCCESS SUCCESS]
-	// SUCCESS KV data of chunk-1
+	// [OK OK]
+	// OK KV data of chunk-1
 	// KEY_NOT_EXIST
-	// SUCCESS OUT_OF_MEMORY
+	// OK OUT_OF_MEMORY
 }

@@ -18,24 +18,24 @@ import (
 // §6.5: duplicate keys in one reserve_write allocated twice and leaked one
 // buffer.
 func TestFixDuplicateKeysAllocateOnce(t *testing.T) {
-	for _, mode := range l1.WriteModes {
+	for _, mode := range l1.Modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			e := newEnv(t, 64*KiB, l1.Config{})
 			e.put(t, []int{7}, obj)
-			rs, err := e.m.ReserveWrite([]int{1, 2, 1, 7, 7, 1}, obj, []bool{false, false, true, false, false, true}, mode)
+			rs, err := e.m.ReserveWrite([]int{1, 2, 1, 7, 7, 1}, []bool{false, false, true, false, false, true}, obj, mode)
 			require.NoError(t, err)
 			var want []l1.Status
 			switch mode {
-			case l1.WriteAll:
-				want = []l1.Status{l1.Success, l1.Success, l1.KeyNotWritable, l1.Success, l1.KeyNotWritable, l1.KeyNotWritable}
-			case l1.WriteNew:
-				want = []l1.Status{l1.Success, l1.Success, l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable}
-			case l1.WriteUpdate:
-				want = []l1.Status{l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable, l1.Success, l1.KeyNotWritable, l1.KeyNotWritable}
+			case l1.ModeAll:
+				want = []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.KeyNotWritable}
+			case l1.ModeNew:
+				want = []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable}
+			case l1.ModeUpdate:
+				want = []l1.Status{l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.KeyNotWritable}
 			}
 			assert.Equal(t, want, statuses(rs))
 			assert.Equal(t, int64(e.m.Len()), e.a.Stats().LiveBlocks, "one block per object, none leaked")
-			if mode != l1.WriteUpdate {
+			if mode != l1.ModeUpdate {
 				assert.False(t, e.state(t, 1).Temporary, "the first occurrence's flag wins")
 			}
 			e.m.Clear(true)
@@ -51,7 +51,7 @@ func TestFixRelockedKeysAreReported(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.rec.take()
-		_, err := e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteUpdate)
+		_, err := e.m.ReserveWrite([]int{1, 2}, nil, obj, l1.ModeUpdate)
 		require.NoError(t, err)
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteReserved, Keys: []int{1}}}, e.rec.take())
 	})
@@ -76,7 +76,7 @@ func TestFixRelockedKeysAreReported(t *testing.T) {
 func TestFixMismatchedLengthsAreRejected(t *testing.T) {
 	e := newEnv(t, 64*KiB, l1.Config{})
 	for _, flags := range [][]bool{{true}, {true, false, true}} {
-		rs, err := e.m.ReserveWrite([]int{1, 2}, obj, flags, l1.WriteAll)
+		rs, err := e.m.ReserveWrite([]int{1, 2}, flags, obj, l1.ModeAll)
 		require.ErrorIs(t, err, l1.ErrInvalidArgument)
 		assert.Nil(t, rs)
 	}
@@ -99,7 +99,7 @@ func TestFixUnfinishedWritesAreInvisible(t *testing.T) {
 	}
 	assert.Equal(t, []l1.Status{l1.KeyIsLocked, l1.KeyIsLocked}, e.m.Delete([]int{1, 2}, false))
 	e.m.FinishWrite([]int{1, 2})
-	assert.Equal(t, []l1.Status{l1.Success, l1.Success}, statuses(e.read(t, []int{1, 2}, 1)))
+	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, statuses(e.read(t, []int{1, 2}, 1)))
 }
 
 // §6.5: an expired write lock exposed uninitialised data as readable.
@@ -118,7 +118,7 @@ func TestFixExpiredWriteLockIsNeverReadable(t *testing.T) {
 func TestFixExpiredTemporaryReadIsReclaimed(t *testing.T) {
 	t.Run("at_the_next_touch", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		_, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		_, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
 		_, err = e.m.FinishWriteAndReserveRead([]int{1}, 2)
 		require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestFixExpiredTemporaryReadIsReclaimed(t *testing.T) {
 func TestFixListenersRunOutsideTheLock(t *testing.T) {
 	e := newEnv(t, 64*KiB, l1.Config{})
 	var nested []l1.Status
-	e.m.AddListener(func(ev l1.Event[int]) {
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
 		if ev.Kind != l1.EventWriteReserved {
 			return
 		}
@@ -165,7 +165,7 @@ func TestFixListenersRunOutsideTheLock(t *testing.T) {
 		nested = <-done
 	})
 	e.reserve(t, []int{1, 2}, obj)
-	assert.Equal(t, []l1.Status{l1.Success, l1.Success}, nested)
+	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, nested)
 	assert.Equal(t, []l1.Event[int]{
 		{Kind: l1.EventWriteReserved, Keys: []int{1, 2}},
 		{Kind: l1.EventWriteFinished, Keys: []int{1, 2}},
@@ -194,7 +194,7 @@ func TestFixReadsTakeTheLock(t *testing.T) {
 	}()
 	for range 200 {
 		rs := e.reserve(t, keys(0, 20), obj) // probes 10, 15, 17, 16
-		require.Equal(t, l1.Success, rs[15].Status)
+		require.Equal(t, l1.OK, rs[15].Status)
 		e.m.Delete(keys(0, 20), true)
 	}
 	stop.Store(true)
@@ -227,10 +227,10 @@ func TestFixOnDemandEviction(t *testing.T) {
 		e.put(t, keys(100, 18), obj)
 		rs := e.reserve(t, keys(0, 11), obj)
 		if !evict {
-			assert.Equal(t, append(repeat(l1.Success, 10), l1.OutOfMemory), statuses(rs))
+			assert.Equal(t, append(repeat(l1.OK, 10), l1.OutOfMemory), statuses(rs))
 			continue
 		}
-		assert.Equal(t, repeat(l1.Success, 11), statuses(rs))
+		assert.Equal(t, repeat(l1.OK, 11), statuses(rs))
 		st := e.m.Stats()
 		assert.Equal(t, uint64(1), st.Evictions)
 		_, ok := e.m.State(100)
@@ -243,8 +243,8 @@ func TestFixStats(t *testing.T) {
 	e := newEnv(t, 16*obj, l1.Config{Prefix: l1.PrefixBinarySearch, EvictOnDemand: true})
 	e.put(t, keys(100, 4), obj)
 	e.read(t, []int{100, 101, 102, 103}, 1)
-	e.reserve(t, keys(0, 14), obj)                                        // 12 fit, nothing evictable
-	_, err := e.m.ReserveWrite([]int{50}, obj, []bool{true}, l1.WriteAll) // the pool is full
+	e.reserve(t, keys(0, 14), obj)                                       // 12 fit, nothing evictable
+	_, err := e.m.ReserveWrite([]int{50}, []bool{true}, obj, l1.ModeAll) // the pool is full
 	require.NoError(t, err)
 	e.clk.Advance(l1.DefaultWriteTTL)
 	st := e.m.Stats()

@@ -112,7 +112,7 @@ func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Conf
 	}
 	m, err := l1.New[int](mem, cfg)
 	require.NoError(t, err)
-	m.AddListener(e.rec.listen)
+	m.AddListenerFunc(e.rec.listen)
 	e.m = m
 	return e
 }
@@ -147,7 +147,7 @@ func repeat(s l1.Status, n int) []l1.Status {
 // no error.
 func (e *env) reserve(t testing.TB, ks []int, size int64) []l1.Result {
 	t.Helper()
-	rs, err := e.m.ReserveWrite(ks, size, nil, l1.WriteAll)
+	rs, err := e.m.ReserveWrite(ks, nil, size, l1.ModeAll)
 	require.NoError(t, err)
 	require.Len(t, rs, len(ks))
 	return rs
@@ -157,8 +157,8 @@ func (e *env) reserve(t testing.TB, ks []int, size int64) []l1.Result {
 func (e *env) put(t testing.TB, ks []int, size int64) []l1.Result {
 	t.Helper()
 	rs := e.reserve(t, ks, size)
-	require.Equal(t, repeat(l1.Success, len(ks)), statuses(rs))
-	require.Equal(t, repeat(l1.Success, len(ks)), e.m.FinishWrite(ks))
+	require.Equal(t, repeat(l1.OK, len(ks)), statuses(rs))
+	require.Equal(t, repeat(l1.OK, len(ks)), e.m.FinishWrite(ks))
 	return rs
 }
 
@@ -169,10 +169,10 @@ func (e *env) putTemp(t testing.TB, ks []int, size int64) {
 	for i := range temp {
 		temp[i] = true
 	}
-	rs, err := e.m.ReserveWrite(ks, size, temp, l1.WriteAll)
+	rs, err := e.m.ReserveWrite(ks, temp, size, l1.ModeAll)
 	require.NoError(t, err)
-	require.Equal(t, repeat(l1.Success, len(ks)), statuses(rs))
-	require.Equal(t, repeat(l1.Success, len(ks)), e.m.FinishWrite(ks))
+	require.Equal(t, repeat(l1.OK, len(ks)), statuses(rs))
+	require.Equal(t, repeat(l1.OK, len(ks)), e.m.FinishWrite(ks))
 }
 
 func (e *env) read(t testing.TB, ks []int, locks int) []l1.Result {

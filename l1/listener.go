@@ -91,7 +91,10 @@ type Event[K comparable] struct {
 	Keys  []K
 }
 
-// Listener is called once per event.
+// Listener receives the keys each operation changed, one callback per
+// kind of change, as LMCache's L1 listeners do. Each callback gets only the
+// keys that succeeded, never an empty list, in the order the operation
+// handled them; the slice belongs to the listener, which may keep it.
 //
 // Listeners run outside the manager lock, so a listener may call back into
 // the manager, from its own goroutine or any other. Calls are serialized and
@@ -110,12 +113,88 @@ type Event[K comparable] struct {
 // the operation that was delivering (after that operation has completed);
 // the events of the batch being delivered that had not yet been handed out
 // are dropped, and later events are delivered as usual.
-type Listener[K comparable] func(Event[K])
+type Listener[K comparable] interface {
+	// WriteReserved: ReserveWrite locked the keys for writing, newly
+	// allocated and re-locked keys alike. With a partial grant, only the
+	// granted prefix.
+	WriteReserved(keys []K)
+	// WriteFinished: FinishWrite committed the keys.
+	WriteFinished(keys []K)
+	// WriteFinishedReadReserved: FinishWriteAndReserveRead committed the
+	// keys and locked them for reading, in one step.
+	WriteFinishedReadReserved(keys []K)
+	// ReadReserved: ReserveRead locked the keys for reading.
+	ReadReserved(keys []K)
+	// ReadFinished: FinishRead released read locks on the keys.
+	ReadFinished(keys []K)
+	// Removed: the manager dropped the keys and freed their memory, because
+	// they were deleted, evicted, expired, aborted or cleared (cause).
+	Removed(keys []K, cause Cause)
+	// Accessed: Touch marked the keys as recently used.
+	Accessed(keys []K)
+}
+
+// ListenerFunc adapts one function of Events to a Listener: each callback
+// becomes one Event of the matching kind.
+type ListenerFunc[K comparable] func(Event[K])
+
+// WriteReserved calls f with an EventWriteReserved.
+func (f ListenerFunc[K]) WriteReserved(keys []K) { f(Event[K]{Kind: EventWriteReserved, Keys: keys}) }
+
+// WriteFinished calls f with an EventWriteFinished.
+func (f ListenerFunc[K]) WriteFinished(keys []K) { f(Event[K]{Kind: EventWriteFinished, Keys: keys}) }
+
+// WriteFinishedReadReserved calls f with an EventWriteFinishedReadReserved.
+func (f ListenerFunc[K]) WriteFinishedReadReserved(keys []K) {
+	f(Event[K]{Kind: EventWriteFinishedReadReserved, Keys: keys})
+}
+
+// ReadReserved calls f with an EventReadReserved.
+func (f ListenerFunc[K]) ReadReserved(keys []K) { f(Event[K]{Kind: EventReadReserved, Keys: keys}) }
+
+// ReadFinished calls f with an EventReadFinished.
+func (f ListenerFunc[K]) ReadFinished(keys []K) { f(Event[K]{Kind: EventReadFinished, Keys: keys}) }
+
+// Removed calls f with an EventRemoved carrying cause.
+func (f ListenerFunc[K]) Removed(keys []K, cause Cause) {
+	f(Event[K]{Kind: EventRemoved, Cause: cause, Keys: keys})
+}
+
+// Accessed calls f with an EventAccessed.
+func (f ListenerFunc[K]) Accessed(keys []K) { f(Event[K]{Kind: EventAccessed, Keys: keys}) }
+
+// deliver hands ev to the callback of l that matches its kind.
+func deliver[K comparable](l Listener[K], ev Event[K]) {
+	switch ev.Kind {
+	case EventWriteReserved:
+		l.WriteReserved(ev.Keys)
+	case EventWriteFinished:
+		l.WriteFinished(ev.Keys)
+	case EventWriteFinishedReadReserved:
+		l.WriteFinishedReadReserved(ev.Keys)
+	case EventReadReserved:
+		l.ReadReserved(ev.Keys)
+	case EventReadFinished:
+		l.ReadFinished(ev.Keys)
+	case EventRemoved:
+		l.Removed(ev.Keys, ev.Cause)
+	case EventAccessed:
+		l.Accessed(ev.Keys)
+	}
+}
 
 // queued is an event with the listeners registered when it was made.
 type queued[K comparable] struct {
 	ev        Event[K]
 	listeners []Listener[K]
+}
+
+// AddListenerFunc registers f, through ListenerFunc, for the events of
+// later operations.
+func (m *Manager[K]) AddListenerFunc(f func(Event[K])) {
+	if f != nil {
+		m.AddListener(ListenerFunc[K](f))
+	}
 }
 
 // AddListener registers l for the events of later operations.
@@ -181,7 +260,7 @@ func (m *Manager[K]) unlock() {
 		locked = false
 		for _, q := range batch {
 			for _, l := range q.listeners {
-				l(q.ev)
+				deliver(l, q.ev)
 			}
 		}
 		m.mu.Lock()

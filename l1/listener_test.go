@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,10 +42,10 @@ func TestListeners(t *testing.T) {
 	t.Run("reentrant_calls_are_delivered_after_the_current_listener", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		var order []string
-		e.m.AddListener(func(ev l1.Event[int]) {
+		e.m.AddListenerFunc(func(ev l1.Event[int]) {
 			order = append(order, "begin "+ev.Kind.String())
 			if ev.Kind == l1.EventWriteReserved {
-				assert.Equal(t, []l1.Status{l1.Success}, e.m.FinishWrite(ev.Keys))
+				assert.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite(ev.Keys))
 				s, ok := e.m.State(ev.Keys[0])
 				assert.True(t, ok)
 				assert.True(t, s.Finished)
@@ -58,7 +59,7 @@ func TestListeners(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
 		late := &recorder{}
-		e.m.AddListener(late.listen)
+		e.m.AddListenerFunc(late.listen)
 		e.m.AddListener(nil)
 		e.m.FinishWrite([]int{1})
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteFinished, Keys: []int{1}}}, late.take())
@@ -66,7 +67,7 @@ func TestListeners(t *testing.T) {
 	t.Run("a_panicking_listener_does_not_stop_delivery", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		boom := true
-		e.m.AddListener(func(ev l1.Event[int]) {
+		e.m.AddListenerFunc(func(ev l1.Event[int]) {
 			if boom {
 				boom = false
 				panic("listener")
@@ -74,7 +75,7 @@ func TestListeners(t *testing.T) {
 		})
 		assert.Panics(t, func() { e.reserve(t, []int{1}, obj) })
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.FinishWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite([]int{1}))
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteFinished, Keys: []int{1}}}, e.rec.take())
 	})
 	t.Run("serialized_and_ordered_under_concurrency", func(t *testing.T) {
@@ -82,7 +83,7 @@ func TestListeners(t *testing.T) {
 		var inFlight, maxInFlight atomic.Int32
 		var mu sync.Mutex
 		seen := map[int][]l1.EventKind{}
-		e.m.AddListener(func(ev l1.Event[int]) {
+		e.m.AddListenerFunc(func(ev l1.Event[int]) {
 			n := inFlight.Add(1)
 			if n > maxInFlight.Load() {
 				maxInFlight.Store(n)
@@ -103,8 +104,8 @@ func TestListeners(t *testing.T) {
 				defer wg.Done()
 				for i := range perWorker {
 					k := w*perWorker + i
-					rs, err := e.m.ReserveWrite([]int{k}, obj, nil, l1.WriteAll)
-					if err != nil || rs[0].Status != l1.Success {
+					rs, err := e.m.ReserveWrite([]int{k}, nil, obj, l1.ModeAll)
+					if err != nil || rs[0].Status != l1.OK {
 						t.Errorf("reserve %d: %v %v", k, rs, err)
 						return
 					}
@@ -124,4 +125,47 @@ func TestListeners(t *testing.T) {
 			assert.Equal(t, want, kinds, "key %d", k)
 		}
 	})
+}
+
+// callLog implements Listener with one method per callback, as a caller
+// embedding the manager in a cache would.
+type callLog struct{ calls []string }
+
+func (c *callLog) add(name string, keys []int) {
+	c.calls = append(c.calls, fmt.Sprint(name, keys))
+}
+func (c *callLog) WriteReserved(keys []int)             { c.add("WriteReserved", keys) }
+func (c *callLog) WriteFinished(keys []int)             { c.add("WriteFinished", keys) }
+func (c *callLog) WriteFinishedReadReserved(keys []int) { c.add("WriteFinishedReadReserved", keys) }
+func (c *callLog) ReadReserved(keys []int)              { c.add("ReadReserved", keys) }
+func (c *callLog) ReadFinished(keys []int)              { c.add("ReadFinished", keys) }
+func (c *callLog) Removed(keys []int, cause l1.Cause)   { c.add("Removed/"+cause.String(), keys) }
+func (c *callLog) Accessed(keys []int)                  { c.add("Accessed", keys) }
+
+func TestListenerInterfaceCallbacks(t *testing.T) {
+	// Room for 3 objects: the 4-key reservation grants a prefix of 3.
+	e := newEnv(t, 3*obj, l1.Config{})
+	log := &callLog{}
+	e.m.AddListener(log)
+	res, err := e.m.ReserveWrite([]int{1, 2, 3, 4}, nil, obj, l1.ModeAll)
+	require.NoError(t, err)
+	require.Equal(t, l1.OutOfMemory, res[3].Status)
+	e.m.FinishWrite([]int{1, 9})
+	_, err = e.m.FinishWriteAndReserveRead([]int{2}, 1)
+	require.NoError(t, err)
+	e.read(t, []int{1}, 2)
+	e.finishRead(t, []int{1}, 2)
+	e.m.Touch([]int{1, 2})
+	e.m.AbortWrite([]int{3})
+	e.m.Delete([]int{1, 2}, true)
+	assert.Equal(t, []string{
+		"WriteReserved[1 2 3]",
+		"WriteFinished[1]",
+		"WriteFinishedReadReserved[2]",
+		"ReadReserved[1]",
+		"ReadFinished[1]",
+		"Accessed[1 2]",
+		"Removed/aborted[3]",
+		"Removed/deleted[1 2]",
+	}, log.calls)
 }

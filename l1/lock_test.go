@@ -73,7 +73,7 @@ func TestWriteLockExpiry(t *testing.T) {
 		e.reserve(t, keys(0, 16), obj) // the pool is full of abandoned writes
 		e.clk.Advance(l1.DefaultWriteTTL)
 		rs := e.reserve(t, keys(100, 16), obj)
-		assert.Equal(t, repeat(l1.Success, 16), statuses(rs))
+		assert.Equal(t, repeat(l1.OK, 16), statuses(rs))
 		ev := e.rec.take()
 		assert.Equal(t, l1.Event[int]{Kind: l1.EventRemoved, Cause: l1.CauseExpired, Keys: keys(0, 16)}, ev[len(ev)-2])
 		assert.Equal(t, l1.Event[int]{Kind: l1.EventWriteReserved, Keys: keys(100, 16)}, ev[len(ev)-1])

@@ -35,9 +35,9 @@ func TestNew(t *testing.T) {
 	assert.Equal(t, l1.DefaultReadTTL, cfg.ReadTTL)
 	assert.Equal(t, l1.PrefixOnePass, cfg.Prefix)
 	k := l1.ObjectKey{ChunkHash: "\x01\x02", Model: "m", KVRank: 1, GroupID: 2, CacheSalt: "s"}
-	rs, err := m.ReserveWrite([]l1.ObjectKey{k}, obj, nil, l1.WriteAll)
+	rs, err := m.ReserveWrite([]l1.ObjectKey{k}, nil, obj, l1.ModeAll)
 	require.NoError(t, err)
-	assert.Equal(t, l1.Success, rs[0].Status)
+	assert.Equal(t, l1.OK, rs[0].Status)
 	assert.Equal(t, "m/r1/g2/0102/s", k.String())
 }
 
@@ -50,7 +50,7 @@ func TestDelete(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, false))
 		_, ok := e.m.State(1)
 		assert.False(t, ok)
 		assert.Zero(t, e.used())
@@ -73,7 +73,7 @@ func TestDelete(t *testing.T) {
 		e.put(t, []int{1, 2}, obj)
 		e.read(t, []int{2}, 1)
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.Success, l1.KeyIsLocked, l1.KeyNotExist, l1.KeyNotExist},
+		assert.Equal(t, []l1.Status{l1.OK, l1.KeyIsLocked, l1.KeyNotExist, l1.KeyNotExist},
 			e.m.Delete([]int{1, 2, 3, 1}, false))
 		assert.Equal(t, 1, e.m.Len())
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventRemoved, Cause: l1.CauseDeleted, Keys: []int{1}}}, e.rec.take())
@@ -81,7 +81,7 @@ func TestDelete(t *testing.T) {
 	t.Run("force_delete_removes_write_locked_key", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, true))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, true))
 		assert.Zero(t, e.m.Len())
 		assert.Zero(t, e.used())
 		assert.Zero(t, e.m.Stats().WriteLocked)
@@ -90,7 +90,7 @@ func TestDelete(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.putTemp(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, true))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, true))
 		assert.Zero(t, e.m.Len())
 		assert.Zero(t, e.m.Stats().TemporaryReadLocked)
 	})
@@ -214,11 +214,11 @@ func TestStateMachine(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.reserve(t, []int{1}, obj)
 		copy(e.a.Bytes(w[0].Block), "kv data")
-		require.Equal(t, []l1.Status{l1.Success}, e.m.FinishWrite([]int{1}))
+		require.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite([]int{1}))
 		r := e.read(t, []int{1}, 1)
-		require.Equal(t, l1.Success, r[0].Status)
+		require.Equal(t, l1.OK, r[0].Status)
 		assert.Equal(t, "kv data", string(e.a.Bytes(r[0].Block)[:7]))
-		require.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 1))
+		require.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{1}, 1))
 		assert.True(t, e.m.IsEvictable(1))
 	})
 	t.Run("full_write_read_with_unsafe_read", func(t *testing.T) {
@@ -234,14 +234,14 @@ func TestStateMachine(t *testing.T) {
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
 		e.finishRead(t, []int{1}, 1)
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, false))
 		assert.Equal(t, l1.KeyNotExist, e.read(t, []int{1}, 1)[0].Status)
 	})
 	t.Run("temporary_object_lifecycle", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		rs, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		rs, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
-		require.Equal(t, l1.Success, rs[0].Status)
+		require.Equal(t, l1.OK, rs[0].Status)
 		assert.True(t, e.state(t, 1).Temporary)
 		_, err = e.m.FinishWriteAndReserveRead([]int{1}, 1)
 		require.NoError(t, err)
@@ -253,7 +253,7 @@ func TestStateMachine(t *testing.T) {
 	})
 	t.Run("temporary_object_with_unsafe_read", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		_, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		_, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
 		f, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
 		require.NoError(t, err)
@@ -268,9 +268,9 @@ func TestStateMachine(t *testing.T) {
 		e.read(t, []int{1}, 1)
 		e.finishRead(t, []int{1}, 1)
 		assert.Equal(t, l1.KeyNotWritable, e.reserve(t, []int{1}, obj)[0].Status)
-		assert.Equal(t, l1.Success, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.OK, e.m.UnsafeRead([]int{1})[0].Status)
 		e.finishRead(t, []int{1}, 1)
-		assert.Equal(t, l1.Success, e.reserve(t, []int{1}, obj)[0].Status)
+		assert.Equal(t, l1.OK, e.reserve(t, []int{1}, obj)[0].Status)
 	})
 	t.Run("temp_object_multi_reader_deletion", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -351,7 +351,7 @@ func TestIsKeyEvictable(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	for s := l1.Success; s <= l1.OutOfMemory; s++ {
+	for s := l1.OK; s <= l1.OutOfMemory; s++ {
 		p, err := l1.ParseStatus(s.String())
 		require.NoError(t, err)
 		assert.Equal(t, s, p)
@@ -361,13 +361,13 @@ func TestStrings(t *testing.T) {
 	_, err := l1.ParseStatus("nope")
 	require.ErrorIs(t, err, l1.ErrInvalidArgument)
 
-	for _, w := range l1.WriteModes {
-		p, err := l1.ParseWriteMode(w.String())
+	for _, w := range l1.Modes {
+		p, err := l1.ParseMode(w.String())
 		require.NoError(t, err)
 		assert.Equal(t, w, p)
 	}
-	assert.Equal(t, []string{"all", "new", "update"}, []string{l1.WriteAll.String(), l1.WriteNew.String(), l1.WriteUpdate.String()})
-	_, err = l1.ParseWriteMode("WriteMode(7)")
+	assert.Equal(t, []string{"all", "new", "update"}, []string{l1.ModeAll.String(), l1.ModeNew.String(), l1.ModeUpdate.String()})
+	_, err = l1.ParseMode("Mode(7)")
 	require.ErrorIs(t, err, l1.ErrInvalidArgument)
 
 	assert.Equal(t, []string{"onepass", "binarysearch", "none"},

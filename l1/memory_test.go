@@ -55,7 +55,7 @@ func TestSharedMemory(t *testing.T) {
 		mem := &shrinkMem{countMem: newCountMem(7, obj), after: 4, to: 5}
 		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
 		rs := e.reserve(t, keys(0, 10), obj)
-		assert.Equal(t, append(repeat(l1.Success, 5), repeat(l1.OutOfMemory, 5)...), statuses(rs))
+		assert.Equal(t, append(repeat(l1.OK, 5), repeat(l1.OutOfMemory, 5)...), statuses(rs))
 		calls, _ := mem.record()
 		assert.Equal(t, []int{10, 5, 7, 8, 7, 3, 5, 6, 5}, calls)
 		assert.Equal(t, int64(5), mem.Stats().LiveBlocks)
@@ -66,7 +66,7 @@ func TestMisbehavingMemory(t *testing.T) {
 	t.Run("batch_with_the_wrong_count", func(t *testing.T) {
 		mem := &liarMem{countMem: newCountMem(10, obj), extra: 1}
 		e := newEnvOver(t, nil, plainMem{mem}, l1.Config{})
-		_, err := e.m.ReserveWrite(keys(0, 3), obj, nil, l1.WriteAll)
+		_, err := e.m.ReserveWrite(keys(0, 3), nil, obj, l1.ModeAll)
 		require.Error(t, err)
 		assert.Zero(t, mem.Stats().LiveBlocks, "the extra blocks are returned")
 		assert.Zero(t, e.m.Len())
@@ -74,20 +74,20 @@ func TestMisbehavingMemory(t *testing.T) {
 	t.Run("up_to_with_too_many", func(t *testing.T) {
 		mem := &liarMem{countMem: newCountMem(10, obj), extra: 1}
 		e := newEnvOver(t, nil, mem, l1.Config{})
-		_, err := e.m.ReserveWrite(keys(0, 3), obj, nil, l1.WriteAll)
+		_, err := e.m.ReserveWrite(keys(0, 3), nil, obj, l1.ModeAll)
 		require.Error(t, err)
 		assert.Zero(t, mem.Stats().LiveBlocks)
 	})
 	t.Run("up_to_error", func(t *testing.T) {
 		mem := &liarMem{countMem: newCountMem(10, obj), err: errBroken}
 		e := newEnvOver(t, nil, mem, l1.Config{})
-		_, err := e.m.ReserveWrite(keys(0, 3), obj, nil, l1.WriteAll)
+		_, err := e.m.ReserveWrite(keys(0, 3), nil, obj, l1.ModeAll)
 		require.ErrorIs(t, err, errBroken)
 	})
 	t.Run("free_refused_during_a_probe", func(t *testing.T) {
 		mem := newCountMem(5, obj)
 		e := newEnvOver(t, nil, &refuseFree{mem}, l1.Config{Prefix: l1.PrefixBinarySearch})
-		_, err := e.m.ReserveWrite(keys(0, 10), obj, nil, l1.WriteAll)
+		_, err := e.m.ReserveWrite(keys(0, 10), nil, obj, l1.ModeAll)
 		require.ErrorIs(t, err, errBroken)
 		assert.Equal(t, uint64(1), e.m.Stats().FreeErrors)
 	})

@@ -47,7 +47,7 @@ func fragment(run int) func(t *testing.T, e *env) {
 				del = append(del, 1000+p)
 			}
 		}
-		require.Equal(t, repeat(l1.Success, len(del)), e.m.Delete(del, false))
+		require.Equal(t, repeat(l1.OK, len(del)), e.m.Delete(del, false))
 	}
 }
 
@@ -135,7 +135,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	for i, k := range ks {
 		j := slices.Index(fresh, k)
 		if j < 0 || j < grant {
-			want[i] = l1.Success
+			want[i] = l1.OK
 			granted = append(granted, k)
 		} else {
 			want[i] = l1.OutOfMemory
@@ -149,7 +149,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	require.Equal(t, want, statuses(rs))
 	seen := map[int64]bool{}
 	for i, r := range rs {
-		if r.Status != l1.Success {
+		if r.Status != l1.OK {
 			assert.Zero(t, r.Block, "tail key %d has a block", i)
 			_, ok := e.m.State(i)
 			assert.False(t, ok, "tail key %d has an object", i)
@@ -193,7 +193,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	}
 
 	// [PA] test_partial_prefix_remains_committable: finish, then read.
-	require.Equal(t, repeat(l1.Success, len(granted)), e.m.FinishWrite(granted))
+	require.Equal(t, repeat(l1.OK, len(granted)), e.m.FinishWrite(granted))
 	r, err := e.m.ReserveRead(ks, 1)
 	require.NoError(t, err)
 	for i := range want {
@@ -232,7 +232,7 @@ func TestLargestPrefixProbe(t *testing.T) {
 				mem := newCountMem(7, obj)
 				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
 				rs := e.reserve(t, keys(0, 10), obj)
-				assert.Equal(t, append(repeat(l1.Success, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
+				assert.Equal(t, append(repeat(l1.OK, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
 				calls, freed := mem.record()
 				assert.Equal(t, []int{10, 5, 7, 8, 7}, calls)
 				assert.Equal(t, []int{5, 7}, freed)
@@ -246,7 +246,7 @@ func TestLargestPrefixProbe(t *testing.T) {
 			mem := &upToMem{countMem: newCountMem(7, obj)}
 			e := newEnvOver(t, nil, mem, l1.Config{})
 			rs := e.reserve(t, keys(0, 10), obj)
-			assert.Equal(t, append(repeat(l1.Success, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
+			assert.Equal(t, append(repeat(l1.OK, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
 			calls, freed := mem.record()
 			assert.Empty(t, calls, "no AllocateBatch at all")
 			assert.Empty(t, freed, "no probe to free")
@@ -271,7 +271,7 @@ func TestLargestPrefixProbe(t *testing.T) {
 				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
 				rs := e.reserve(t, keys(0, 10), obj)
 				k := min(capacity, 10)
-				assert.Equal(t, append(repeat(l1.Success, k), repeat(l1.OutOfMemory, 10-k)...), statuses(rs),
+				assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 10-k)...), statuses(rs),
 					"%s, capacity %d", s, capacity)
 				assert.Equal(t, int64(k), mem.Stats().LiveBlocks)
 			}
@@ -292,7 +292,7 @@ func TestRestore5700(t *testing.T) {
 			if s == l1.PrefixNone {
 				grant = 0
 			}
-			assert.Equal(t, append(repeat(l1.Success, grant), repeat(l1.OutOfMemory, want-grant)...), statuses(rs))
+			assert.Equal(t, append(repeat(l1.OK, grant), repeat(l1.OutOfMemory, want-grant)...), statuses(rs))
 			st := e.m.Stats()
 			t.Logf("%s: granted %d of %d, %d allocator calls, %d probes", s, grant, want, st.AllocCalls, st.Probes)
 			switch s {
@@ -339,10 +339,10 @@ func TestPrefixMatchesReference(t *testing.T) {
 			ref := slotsFit(a.FreeExtents(), aligned, want, p)
 			rs := e.reserve(t, keys(0, want), size)
 			k := 0
-			for k < len(rs) && rs[k].Status == l1.Success {
+			for k < len(rs) && rs[k].Status == l1.OK {
 				k++
 			}
-			require.Equal(t, append(repeat(l1.Success, ref), repeat(l1.OutOfMemory, want-ref)...), statuses(rs),
+			require.Equal(t, append(repeat(l1.OK, ref), repeat(l1.OutOfMemory, want-ref)...), statuses(rs),
 				"iter %d, %s, placement %s, %d pages, size %d, want %d", iter, s, p, pages, size, want)
 			if p == allocator.Contiguous {
 				for i := 1; i < k; i++ {

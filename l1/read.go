@@ -12,7 +12,7 @@ func checkLocks(locks int) error {
 
 // ReserveRead takes locks read locks on each readable key and returns its
 // block. Per key: KeyNotExist; KeyNotReadable while the object is
-// write-locked; otherwise Success, the lock count raised by locks, the read
+// write-locked; otherwise OK, the lock count raised by locks, the read
 // expiry refreshed for every holder, and the object made most recently used.
 // locks outside [1, MaxReadLocks] is an error wrapping ErrInvalidArgument,
 // and nothing changes. A key repeated in one call is locked once per
@@ -35,7 +35,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		default:
 			m.readLockLocked(o, locks, now)
 			m.lru.moveToBack(o)
-			out[i] = Result{Status: Success, Block: o.block}
+			out[i] = Result{Status: OK, Block: o.block}
 			if m.listening() {
 				ok = append(ok, k)
 			}
@@ -57,7 +57,7 @@ func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
 // UnsafeRead returns the blocks of objects that are read-locked, without
 // taking a lock: the caller must hold one, from ReserveRead or
 // FinishWriteAndReserveRead, until it is done. Per key: KeyNotExist;
-// KeyNotReadable unless the object is read-locked; otherwise Success. It
+// KeyNotReadable unless the object is read-locked; otherwise OK. It
 // does not change recency and reports no event.
 func (m *Manager[K]) UnsafeRead(keys []K) []Result {
 	out := make([]Result, len(keys))
@@ -71,7 +71,7 @@ func (m *Manager[K]) UnsafeRead(keys []K) []Result {
 		case !o.read.held(now) || o.write.held(now):
 			out[i].Status = KeyNotReadable
 		default:
-			out[i] = Result{Status: Success, Block: o.block}
+			out[i] = Result{Status: OK, Block: o.block}
 		}
 	}
 	return out
@@ -80,7 +80,7 @@ func (m *Manager[K]) UnsafeRead(keys []K) []Result {
 // FinishRead releases locks read locks on each key. Per key: KeyNotExist;
 // KeyInWrongState when the object is write-locked or not read-locked (a
 // reader that held no lock may have read inconsistent data); otherwise
-// Success, and the count drops by locks, not below zero. A temporary object
+// OK, and the count drops by locks, not below zero. A temporary object
 // whose count reaches zero is removed and its memory freed
 // (CauseTemporaryRead). locks outside [1, MaxReadLocks] is an error
 // wrapping ErrInvalidArgument, and nothing changes.

@@ -29,7 +29,7 @@ func TestReserveRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
 		rs := e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, rs)
 		assert.Equal(t, []int{1}, e.rec.last(l1.EventReadReserved))
 	})
 	t.Run("multiple_keys", func(t *testing.T) {
@@ -37,7 +37,7 @@ func TestReserveRead(t *testing.T) {
 		e.put(t, []int{1, 2}, obj)
 		e.reserve(t, []int{3}, obj)
 		rs := e.read(t, []int{1, 9, 3, 2}, 1)
-		assert.Equal(t, []l1.Status{l1.Success, l1.KeyNotExist, l1.KeyNotReadable, l1.Success}, statuses(rs))
+		assert.Equal(t, []l1.Status{l1.OK, l1.KeyNotExist, l1.KeyNotReadable, l1.OK}, statuses(rs))
 		assert.Equal(t, []int{1, 2}, e.rec.last(l1.EventReadReserved))
 	})
 	t.Run("can_be_called_multiple_times", func(t *testing.T) {
@@ -54,7 +54,7 @@ func TestReserveRead(t *testing.T) {
 		for i := 3; i > 0; i-- {
 			assert.Equal(t, i, e.state(t, 1).ReadLocks)
 			assert.False(t, e.m.IsEvictable(1))
-			assert.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 1))
+			assert.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{1}, 1))
 		}
 		assert.Equal(t, 0, e.state(t, 1).ReadLocks)
 		assert.True(t, e.m.IsEvictable(1))
@@ -100,7 +100,7 @@ func TestUnsafeRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
 	})
 	t.Run("returns_same_memory_obj_as_reserve_read", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -114,7 +114,7 @@ func TestUnsafeRead(t *testing.T) {
 		e.read(t, []int{1}, 1)
 		e.rec.take()
 		for range 3 {
-			assert.Equal(t, l1.Success, e.m.UnsafeRead([]int{1})[0].Status)
+			assert.Equal(t, l1.OK, e.m.UnsafeRead([]int{1})[0].Status)
 		}
 		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
 		assert.Empty(t, e.rec.take(), "UnsafeRead reports no event")
@@ -125,14 +125,14 @@ func TestUnsafeRead(t *testing.T) {
 		e.reserve(t, []int{3}, obj)
 		e.read(t, []int{1}, 1)
 		rs := e.m.UnsafeRead([]int{1, 2, 3, 4})
-		assert.Equal(t, []l1.Status{l1.Success, l1.KeyNotReadable, l1.KeyNotReadable, l1.KeyNotExist}, statuses(rs))
+		assert.Equal(t, []l1.Status{l1.OK, l1.KeyNotReadable, l1.KeyNotReadable, l1.KeyNotExist}, statuses(rs))
 	})
 	t.Run("between_reserve_and_finish", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, l1.Success, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.OK, e.m.UnsafeRead([]int{1})[0].Status)
 		e.finishRead(t, []int{1}, 1)
 		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
 	})
@@ -147,7 +147,7 @@ func TestFinishRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 1))
+		assert.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{1}, 1))
 		assert.Equal(t, []int{1}, e.rec.last(l1.EventReadFinished))
 		assert.Equal(t, 0, e.state(t, 1).ReadLocks)
 	})
@@ -167,7 +167,7 @@ func TestFinishRead(t *testing.T) {
 		e.putTemp(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 1))
+		assert.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{1}, 1))
 		_, ok := e.m.State(1)
 		assert.False(t, ok)
 		assert.Zero(t, e.used())
@@ -191,7 +191,7 @@ func TestFinishRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 5)
-		assert.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 5))
+		assert.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{1}, 5))
 		assert.Equal(t, 0, e.state(t, 1).ReadLocks)
 	})
 	t.Run("partial_read_lock_release", func(t *testing.T) {
@@ -227,7 +227,7 @@ func TestFinishRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 2)
-		assert.Equal(t, []l1.Status{l1.Success}, e.finishRead(t, []int{1}, 5))
+		assert.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{1}, 5))
 		assert.Equal(t, 0, e.state(t, 1).ReadLocks)
 	})
 	t.Run("repeated_key_in_one_call", func(t *testing.T) {
@@ -235,7 +235,7 @@ func TestFinishRead(t *testing.T) {
 		e.putTemp(t, []int{1}, obj)
 		e.read(t, []int{1, 1}, 1)
 		assert.Equal(t, 2, e.state(t, 1).ReadLocks)
-		assert.Equal(t, []l1.Status{l1.Success, l1.Success, l1.KeyNotExist}, e.finishRead(t, []int{1, 1, 1}, 1))
+		assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.KeyNotExist}, e.finishRead(t, []int{1, 1, 1}, 1))
 	})
 	t.Run("locks_outside_range_is_an_error", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})

@@ -6,37 +6,37 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 )
 
-// WriteMode says which keys ReserveWrite may reserve.
-type WriteMode uint8
+// Mode says which keys ReserveWrite may reserve.
+type Mode uint8
 
 const (
-	// WriteAll, the zero value and LMCache's default, allocates missing
+	// ModeAll, the zero value and LMCache's default, allocates missing
 	// keys and re-locks writable existing ones.
-	WriteAll WriteMode = iota
-	// WriteNew allocates missing keys only; existing keys are
+	ModeAll Mode = iota
+	// ModeNew allocates missing keys only; existing keys are
 	// KeyNotWritable.
-	WriteNew
-	// WriteUpdate re-locks writable existing keys only; missing keys are
+	ModeNew
+	// ModeUpdate re-locks writable existing keys only; missing keys are
 	// KeyNotWritable and nothing is allocated.
-	WriteUpdate
+	ModeUpdate
 )
 
-// WriteModes lists every mode.
-var WriteModes = []WriteMode{WriteAll, WriteNew, WriteUpdate}
+// Modes lists every mode.
+var Modes = []Mode{ModeAll, ModeNew, ModeUpdate}
 
-var writeModeNames = [...]string{WriteAll: "all", WriteNew: "new", WriteUpdate: "update"}
+var writeModeNames = [...]string{ModeAll: "all", ModeNew: "new", ModeUpdate: "update"}
 
 // String returns LMCache's name for the mode: "all", "new" or "update".
-func (w WriteMode) String() string {
+func (w Mode) String() string {
 	if w.valid() {
 		return writeModeNames[w]
 	}
-	return fmt.Sprintf("WriteMode(%d)", uint8(w))
+	return fmt.Sprintf("Mode(%d)", uint8(w))
 }
 
-// ParseWriteMode is the inverse of WriteMode.String.
-func ParseWriteMode(s string) (WriteMode, error) {
-	for _, w := range WriteModes {
+// ParseMode is the inverse of Mode.String.
+func ParseMode(s string) (Mode, error) {
+	for _, w := range Modes {
 		if w.String() == s {
 			return w, nil
 		}
@@ -44,7 +44,7 @@ func ParseWriteMode(s string) (WriteMode, error) {
 	return 0, fmt.Errorf("%w: unknown write mode %q", ErrInvalidArgument, s)
 }
 
-func (w WriteMode) valid() bool { return w <= WriteUpdate }
+func (w Mode) valid() bool { return w <= ModeUpdate }
 
 // ReserveWrite write-locks the keys for a write of size bytes each and
 // returns their blocks, one Result per key in key order.
@@ -56,13 +56,13 @@ func (w WriteMode) valid() bool { return w <= WriteUpdate }
 // Per key, in order:
 //   - a key repeated in the call: KeyNotWritable at every occurrence after
 //     the first, which alone is handled (no second allocation);
-//   - an existing key in WriteNew mode, a missing key in WriteUpdate mode,
+//   - an existing key in ModeNew mode, a missing key in ModeUpdate mode,
 //     or an existing key that is not writable (locked, temporary, or with
 //     a block smaller than size): KeyNotWritable;
-//   - a writable existing key in WriteAll or WriteUpdate mode: Success
+//   - a writable existing key in ModeAll or ModeUpdate mode: OK
 //     with its block, re-locked; its temporary flag and size become the
 //     call's;
-//   - a missing key in WriteAll or WriteNew mode: allocated, see below.
+//   - a missing key in ModeAll or ModeNew mode: allocated, see below.
 //
 // The missing keys are allocated together, n objects of size bytes, in one
 // AllocateBatch call. When that does not fit:
@@ -72,7 +72,7 @@ func (w WriteMode) valid() bool { return w <= WriteUpdate }
 //     the call are never evicted.
 //  2. If it still does not fit, the largest prefix that fits is granted,
 //     as Config.Prefix says: the first k missing keys, in request order,
-//     get Success and the rest OutOfMemory. A one-key batch, and a size
+//     get OK and the rest OutOfMemory. A one-key batch, and a size
 //     larger than the memory's capacity, are all or nothing.
 //
 // With PrefixOnePass, a Memory that has AllocateUpTo and no on-demand
@@ -86,7 +86,7 @@ func (w WriteMode) valid() bool { return w <= WriteUpdate }
 // Listeners get one EventWriteReserved with every granted key, re-locked and
 // allocated alike, in request order, preceded by any removals (expired,
 // evicted) the call made.
-func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode WriteMode) ([]Result, error) {
+func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode Mode) ([]Result, error) {
 	switch {
 	case size <= 0:
 		return nil, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
@@ -121,7 +121,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode W
 		}
 		o := m.lookupLocked(k, now)
 		switch {
-		case o == nil && mode == WriteUpdate, o != nil && mode == WriteNew:
+		case o == nil && mode == ModeUpdate, o != nil && mode == ModeNew:
 			out[i].Status = KeyNotWritable
 		case o == nil:
 			need = append(need, i)
@@ -166,20 +166,20 @@ func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode W
 		m.held += o.block.Size
 		m.lru.pushBack(o)
 		m.writeLockLocked(o, now)
-		out[i] = Result{Status: Success, Block: o.block}
+		out[i] = Result{Status: OK, Block: o.block}
 	}
 	for _, i := range relock {
 		o := m.objects[keys[i]]
 		o.size, o.temporary = size, flag(temporary, i)
 		m.lru.moveToBack(o)
 		m.writeLockLocked(o, now)
-		out[i] = Result{Status: Success, Block: o.block}
+		out[i] = Result{Status: OK, Block: o.block}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
 	if m.listening() {
 		var ok []K
 		for i, r := range out {
-			if r.Status == Success {
+			if r.Status == OK {
 				ok = append(ok, keys[i])
 			}
 		}

@@ -21,7 +21,7 @@ type ObjectState struct {
 	// Temporary objects are removed when their last read lock is released.
 	Temporary bool
 	// Finished: a write of this object has been finished. A rewrite
-	// reserved in WriteAll or WriteUpdate mode leaves it true while
+	// reserved in ModeAll or ModeUpdate mode leaves it true while
 	// WriteLocked.
 	Finished bool
 	// Evictable: Finished, not Temporary and no live lock.

@@ -12,15 +12,15 @@ import (
 type Status uint8
 
 const (
-	// Success means the operation was applied to the key.
-	Success Status = iota
+	// OK means the operation was applied to the key.
+	OK Status = iota
 	// KeyNotExist means the manager holds no object for the key.
 	KeyNotExist
 	// KeyNotReadable means the object is write-locked (ReserveRead), or is
 	// not read-locked (UnsafeRead).
 	KeyNotReadable
 	// KeyNotWritable means ReserveWrite may not reserve the key: it exists
-	// in mode WriteNew, is missing in mode WriteUpdate, is locked or
+	// in mode ModeNew, is missing in mode ModeUpdate, is locked or
 	// temporary, its block is smaller than the new size, or the key
 	// repeats an earlier key of the same call.
 	KeyNotWritable
@@ -38,7 +38,7 @@ const (
 )
 
 var statusNames = [...]string{
-	Success:         "SUCCESS",
+	OK:              "OK",
 	KeyNotExist:     "KEY_NOT_EXIST",
 	KeyNotReadable:  "KEY_NOT_READABLE",
 	KeyNotWritable:  "KEY_NOT_WRITABLE",
@@ -47,7 +47,8 @@ var statusNames = [...]string{
 	OutOfMemory:     "OUT_OF_MEMORY",
 }
 
-// String returns LMCache's name for the status, e.g. "KEY_NOT_EXIST".
+// String returns LMCache's name for the status, e.g. "KEY_NOT_EXIST"; OK
+// is LMCache's SUCCESS.
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]
@@ -66,7 +67,7 @@ func ParseStatus(s string) (Status, error) {
 }
 
 // Result is the outcome of one key of a call that hands out memory. Block is
-// the object's block when Status is Success and the zero Block otherwise.
+// the object's block when Status is OK and the zero Block otherwise.
 type Result struct {
 	Status Status
 	Block  allocator.Block

@@ -3,7 +3,7 @@ package l1
 // FinishWrite commits the keys' writes: the write lock is released and the
 // object becomes readable and most recently used. Per key: KeyNotExist;
 // KeyInWrongState when the object is not write-locked (or is read-locked);
-// otherwise Success. A key whose write lock lapsed was reclaimed, so it
+// otherwise OK. A key whose write lock lapsed was reclaimed, so it
 // answers KeyNotExist: its data never becomes readable.
 func (m *Manager[K]) FinishWrite(keys []K) []Status {
 	out := make([]Status, len(keys))
@@ -39,7 +39,7 @@ func (m *Manager[K]) finishWriteLocked(o *object[K]) {
 // locks on them in one step, so that nothing can evict or rewrite an object
 // between the two; prefetch uses it. Per key: KeyNotExist; KeyInWrongState
 // when the object is not write-locked or is already read-locked; otherwise
-// Success with the block. locks outside [1, MaxReadLocks] is an error
+// OK with the block. locks outside [1, MaxReadLocks] is an error
 // wrapping ErrInvalidArgument, and nothing changes.
 func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, error) {
 	if err := checkLocks(locks); err != nil {
@@ -59,7 +59,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 		default:
 			m.finishWriteLocked(o)
 			m.readLockLocked(o, locks, now)
-			out[i] = Result{Status: Success, Block: o.block}
+			out[i] = Result{Status: OK, Block: o.block}
 			if m.listening() {
 				ok = append(ok, k)
 			}
@@ -74,7 +74,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 // allocated or a rewrite of a finished object, since its buffer may hold a
 // partial write. Per key: KeyNotExist; KeyInWrongState when the object is
 // not write-locked, and a finished object is then left as it is; otherwise
-// Success.
+// OK.
 func (m *Manager[K]) AbortWrite(keys []K) []Status {
 	out := make([]Status, len(keys))
 	now := m.lock()

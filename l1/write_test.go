@@ -18,7 +18,7 @@ func TestReserveWrite(t *testing.T) {
 	t.Run("new_key_returns_success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		rs := e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: allocator.Block{Offset: 0, Size: obj}}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: allocator.Block{Offset: 0, Size: obj}}}, rs)
 		s := e.state(t, 1)
 		assert.True(t, s.WriteLocked)
 		assert.False(t, s.Finished)
@@ -45,7 +45,7 @@ func TestReserveWrite(t *testing.T) {
 		e.put(t, []int{2}, obj)
 		e.read(t, []int{2}, 1)
 		rs := e.reserve(t, []int{1, 2, 3}, obj)
-		assert.Equal(t, []l1.Status{l1.Success, l1.KeyNotWritable, l1.Success}, statuses(rs))
+		assert.Equal(t, []l1.Status{l1.OK, l1.KeyNotWritable, l1.OK}, statuses(rs))
 		assert.NotEqual(t, rs[0].Block, rs[2].Block)
 		assert.Equal(t, []int{1, 3}, e.rec.last(l1.EventWriteReserved))
 	})
@@ -55,7 +55,7 @@ func TestReserveWrite(t *testing.T) {
 				e := newEnv(t, 64*KiB, l1.Config{Prefix: s}) // 16 pages
 				e.put(t, keys(100, 12), obj)
 				rs := e.reserve(t, keys(0, 6), obj)
-				assert.Equal(t, append(repeat(l1.Success, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
+				assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
 				assert.Equal(t, keys(0, 4), e.rec.last(l1.EventWriteReserved))
 			})
 		}
@@ -63,9 +63,9 @@ func TestReserveWrite(t *testing.T) {
 	t.Run("new_mode", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
-		rs, err := e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteNew)
+		rs, err := e.m.ReserveWrite([]int{1, 2}, nil, obj, l1.ModeNew)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.Success}, statuses(rs))
+		assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.OK}, statuses(rs))
 		s := e.state(t, 1)
 		assert.False(t, s.WriteLocked)
 		assert.Equal(t, w[0].Block, s.Block)
@@ -74,9 +74,9 @@ func TestReserveWrite(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
 		before := e.a.Stats().Allocs
-		rs, err := e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteUpdate)
+		rs, err := e.m.ReserveWrite([]int{1, 2}, nil, obj, l1.ModeUpdate)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}, {Status: l1.KeyNotWritable}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}, {Status: l1.KeyNotWritable}}, rs)
 		assert.Equal(t, before, e.a.Stats().Allocs, "update mode allocates nothing")
 		s := e.state(t, 1)
 		assert.True(t, s.WriteLocked)
@@ -88,7 +88,7 @@ func TestReserveWrite(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
 		rs := e.reserve(t, []int{1, 2}, obj)
-		assert.Equal(t, []l1.Status{l1.Success, l1.Success}, statuses(rs))
+		assert.Equal(t, []l1.Status{l1.OK, l1.OK}, statuses(rs))
 		assert.Equal(t, w[0].Block, rs[0].Block, "a re-locked key keeps its block")
 		assert.Equal(t, []int{1, 2}, e.rec.last(l1.EventWriteReserved))
 	})
@@ -97,15 +97,15 @@ func TestReserveWrite(t *testing.T) {
 		e.put(t, []int{1}, obj)
 		assert.Equal(t, []l1.Status{l1.KeyNotWritable}, statuses(e.reserve(t, []int{1}, obj+1)))
 		// A smaller write fits the old block.
-		assert.Equal(t, []l1.Status{l1.Success}, statuses(e.reserve(t, []int{1}, obj/2)))
+		assert.Equal(t, []l1.Status{l1.OK}, statuses(e.reserve(t, []int{1}, obj/2)))
 		assert.Equal(t, obj/2, e.state(t, 1).Size)
 	})
 	t.Run("rewrite_takes_the_temporary_flag_of_the_call", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
-		rs, err := e.m.ReserveWrite([]int{1}, obj, []bool{true}, l1.WriteAll)
+		rs, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
-		assert.Equal(t, l1.Success, rs[0].Status)
+		assert.Equal(t, l1.OK, rs[0].Status)
 		assert.True(t, e.state(t, 1).Temporary)
 	})
 	t.Run("empty_batch", func(t *testing.T) {
@@ -121,14 +121,14 @@ func TestReserveWrite(t *testing.T) {
 		before, stats := e.m.Snapshot(), e.m.Stats()
 		e.rec.take()
 		for name, call := range map[string]func() ([]l1.Result, error){
-			"zero size":     func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, 0, nil, l1.WriteAll) },
-			"negative size": func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, -obj, nil, l1.WriteAll) },
-			"unknown mode":  func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, obj, nil, l1.WriteMode(9)) },
+			"zero size":     func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, nil, 0, l1.ModeAll) },
+			"negative size": func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, nil, -obj, l1.ModeAll) },
+			"unknown mode":  func() ([]l1.Result, error) { return e.m.ReserveWrite([]int{1, 2}, nil, obj, l1.Mode(9)) },
 			"short flags": func() ([]l1.Result, error) {
-				return e.m.ReserveWrite([]int{1, 2}, obj, []bool{true}, l1.WriteAll)
+				return e.m.ReserveWrite([]int{1, 2}, []bool{true}, obj, l1.ModeAll)
 			},
 			"long flags": func() ([]l1.Result, error) {
-				return e.m.ReserveWrite([]int{1, 2}, obj, []bool{true, false, true}, l1.WriteAll)
+				return e.m.ReserveWrite([]int{1, 2}, []bool{true, false, true}, obj, l1.ModeAll)
 			},
 		} {
 			rs, err := call()
@@ -154,7 +154,7 @@ func TestReserveWrite(t *testing.T) {
 				before := e.m.Snapshot()
 				e.rec.take()
 				mem.fail = errBroken
-				rs, err := e.m.ReserveWrite([]int{1, 2, 3}, obj, nil, l1.WriteAll)
+				rs, err := e.m.ReserveWrite([]int{1, 2, 3}, nil, obj, l1.ModeAll)
 				require.ErrorIs(t, err, errBroken)
 				assert.Nil(t, rs)
 				assert.Equal(t, before, e.m.Snapshot(), "the re-lock of key 1 is not applied")
@@ -166,7 +166,7 @@ func TestReserveWrite(t *testing.T) {
 	t.Run("allocator_error_in_a_probe_frees_the_probes", func(t *testing.T) {
 		mem := &failAfter{countMem: newCountMem(5, obj), after: 3}
 		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
-		_, err := e.m.ReserveWrite(keys(0, 10), obj, nil, l1.WriteAll)
+		_, err := e.m.ReserveWrite(keys(0, 10), nil, obj, l1.ModeAll)
 		require.ErrorIs(t, err, errBroken)
 		assert.Zero(t, mem.Stats().LiveBlocks)
 		assert.Zero(t, e.m.Len())
@@ -174,7 +174,7 @@ func TestReserveWrite(t *testing.T) {
 	t.Run("after_close", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		require.NoError(t, e.m.Close())
-		_, err := e.m.ReserveWrite([]int{1}, obj, nil, l1.WriteAll)
+		_, err := e.m.ReserveWrite([]int{1}, nil, obj, l1.ModeAll)
 		require.ErrorIs(t, err, l1.ErrClosed)
 	})
 }
@@ -204,7 +204,7 @@ func TestFinishWrite(t *testing.T) {
 	t.Run("success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.FinishWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite([]int{1}))
 		s := e.state(t, 1)
 		assert.False(t, s.WriteLocked)
 		assert.True(t, s.Finished)
@@ -222,7 +222,7 @@ func TestAbortWrite(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.AbortWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.AbortWrite([]int{1}))
 		_, ok := e.m.State(1)
 		assert.False(t, ok)
 		assert.Zero(t, e.used())
@@ -240,7 +240,7 @@ func TestAbortWrite(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.Success}, e.m.AbortWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.m.AbortWrite([]int{1}))
 		assert.Zero(t, e.m.Len())
 		assert.Zero(t, e.used())
 	})
@@ -252,7 +252,7 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 		w := e.reserve(t, []int{1}, obj)
 		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 2)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, rs)
 		s := e.state(t, 1)
 		assert.False(t, s.WriteLocked)
 		assert.True(t, s.Finished)
@@ -288,7 +288,7 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 		e.reserve(t, []int{1, 3}, obj)
 		rs, err := e.m.FinishWriteAndReserveRead([]int{1, 2, 3, 4}, 1)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Status{l1.Success, l1.KeyInWrongState, l1.Success, l1.KeyNotExist}, statuses(rs))
+		assert.Equal(t, []l1.Status{l1.OK, l1.KeyInWrongState, l1.OK, l1.KeyNotExist}, statuses(rs))
 		assert.Equal(t, []int{1, 3}, e.rec.last(l1.EventWriteFinishedReadReserved))
 	})
 	t.Run("can_unsafe_read_after_transition", func(t *testing.T) {
@@ -296,7 +296,7 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 		w := e.reserve(t, []int{1}, obj)
 		_, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Result{{Status: l1.Success, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
 	})
 	t.Run("locks_outside_range_is_an_error", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})

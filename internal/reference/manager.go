@@ -17,14 +17,14 @@ import (
 // the rules; nothing is indexed or queued, so it is slow and easy to
 // check by reading. It does not import package l1, so that a half-edited l1
 // never breaks the allocator's tests; its Status and WriteMode mirror l1's
-// names and order, and tests compare them by name.
+// names and order, and tests compare them by value.
 
 // Status mirrors l1.Status.
 type Status uint8
 
 // The statuses, in l1's order.
 const (
-	Success Status = iota
+	OK Status = iota
 	KeyNotExist
 	KeyNotReadable
 	KeyNotWritable
@@ -33,7 +33,7 @@ const (
 	OutOfMemory
 )
 
-var statusNames = [...]string{"SUCCESS", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY"}
+var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY"}
 
 // String returns LMCache's name, as l1.Status.String does.
 func (s Status) String() string {
@@ -43,7 +43,7 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// WriteMode mirrors l1.WriteMode.
+// WriteMode mirrors l1.Mode.
 type WriteMode uint8
 
 // The modes, in l1's order.
@@ -294,7 +294,7 @@ func (m *Manager[K]) Need(keys []K, mode WriteMode) []int {
 }
 
 // ReserveWrite models l1.Manager.ReserveWrite.
-func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode WriteMode) ([]Result, error) {
+func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode WriteMode) ([]Result, error) {
 	if size <= 0 || mode > WriteUpdate || len(temporary) != 0 && len(temporary) != len(keys) {
 		return nil, ErrInvalidArgument
 	}
@@ -344,14 +344,14 @@ func (m *Manager[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode W
 		m.objects[keys[i]] = o
 		m.touch(o)
 		o.write.take(1, m.Now, m.Cfg.WriteTTL)
-		out[i] = Result{Success, o.Block}
+		out[i] = Result{OK, o.Block}
 	}
 	for _, i := range relock {
 		o := m.objects[keys[i]]
 		o.Size, o.Temporary = size, flag(i)
 		m.touch(o)
 		o.write.take(1, m.Now, m.Cfg.WriteTTL)
-		out[i] = Result{Success, o.Block}
+		out[i] = Result{OK, o.Block}
 	}
 	m.Counters.WriteReservations += uint64(len(relock) + len(blocks))
 	return out, nil
@@ -453,7 +453,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 			o.write, o.Finished = lock{}, true
 			m.touch(o)
 			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
-			out[i] = Result{Success, o.Block}
+			out[i] = Result{OK, o.Block}
 		}
 	}
 	return out, nil
@@ -494,7 +494,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		default:
 			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
 			m.touch(o)
-			out[i] = Result{Success, o.Block}
+			out[i] = Result{OK, o.Block}
 		}
 	}
 	return out, nil
@@ -512,7 +512,7 @@ func (m *Manager[K]) UnsafeRead(keys []K) []Result {
 		case !o.read.held(m.Now) || o.write.held(m.Now):
 			out[i].Status = KeyNotReadable
 		default:
-			out[i] = Result{Success, o.Block}
+			out[i] = Result{OK, o.Block}
 		}
 	}
 	return out

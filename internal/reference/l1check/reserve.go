@@ -18,7 +18,7 @@ type Observation struct {
 	Keys      []Key
 	Size      int64
 	Temporary []bool
-	Mode      l1.WriteMode
+	Mode      l1.Mode
 
 	// Before and After are every object's state, by key. Before is read
 	// from the manager itself when the observation peeked, and from the
@@ -50,11 +50,11 @@ func (o *Observation) String() string {
 	return fmt.Sprintf("ReserveWrite(%d keys, size %d, mode %v) on %v: need %d, fit %d", len(o.Keys), o.Size, o.Mode, o.Setup, len(o.Need), o.Fit)
 }
 
-// Granted returns how many needing keys got Success.
+// Granted returns how many needing keys got OK.
 func (o *Observation) Granted() int {
 	k := 0
 	for _, i := range o.Need {
-		if o.Results != nil && o.Results[i].Status == l1.Success {
+		if o.Results != nil && o.Results[i].Status == l1.OK {
 			k++
 		}
 	}
@@ -92,7 +92,7 @@ func (s *System) modelStates() map[Key]l1.ObjectState {
 // records the call. With peek, the state before is read from the manager,
 // which reclaims expired objects first; without, it is read from the model,
 // which must be in step.
-func (s *System) ObserveReserve(keys []Key, size int64, temporary []bool, mode l1.WriteMode, peek bool) *Observation {
+func (s *System) ObserveReserve(keys []Key, size int64, temporary []bool, mode l1.Mode, peek bool) *Observation {
 	o := &Observation{Setup: s.Setup, Keys: keys, Size: size, Temporary: temporary, Mode: mode}
 	if peek {
 		o.Before, o.ExtentsBefore = s.states(), s.A.FreeExtents()
@@ -102,20 +102,23 @@ func (s *System) ObserveReserve(keys []Key, size int64, temporary []bool, mode l
 	}
 	seen := map[Key]bool{}
 	for i, k := range keys {
-		if _, ok := o.Before[k]; !ok && !seen[k] && mode != l1.WriteUpdate {
+		if _, ok := o.Before[k]; !ok && !seen[k] && mode != l1.ModeUpdate {
 			o.Need = append(o.Need, i)
 		}
 		seen[k] = true
 	}
 	o.Fit = fitOf(o.ExtentsBefore, size, len(o.Need), s.Setup)
 	s.takeEvents()
-	o.Results, o.Err = s.M.ReserveWrite(keys, size, temporary, mode)
+	o.Results, o.Err = s.M.ReserveWrite(keys, temporary, size, mode)
 	for _, e := range s.takeEvents() {
 		if e.Kind == l1.EventWriteReserved {
 			o.Reserved = append(o.Reserved, e.Keys)
 		}
 	}
 	o.After, o.ExtentsAfter = s.states(), s.A.FreeExtents()
+	// Reading the states reclaimed expired objects (a rejected call does
+	// not), so the model must do the same.
+	s.Model.Sweep()
 	st := s.A.Stats()
 	o.Used, o.LiveBlocks, o.Verify = st.Used, st.LiveBlocks, s.A.Verify()
 	return o
@@ -228,7 +231,7 @@ func CheckRequestOrder(o *Observation) error {
 	}
 	k := o.Granted()
 	for j, i := range o.Need {
-		if ok := o.Results[i].Status == l1.Success; ok != (j < k) {
+		if ok := o.Results[i].Status == l1.OK; ok != (j < k) {
 			return fmt.Errorf("needing key #%d (key %d, %d of %d needing): status %v, but %d were granted: not the first k in request order",
 				i, o.Keys[i], j, len(o.Need), o.Results[i].Status, k)
 		}
@@ -237,7 +240,7 @@ func CheckRequestOrder(o *Observation) error {
 	changed := map[Key]bool{}
 	for i, r := range o.Results {
 		key := o.Keys[i]
-		if r.Status != l1.Success {
+		if r.Status != l1.OK {
 			continue
 		}
 		granted = append(granted, key)

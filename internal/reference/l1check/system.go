@@ -35,7 +35,7 @@ type Key = int
 // Manager is every method of *l1.Manager[Key] the checks call. Broken
 // variants wrap a real manager and override some of them.
 type Manager interface {
-	ReserveWrite(keys []Key, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error)
+	ReserveWrite(keys []Key, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error)
 	FinishWrite(keys []Key) []l1.Status
 	FinishWriteAndReserveRead(keys []Key, locks int) ([]l1.Result, error)
 	AbortWrite(keys []Key) []l1.Status
@@ -53,7 +53,7 @@ type Manager interface {
 	Usage() (used, capacity int64)
 	Len() int
 	Close() error
-	AddListener(l l1.Listener[Key])
+	AddListenerFunc(f func(l1.Event[Key]))
 }
 
 // Setup describes a System: a heap-backed allocator of Units units of
@@ -137,7 +137,7 @@ func New(s Setup, v Variant) (*System, error) {
 	if v.Manager != nil {
 		sys.M = v.Manager(m, a)
 	}
-	sys.M.AddListener(sys.listen)
+	sys.M.AddListenerFunc(sys.listen)
 	sys.Model = reference.NewManager[Key](reference.NewAlloc(int64(s.Units)*s.Align, s.Align), reference.ManagerConfig{
 		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
 		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL,
@@ -225,7 +225,7 @@ type Op struct {
 	Keys      []Key
 	Size      int64         // ReserveWrite
 	Temporary []bool        // ReserveWrite
-	Mode      l1.WriteMode  // ReserveWrite
+	Mode      l1.Mode       // ReserveWrite
 	Locks     int           // read-lock counts
 	Force     bool          // Delete, Clear
 	Ratio     float64       // EvictTo
@@ -261,7 +261,7 @@ func (o Op) String() string {
 }
 
 // mode converts an l1 mode for the model. An unknown mode stays unknown.
-func mode(m l1.WriteMode) reference.WriteMode { return reference.WriteMode(m) }
+func mode(m l1.Mode) reference.WriteMode { return reference.WriteMode(m) }
 
 // sameStatus compares a status of the manager with one of the model by name.
 func sameStatus(got l1.Status, want reference.Status) bool { return got.String() == want.String() }
@@ -397,7 +397,7 @@ func (s *System) apply(op Op) error {
 // answers with the model's. The contracts come first so that a failure
 // names the contract when one broke.
 func (s *System) CheckReserveWithModel(o *Observation) error {
-	want, wantErr := s.Model.ReserveWrite(o.Keys, o.Size, o.Temporary, mode(o.Mode))
+	want, wantErr := s.Model.ReserveWrite(o.Keys, o.Temporary, o.Size, mode(o.Mode))
 	if err := checkErr(o.Err, wantErr); err != nil {
 		return err
 	}

@@ -15,18 +15,18 @@ import (
 type OOMMiddle[K comparable] struct{ *l1.Manager[K] }
 
 // ReserveWrite reserves, then takes back the middle new key.
-func (m OOMMiddle[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error) {
+func (m OOMMiddle[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
 	existed := make([]bool, len(keys))
 	for i, k := range keys {
 		_, existed[i] = m.State(k)
 	}
-	res, err := m.Manager.ReserveWrite(keys, size, temporary, mode)
+	res, err := m.Manager.ReserveWrite(keys, temporary, size, mode)
 	if err != nil {
 		return res, err
 	}
 	var fresh []int
 	for i, r := range res {
-		if r.Status == l1.Success && !existed[i] {
+		if r.Status == l1.OK && !existed[i] {
 			fresh = append(fresh, i)
 		}
 	}
@@ -48,8 +48,8 @@ type RepeatAllocTwice[K comparable] struct {
 }
 
 // ReserveWrite reserves, then leaks one block per repeated key.
-func (m RepeatAllocTwice[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error) {
-	res, err := m.Manager.ReserveWrite(keys, size, temporary, mode)
+func (m RepeatAllocTwice[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	res, err := m.Manager.ReserveWrite(keys, temporary, size, mode)
 	if err != nil {
 		return res, err
 	}
@@ -66,11 +66,11 @@ func (m RepeatAllocTwice[K]) ReserveWrite(keys []K, size int64, temporary []bool
 type ReversedPrefix[K comparable] struct{ *l1.Manager[K] }
 
 // ReserveWrite reserves keys back to front.
-func (m ReversedPrefix[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error) {
+func (m ReversedPrefix[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
 	rk, rt := slices.Clone(keys), slices.Clone(temporary)
 	slices.Reverse(rk)
 	slices.Reverse(rt)
-	res, err := m.Manager.ReserveWrite(rk, size, rt, mode)
+	res, err := m.Manager.ReserveWrite(rk, rt, size, mode)
 	slices.Reverse(res)
 	return res, err
 }
@@ -81,8 +81,8 @@ func (m ReversedPrefix[K]) ReserveWrite(keys []K, size int64, temporary []bool, 
 type TailNotWritable[K comparable] struct{ *l1.Manager[K] }
 
 // ReserveWrite relabels every OutOfMemory.
-func (m TailNotWritable[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error) {
-	res, err := m.Manager.ReserveWrite(keys, size, temporary, mode)
+func (m TailNotWritable[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	res, err := m.Manager.ReserveWrite(keys, temporary, size, mode)
 	for i := range res {
 		if res[i].Status == l1.OutOfMemory {
 			res[i].Status = l1.KeyNotWritable
@@ -97,12 +97,12 @@ func (m TailNotWritable[K]) ReserveWrite(keys []K, size int64, temporary []bool,
 type TruncateFlags[K comparable] struct{ *l1.Manager[K] }
 
 // ReserveWrite truncates to the shorter of keys and temporary.
-func (m TruncateFlags[K]) ReserveWrite(keys []K, size int64, temporary []bool, mode l1.WriteMode) ([]l1.Result, error) {
+func (m TruncateFlags[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
 	if len(temporary) == 0 || len(temporary) == len(keys) {
-		return m.Manager.ReserveWrite(keys, size, temporary, mode)
+		return m.Manager.ReserveWrite(keys, temporary, size, mode)
 	}
 	n := min(len(keys), len(temporary))
-	res, err := m.Manager.ReserveWrite(keys[:n], size, temporary[:n], mode)
+	res, err := m.Manager.ReserveWrite(keys[:n], temporary[:n], size, mode)
 	if err != nil {
 		return res, err
 	}
