@@ -14,3 +14,91 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# ---- Benchmarks (issue 5): bench, bench-ci, bench-diff, profile ----------
+# See bench/doc.go for what each benchmark measures and its floor.
+
+BENCH_OUT   ?= bench/out
+# Rounds of the whole suite; each round runs every benchmark once, so the
+# rounds interleave in time and a slow phase of the machine hits a result
+# and its floor alike.
+BENCH_COUNT ?= 10
+BENCH_TIME  ?= 0.3s
+BENCH_RE    ?= .
+# The gated set of bench-ci: the allocator's single and batch paths, the L1
+# cycle and the floors (so that a noisy machine shows as noise).
+BENCH_CI_RE    := ^BenchmarkAllocate$$/^region=heap$$|^BenchmarkAllocateBatch$$/^region=heap$$/^placement=scattered$$/^n=256$$|^BenchmarkL1Cycle$$/^keys=256$$|^BenchmarkFloor$$
+BENCH_CI_COUNT ?= 10
+BENCH_CI_TIME  ?= 100ms
+BENCH_DIFF_FLAGS ?= -count 10 -benchtime 200ms
+BENCH_NONE  := ^$$
+
+.PHONY: bench bench-ci bench-diff profile
+
+## bench: the suite in BENCH_COUNT rounds into bench/out/bench.txt, then the
+## benchstat summary and the ratios against the in-run floors.
+bench:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) test -c -o $(BENCH_OUT)/bench.test ./bench/
+	@rm -f $(BENCH_OUT)/bench.txt; start=$$(date +%s); i=0; \
+	while [ $$i -lt $(BENCH_COUNT) ]; do i=$$((i+1)); \
+	  echo "bench: round $$i of $(BENCH_COUNT) ($$(( $$(date +%s) - start ))s so far)"; \
+	  $(BENCH_OUT)/bench.test -test.run='$(BENCH_NONE)' -test.bench='$(BENCH_RE)' -test.benchmem \
+	    -test.benchtime=$(BENCH_TIME) -test.count=1 -test.timeout=10m -test.v >>$(BENCH_OUT)/bench.txt 2>&1 \
+	    || { tail -n 30 $(BENCH_OUT)/bench.txt; echo "bench: round $$i failed; see $(BENCH_OUT)/bench.txt"; exit 1; }; \
+	done; echo "bench: $(BENCH_COUNT) rounds in $$(( $$(date +%s) - start ))s, results in $(BENCH_OUT)/bench.txt"
+	@grep -h 'unavailable:' $(BENCH_OUT)/bench.txt | sed 's/^ *[a-z_]*\.go:[0-9]*: /skipped: /' | sort -u
+	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
+	$(GO) run ./bench/cmd/benchratio $(BENCH_OUT)/bench.txt
+	@# scenarios: appended by issue 6
+
+## bench-ci: the gate in git mode against HEAD~1 on the gated set. Fails on
+## any allocs/op growth, and on sec/op only above 25 % with p < 0.01,
+## confirmed by a second interleaved run; B/op is shown, not gated. Skips
+## when there is no parent or the parent has no benchmarks.
+bench-ci:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/benchgate -base HEAD~1 -bench '$(BENCH_CI_RE)' -pkg ./bench/ \
+	  -count $(BENCH_CI_COUNT) -benchtime $(BENCH_CI_TIME) \
+	  -time-threshold 0.25 -alpha 0.01 -confirm 1 -bytes-threshold -1 -out $(BENCH_OUT)/ci
+
+## bench-diff BASE=ref: the gate in git mode against ref, on the whole suite
+## (BENCH_RE), with the gate's default thresholds.
+bench-diff:
+	@test -n "$(BASE)" || { echo "usage: make bench-diff BASE=<git ref> [BENCH_RE=regexp]"; exit 2; }
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/benchgate -base '$(BASE)' -bench '$(BENCH_RE)' -pkg ./bench/ \
+	  $(BENCH_DIFF_FLAGS) -out $(BENCH_OUT)/diff
+
+# profile: name, benchmark regexp, fixed iteration count (about a second of
+# work each). The iteration counts make the runs repeatable; they are not
+# timings, and the profiling itself slows them.
+PROFILE_DIR := $(BENCH_OUT)/profile
+PROF_allocate   := ^BenchmarkAllocate$$/^region=heap$$
+PROF_batch      := ^BenchmarkAllocateBatch$$/^region=heap$$/^placement=scattered$$/^n=5700$$
+PROF_fragsingle := ^BenchmarkFragmented$$/^extents=100000$$/^op=single$$
+PROF_fragbatch  := ^BenchmarkFragmented$$/^extents=100000$$/^op=batch$$
+PROF_l1cycle    := ^BenchmarkL1Cycle$$/^keys=5700$$
+PROF_prefix     := ^BenchmarkPrefixRecovery$$/^strategy=(onepass|binarysearch)$$
+define PROFILE_ONE
+	@echo; echo "== profile $(1): $(PROF_$(1)), $(2) iterations (a profile, not a timing) =="
+	@$(PROFILE_DIR)/bench.test -test.run='$(BENCH_NONE)' -test.bench='$(PROF_$(1))' -test.benchtime=$(2) \
+	  -test.benchmem -test.cpuprofile=$(PROFILE_DIR)/$(1).cpu.pprof -test.memprofile=$(PROFILE_DIR)/$(1).mem.pprof \
+	  >$(PROFILE_DIR)/$(1).txt 2>&1 || { cat $(PROFILE_DIR)/$(1).txt; exit 1; }
+	@$(PROFILE_DIR)/pproftop -n 15 $(PROFILE_DIR)/$(1).cpu.pprof
+	@echo; $(PROFILE_DIR)/pproftop -n 10 -sample_index alloc_space $(PROFILE_DIR)/$(1).mem.pprof
+
+endef
+
+## profile: CPU and heap profiles of the allocator and L1 benchmarks into
+## bench/out/profile/, with the top functions of each.
+profile:
+	@mkdir -p $(PROFILE_DIR)
+	$(GO) test -c -o $(PROFILE_DIR)/bench.test ./bench/
+	$(GO) build -o $(PROFILE_DIR)/pproftop ./bench/cmd/pproftop
+	$(call PROFILE_ONE,allocate,30000000x)
+	$(call PROFILE_ONE,batch,60000x)
+	$(call PROFILE_ONE,fragsingle,15000000x)
+	$(call PROFILE_ONE,fragbatch,900000x)
+	$(call PROFILE_ONE,l1cycle,500x)
+	$(call PROFILE_ONE,prefix,500x)

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// The allocator's own allocation contract (0 allocs for Allocate and Free,
+// 0 for AppendBatch with a caller slice, exactly 1 for AllocateBatch) is
+// asserted by TestZeroAllocs in package allocator; it is not repeated here.
+
+// TestL1Allocs asserts how the manager's calls allocate, as counts that do
+// not depend on timing:
+//
+//   - FinishWrite, ReserveRead and FinishRead allocate their result slices
+//     and nothing per key: the same count for 16 keys as for 1024.
+//   - ReserveWrite of 1024 new keys and their Delete allocate at most
+//     2 × 1024 + 64 times: two objects per key (today the object record,
+//     and the one-block slice of each Free through the Memory interface)
+//     and a few slices.
+//
+// A per-key allocation slipping into a lock call, or a third one into
+// reservation, fails here before it shows in BenchmarkL1Cycle.
+func TestL1Allocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	type counts struct{ reserveDelete, finishWrite, read float64 }
+	measure := func(n int) counts {
+		a := newPool(t, l1Region, int64(n)*l1Object, 0)
+		m, err := l1.New[cycleKey](a, l1.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		keys := cycleKeys(n, 7)
+		ok := func(res []l1.Result, err error) { mustOK(t, res, err) }
+		var c counts
+		c.reserveDelete = testing.AllocsPerRun(10, func() {
+			ok(m.ReserveWrite(keys, nil, l1Object, l1.ModeAll))
+			mustStatus(t, m.Delete(keys, true))
+		})
+		// FinishWrite needs a fresh reservation each time: count single
+		// calls and keep the least, which no background allocation inflates.
+		c.finishWrite = math.Inf(1)
+		for range 3 {
+			ok(m.ReserveWrite(keys, nil, l1Object, l1.ModeAll))
+			c.finishWrite = min(c.finishWrite, allocsOnce(func() { mustStatus(t, m.FinishWrite(keys)) }))
+		}
+		c.read = testing.AllocsPerRun(10, func() {
+			ok(m.ReserveRead(keys, 1))
+			sts, err := m.FinishRead(keys, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustStatus(t, sts)
+		})
+		return c
+	}
+	const few, many = 16, 1024
+	small, large := measure(few), measure(many)
+	t.Logf("allocations for %d keys: %+v; for %d keys: %+v", few, small, many, large)
+	if large.finishWrite != small.finishWrite {
+		t.Errorf("FinishWrite allocates per key: %v times for %d keys, %v for %d", small.finishWrite, few, large.finishWrite, many)
+	}
+	if large.read != small.read {
+		t.Errorf("ReserveRead+FinishRead allocate per key: %v times for %d keys, %v for %d", small.read, few, large.read, many)
+	}
+	if limit := 2.0*many + 64; large.reserveDelete > limit {
+		t.Errorf("ReserveWrite+Delete of %d keys allocate %v times, want at most %v (2 per key and 64)", many, large.reserveDelete, limit)
+	}
+}
+
+// allocsOnce returns the number of heap allocations f makes in one call.
+func allocsOnce(f func()) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs - before.Mallocs)
+}
+
+func mustOK(t *testing.T, res []l1.Result, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != l1.OK {
+			t.Fatalf("key %d: %v", i, r.Status)
+		}
+	}
+}
+
+func mustStatus(t *testing.T, sts []l1.Status) {
+	t.Helper()
+	for i, st := range sts {
+		if st != l1.OK {
+			t.Fatalf("key %d: %v", i, st)
+		}
+	}
+}

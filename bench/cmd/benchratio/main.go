@@ -1,0 +1,340 @@
+// Benchratio prints kvalloc's benchmark targets as ratios against the
+// floors measured in the same run.
+//
+// Usage:
+//
+//	benchratio [-strict] bench.txt...
+//
+// It reads Go benchmark results (the output of `go test -bench`, as `make
+// bench` writes to bench/out/bench.txt) with golang.org/x/perf/benchfmt,
+// takes the median of every benchmark's samples of every unit, and prints
+// one row per target of the bench issue: the measure, the median, the floor
+// or base it is divided by, the ratio, the target and PASS or MISS. Rows
+// marked "info" carry no target; they put the other regions and placements
+// in the same light. A benchmark absent from the input, for example because
+// its region is unavailable here and it skipped, gives a row that says so
+// and neither passes nor misses.
+//
+// Ratios are of medians from one run, so the machine's noise hits a result
+// and its floor alike; a ratio is still only as steady as the medians it
+// divides.
+//
+// Names are matched without their -GOMAXPROCS suffix, so give it results of
+// one -cpu value.
+//
+// The flags are:
+//
+//	-strict
+//		Exit 1 when any target is missed (default: report and exit 0).
+//
+// Benchratio exits 2 on a usage error or unreadable input.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/perf/benchfmt"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole command; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchratio", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	strict := fs.Bool("strict", false, "exit 1 when a target is missed")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: benchratio [-strict] bench.txt...\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintf(stderr, "benchratio: no input files\n")
+		fs.Usage()
+		return 2
+	}
+	s := samples{}
+	for _, path := range fs.Args() {
+		if err := s.readFile(path); err != nil {
+			fmt.Fprintf(stderr, "benchratio: %v\n", err)
+			return 2
+		}
+	}
+	if len(s) == 0 {
+		fmt.Fprintf(stderr, "benchratio: no benchmark results in %s\n", strings.Join(fs.Args(), ", "))
+		return 2
+	}
+	rows := evaluate(s, targets)
+	if err := writeTable(stdout, rows, s); err != nil {
+		fmt.Fprintf(stderr, "benchratio: %v\n", err)
+		return 2
+	}
+	if *strict && slices.ContainsFunc(rows, func(r row) bool { return r.verdict == verdictMiss }) {
+		return 1
+	}
+	return 0
+}
+
+// samples holds every value read, by benchmark name (without "Benchmark"
+// and without the GOMAXPROCS suffix) and then by unit as printed.
+type samples map[string]map[string][]float64
+
+func (s samples) readFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return s.read(f, path)
+}
+
+func (s samples) read(r io.Reader, name string) error {
+	br := benchfmt.NewReader(r, name)
+	for br.Scan() {
+		switch rec := br.Result().(type) {
+		case *benchfmt.Result:
+			key := stripProcs(rec.Name)
+			units := s[key]
+			if units == nil {
+				units = map[string][]float64{}
+				s[key] = units
+			}
+			for _, v := range rec.Values {
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, val = v.OrigUnit, v.OrigValue
+				}
+				units[unit] = append(units[unit], val)
+			}
+		case *benchfmt.SyntaxError:
+			// Not a result line we understand: go test's own chatter
+			// and -v output are full of them.
+		}
+	}
+	return br.Err()
+}
+
+// stripProcs returns the name without its -GOMAXPROCS suffix.
+func stripProcs(n benchfmt.Name) string {
+	base, parts := n.Parts()
+	var b strings.Builder
+	b.Write(base)
+	for _, p := range parts {
+		if len(p) > 0 && p[0] == '-' {
+			continue
+		}
+		b.Write(p)
+	}
+	return b.String()
+}
+
+// median returns the median of name's samples of unit and how many there
+// were.
+func (s samples) median(name, unit string) (float64, int, bool) {
+	vs := s[name][unit]
+	if len(vs) == 0 {
+		return 0, 0, false
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m], len(vs), true
+	}
+	return (vs[m-1] + vs[m]) / 2, len(vs), true
+}
+
+// A measure is one median: a benchmark and a unit.
+type measure struct {
+	name, unit string
+}
+
+func (m measure) String() string { return m.name + " " + m.unit }
+
+// A target compares a measure with a floor (ratio = num / den) or, when den
+// is zero, checks the measure itself (ratio = num). An op of "" makes the
+// row informative only.
+type target struct {
+	num, den measure
+	op       string // "<=", ">=", "==" or "" for info
+	bound    float64
+	note     string
+}
+
+type verdict string
+
+const (
+	verdictPass    verdict = "PASS"
+	verdictMiss    verdict = "MISS"
+	verdictInfo    verdict = "info"
+	verdictMissing verdict = "n/a"
+)
+
+type row struct {
+	target
+	numV, denV float64
+	ratio      float64
+	verdict    verdict
+	why        string
+}
+
+// targets is the Targets table of the bench issue, then the rows that
+// put the other variants of each benchmark in the same light.
+var targets = []target{
+	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op"), op: "<=", bound: 3},
+	{num: m("AllocateBatch/region=heap/placement=scattered/n=5700", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 5},
+	{num: m("Fragmented/extents=100000/op=single", "ns/op"), den: m("Fragmented/extents=1000/op=single", "ns/op"), op: "<=", bound: 2},
+	{num: m("Fragmented/extents=100000/op=batch", "ns/op"), den: m("Fragmented/extents=1000/op=batch", "ns/op"), op: "<=", bound: 2},
+	{num: m("PrefixRecovery/strategy=binarysearch/n=5700", "ns/op"), den: m("PrefixRecovery/strategy=onepass/n=5700", "ns/op"), op: ">=", bound: 10},
+	{num: m("PrefixRecovery/strategy=onepass/n=5700", "probes/op"), op: "==", bound: 0},
+	{num: m("PrefixRecovery/strategy=onepass/n=5700", "granted/op"), op: "==", bound: 4560},
+	{num: m("L1Cycle/keys=256", "ns/key"), den: m("Floor/map", "ns/key"), op: "<=", bound: 4},
+	{num: m("L1Cycle/keys=5700", "ns/key"), den: m("Floor/map", "ns/key"), op: "<=", bound: 4},
+	{num: m("Fill/region=pinned", "GB/s"), den: m("Floor/copy", "GB/s"), op: ">=", bound: 0.9},
+	{num: m("Allocate/region=heap", "allocs/op"), op: "==", bound: 0},
+	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
+
+	{num: m("Allocate/region=pinned", "ns/op"), den: m("Floor/mutex", "ns/op")},
+	{num: m("Allocate/region=cuda-host", "ns/op"), den: m("Floor/mutex", "ns/op")},
+	{num: m("AllocateBatch/region=heap/placement=scattered/n=256", "ns/block"), den: m("Floor/bump", "ns/op")},
+	{num: m("AllocateBatch/region=heap/placement=contiguous-first/n=5700", "ns/block"), den: m("Floor/bump", "ns/op")},
+	{num: m("AllocateBatch/region=heap/placement=contiguous/n=5700", "ns/block"), den: m("Floor/bump", "ns/op")},
+	{num: m("AllocateBatch/region=pinned/placement=scattered/n=5700", "ns/block"), den: m("Floor/bump", "ns/op")},
+	{num: m("AllocateBatch/region=cuda-host/placement=scattered/n=5700", "ns/block"), den: m("Floor/bump", "ns/op")},
+	{num: m("PrefixRecovery/strategy=binarysearch/n=5700", "alloc-ns/op"), den: m("PrefixRecovery/strategy=onepass/n=5700", "alloc-ns/op")},
+	{num: m("PrefixRecovery/strategy=binarysearch/n=5700", "probes/op")},
+	{num: m("PrefixRecovery/strategy=binarysearch/n=5700", "granted/op")},
+	{num: m("PrefixRecovery/strategy=none/n=5700", "granted/op")},
+	{num: m("L1CycleParallel", "ns/key"), den: m("Floor/map", "ns/key")},
+	{num: m("Fill/region=heap", "GB/s"), den: m("Floor/copy", "GB/s")},
+	{num: m("Fill/region=cuda-host", "GB/s"), den: m("Floor/copy", "GB/s")},
+}
+
+func m(name, unit string) measure { return measure{name, unit} }
+
+// evaluate computes every row from the medians in s.
+func evaluate(s samples, ts []target) []row {
+	rows := make([]row, 0, len(ts))
+	for _, t := range ts {
+		r := row{target: t, verdict: verdictInfo}
+		num, _, ok := s.median(t.num.name, t.num.unit)
+		if !ok {
+			r.verdict, r.why = verdictMissing, "no "+t.num.String()+" (skipped or not run)"
+			rows = append(rows, r)
+			continue
+		}
+		r.numV, r.ratio = num, num
+		if t.den.name != "" {
+			den, _, ok := s.median(t.den.name, t.den.unit)
+			if !ok {
+				r.verdict, r.why = verdictMissing, "no "+t.den.String()+" (skipped or not run)"
+				rows = append(rows, r)
+				continue
+			}
+			r.denV = den
+			if den == 0 {
+				r.ratio = math.Inf(1)
+			} else {
+				r.ratio = num / den
+			}
+		}
+		if t.op != "" {
+			r.verdict = verdictMiss
+			if check(r.ratio, t.op, t.bound) {
+				r.verdict = verdictPass
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func check(v float64, op string, bound float64) bool {
+	switch op {
+	case "<=":
+		return v <= bound
+	case ">=":
+		return v >= bound
+	case "==":
+		return v == bound
+	}
+	return false
+}
+
+// writeTable prints the rows: targets first, then the informative ones.
+func writeTable(w io.Writer, rows []row, s samples) error {
+	runs := 0
+	for _, units := range s {
+		for _, vs := range units {
+			runs = max(runs, len(vs))
+		}
+	}
+	fmt.Fprintf(w, "Ratios against in-run floors (medians of up to %d runs)\n\n", runs)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tmedian\tfloor\tratio\ttarget\tresult")
+	for _, r := range rows {
+		name := r.num.name
+		if r.den.name != "" {
+			name += "  ÷  " + r.den.name
+		}
+		goal := "—"
+		if r.op != "" {
+			goal = opSymbol(r.op) + " " + formatNum(r.bound)
+			if r.den.name != "" {
+				goal += "×"
+			}
+		}
+		if r.verdict == verdictMissing {
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t%s\t%s: %s\n", name, goal, r.verdict, r.why)
+			continue
+		}
+		floor, ratio := "—", formatNum(r.ratio)
+		if r.den.name != "" {
+			floor = formatNum(r.denV) + " " + r.den.unit
+			ratio += "×"
+		}
+		fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\t%s\n", name, formatNum(r.numV), r.num.unit, floor, ratio, goal, r.verdict)
+	}
+	return tw.Flush()
+}
+
+func opSymbol(op string) string {
+	switch op {
+	case "<=":
+		return "≤"
+	case ">=":
+		return "≥"
+	}
+	return "="
+}
+
+// formatNum prints v with three significant digits, or as an integer when
+// it is one.
+func formatNum(v float64) string {
+	switch {
+	case math.IsInf(v, 0) || math.IsNaN(v):
+		return fmt.Sprint(v)
+	case v == math.Trunc(v) && math.Abs(v) < 1e9:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sample is benchmark output in the shape `make bench` writes: -v chatter,
+// two rounds, custom units.
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/kvalloc/kvalloc/bench
+BenchmarkAllocate/region=heap
+BenchmarkAllocate/region=heap-2         	 1000	 10.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkAllocate/region=cuda-host
+    allocator_test.go:16: region=cuda-host unavailable: no CUDA
+--- SKIP: BenchmarkAllocate/region=cuda-host
+BenchmarkFloor/mutex-2                  	 1000	 4.0 ns/op
+BenchmarkFloor/bump-2                   	 1000	 2.0 ns/op
+BenchmarkAllocateBatch/region=heap/placement=scattered/n=5700-2 	 10	 60000 ns/op	 12.0 ns/block	 0 B/op	 0 allocs/op
+BenchmarkFill/region=pinned-2           	 10	 1 ns/op	 20.0 GB/s
+BenchmarkFloor/copy-2                   	 10	 1 ns/op	 21.0 GB/s
+PASS
+goos: linux
+goarch: amd64
+pkg: github.com/kvalloc/kvalloc/bench
+BenchmarkAllocate/region=heap-2         	 1000	 14.0 ns/op	 0 B/op	 0 allocs/op
+BenchmarkFloor/mutex-2                  	 1000	 4.0 ns/op
+BenchmarkFloor/bump-2                   	 1000	 2.0 ns/op
+BenchmarkAllocateBatch/region=heap/placement=scattered/n=5700-2 	 10	 60000 ns/op	 8.0 ns/block	 0 B/op	 0 allocs/op
+BenchmarkFill/region=pinned-2           	 10	 1 ns/op	 18.0 GB/s
+BenchmarkFloor/copy-2                   	 10	 1 ns/op	 21.0 GB/s
+BenchmarkPrefixRecovery/strategy=onepass/n=5700-2 	 10	 100 ns/op	 0 probes/op	 4560 granted/op
+PASS
+`
+
+func readSample(t *testing.T) samples {
+	t.Helper()
+	s := samples{}
+	if err := s.read(strings.NewReader(sample), "sample"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestMedianAndNames(t *testing.T) {
+	s := readSample(t)
+	if v, n, ok := s.median("Allocate/region=heap", "ns/op"); !ok || n != 2 || v != 12 {
+		t.Errorf("median of Allocate/region=heap = %v over %d (ok %v), want 12 over 2", v, n, ok)
+	}
+	if v, _, ok := s.median("AllocateBatch/region=heap/placement=scattered/n=5700", "ns/block"); !ok || v != 10 {
+		t.Errorf("median ns/block = %v (ok %v), want 10", v, ok)
+	}
+	if _, _, ok := s.median("Allocate/region=cuda-host", "ns/op"); ok {
+		t.Errorf("a skipped benchmark has results")
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	rows := evaluate(readSample(t), targets)
+	// Medians: Allocate 12 ns against a 4 ns mutex is 3×, exactly on the
+	// bound, which passes; 10 ns/block against a 2 ns bump is 5×, likewise;
+	// Fill 19 GB/s against 21 is 0.905×.
+	want := map[string]verdict{
+		"Allocate/region=heap ns/op":                                    verdictPass,
+		"AllocateBatch/region=heap/placement=scattered/n=5700 ns/block": verdictPass,
+		"Fill/region=pinned GB/s":                                       verdictPass,
+		"PrefixRecovery/strategy=onepass/n=5700 probes/op":              verdictPass,
+		"PrefixRecovery/strategy=onepass/n=5700 granted/op":             verdictPass,
+		"PrefixRecovery/strategy=binarysearch/n=5700 ns/op":             verdictMissing,
+		"Allocate/region=cuda-host ns/op":                               verdictMissing,
+		"Allocate/region=heap allocs/op":                                verdictPass,
+	}
+	got := map[string]row{}
+	for _, r := range rows {
+		if _, seen := got[r.num.String()]; !seen {
+			got[r.num.String()] = r
+		}
+	}
+	for k, v := range want {
+		r, ok := got[k]
+		if !ok {
+			t.Errorf("no row for %s", k)
+			continue
+		}
+		if r.verdict != v {
+			t.Errorf("%s: verdict %s (ratio %v), want %s", k, r.verdict, r.ratio, v)
+		}
+	}
+}
+
+func TestMissAndStrict(t *testing.T) {
+	dir := t.TempDir()
+	slow := strings.ReplaceAll(sample, "14.0 ns/op", "40.0 ns/op")
+	slow = strings.ReplaceAll(slow, "10.0 ns/op", "30.0 ns/op")
+	path := filepath.Join(dir, "bench.txt")
+	if err := os.WriteFile(path, []byte(slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{path}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d without -strict, want 0; stderr %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "MISS") {
+		t.Errorf("no MISS in\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "n/a: no Allocate/region=cuda-host") {
+		t.Errorf("skipped benchmark not reported in\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"-strict", path}, &out, &errOut); code != 1 {
+		t.Errorf("exit %d with -strict and a MISS, want 1", code)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(nil, &out, &errOut); code != 2 {
+		t.Errorf("no arguments: exit %d, want 2", code)
+	}
+	if code := run([]string{filepath.Join(t.TempDir(), "missing.txt")}, &out, &errOut); code != 2 {
+		t.Errorf("missing file: exit %d, want 2", code)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.txt")
+	os.WriteFile(empty, []byte("PASS\n"), 0o644)
+	if code := run([]string{empty}, &out, &errOut); code != 2 {
+		t.Errorf("file without results: exit %d, want 2", code)
+	}
+}

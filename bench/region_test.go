@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/kvalloc/kvalloc/allocator"
+)
+
+// MiB and KiB are byte counts.
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+)
+
+// regionKinds are the region names used in benchmark names, in order.
+var regionKinds = []string{allocator.KindHeap, allocator.KindPinned, allocator.KindCUDAHost}
+
+// newRegion makes a region of the given kind. A region the machine refuses
+// (no CUDA, mlock refused) skips the benchmark with the reason; any other
+// failure is fatal.
+func newRegion(tb testing.TB, kind string, size int64) allocator.Region {
+	tb.Helper()
+	var (
+		r   allocator.Region
+		err error
+	)
+	switch kind {
+	case allocator.KindHeap:
+		r, err = allocator.NewHeapRegion(size)
+	case allocator.KindMmap:
+		r, err = allocator.NewMmapRegion(size, allocator.MmapOptions{})
+	case allocator.KindPinned:
+		r, err = allocator.NewMmapRegion(size, allocator.MmapOptions{Lock: true, Populate: true})
+	case allocator.KindCUDAHost:
+		r, err = allocator.NewCUDAHostRegion(size)
+	default:
+		tb.Fatalf("unknown region kind %q", kind)
+	}
+	if err != nil {
+		if kind != allocator.KindHeap && kind != allocator.KindMmap && (errors.Is(err, allocator.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
+			tb.Skipf("region=%s unavailable: %v", kind, err)
+		}
+		tb.Fatalf("region=%s: %v", kind, err)
+	}
+	return r
+}
+
+// newPool returns an allocator over a new region of the given kind, closed
+// when the benchmark ends.
+func newPool(tb testing.TB, kind string, size, align int64) *allocator.Allocator {
+	tb.Helper()
+	r := newRegion(tb, kind, size)
+	a, err := allocator.New(r, allocator.Options{Align: align})
+	if err != nil {
+		r.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { a.Close() })
+	return a
+}
+
+// perUnit reports the timed nanoseconds per unit of work (a block, a key)
+// under the given unit name, for a benchmark whose op covers perOp units.
+func perUnit(b *testing.B, perOp int, unit string) {
+	if b.N == 0 || perOp == 0 {
+		return
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(perOp), unit)
+}
+
+// bandwidth reports GB/s (10⁹ bytes per second) for an op that moves n
+// bytes.
+func bandwidth(b *testing.B, n int64) {
+	if ns := b.Elapsed().Nanoseconds(); ns > 0 {
+		b.ReportMetric(float64(n)*float64(b.N)/float64(ns), "GB/s")
+	}
+}
