@@ -119,7 +119,7 @@ func checkPrefixStrategies(setup l1check.Setup, ops []l1check.Op, v variants) er
 		}
 		obs := make([]*l1check.Observation, len(systems))
 		for j, sys := range systems {
-			obs[j] = sys.ObserveReserve(op.Keys, op.Size, op.Temporary, op.Mode, true)
+			obs[j] = sys.ObserveReserve(op.Keys, op.Temporary, op.Size, op.Mode, true)
 		}
 		if err := comparePrefixes(obs[0], obs[1], obs[2]); err != nil {
 			return fmt.Errorf("op %d %v: differential: %w", i, op, err)

@@ -16,7 +16,7 @@ import (
 // placement policy for memory. Every method is a direct transcription of
 // the rules; nothing is indexed or queued, so it is slow and easy to
 // check by reading. It does not import package l1, so that a half-edited l1
-// never breaks the allocator's tests; its Status and WriteMode mirror l1's
+// never breaks the allocator's tests; its Status and Mode mirror l1's
 // names and order, and tests compare them by value.
 
 // Status mirrors l1.Status.
@@ -43,14 +43,14 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// WriteMode mirrors l1.Mode.
-type WriteMode uint8
+// Mode mirrors l1.Mode.
+type Mode uint8
 
 // The modes, in l1's order.
 const (
-	WriteAll WriteMode = iota
-	WriteNew
-	WriteUpdate
+	ModeAll Mode = iota
+	ModeNew
+	ModeUpdate
 )
 
 // Errors the model returns where the manager must return an error wrapping
@@ -275,15 +275,15 @@ func (m *Manager[K]) Snapshot() []ModelEntry[K] {
 	return out
 }
 
-// Need returns the indices of the keys ReserveWrite(keys, size, _, mode)
+// Need returns the indices of the keys ReserveWrite(keys, _, size, mode)
 // would have to allocate now, after a sweep: first occurrences of missing
-// keys, unless mode is WriteUpdate.
-func (m *Manager[K]) Need(keys []K, mode WriteMode) []int {
+// keys, unless mode is ModeUpdate.
+func (m *Manager[K]) Need(keys []K, mode Mode) []int {
 	m.Sweep()
 	var need []int
 	first := firsts(keys)
 	for i, k := range keys {
-		if first[k] != i || mode == WriteUpdate {
+		if first[k] != i || mode == ModeUpdate {
 			continue
 		}
 		if _, ok := m.objects[k]; !ok {
@@ -294,8 +294,8 @@ func (m *Manager[K]) Need(keys []K, mode WriteMode) []int {
 }
 
 // ReserveWrite models l1.Manager.ReserveWrite.
-func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode WriteMode) ([]Result, error) {
-	if size <= 0 || mode > WriteUpdate || len(temporary) != 0 && len(temporary) != len(keys) {
+func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode Mode) ([]Result, error) {
+	if size <= 0 || mode > ModeUpdate || len(temporary) != 0 && len(temporary) != len(keys) {
 		return nil, ErrInvalidArgument
 	}
 	m.Sweep()
@@ -310,7 +310,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode W
 		switch {
 		case first[k] != i:
 			out[i].Status = KeyNotWritable
-		case !exists && mode == WriteUpdate, exists && mode == WriteNew:
+		case !exists && mode == ModeUpdate, exists && mode == ModeNew:
 			out[i].Status = KeyNotWritable
 		case !exists:
 			need = append(need, i)
@@ -618,4 +618,16 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Clone returns an independent copy of the model, memory included.
+func (m *Manager[K]) Clone() *Manager[K] {
+	c := *m
+	c.Mem = m.Mem.Clone()
+	c.objects = make(map[K]*ObjectModel, len(m.objects))
+	for k, o := range m.objects {
+		cp := *o
+		c.objects[k] = &cp
+	}
+	return &c
 }

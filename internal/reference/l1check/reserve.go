@@ -28,7 +28,7 @@ type Observation struct {
 	ExtentsBefore, ExtentsAfter []allocator.Block
 	// Need holds the indices of the keys that need memory: first
 	// occurrences of keys missing before the call, unless Mode is
-	// WriteUpdate.
+	// ModeUpdate.
 	Need []int
 	// Fit is how many of len(Need) objects of Size fit before the call:
 	// Σ⌊extent/size⌋ (the allocator's Fit), or ⌊largest extent/size⌋
@@ -92,7 +92,7 @@ func (s *System) modelStates() map[Key]l1.ObjectState {
 // records the call. With peek, the state before is read from the manager,
 // which reclaims expired objects first; without, it is read from the model,
 // which must be in step.
-func (s *System) ObserveReserve(keys []Key, size int64, temporary []bool, mode l1.Mode, peek bool) *Observation {
+func (s *System) ObserveReserve(keys []Key, temporary []bool, size int64, mode l1.Mode, peek bool) *Observation {
 	o := &Observation{Setup: s.Setup, Keys: keys, Size: size, Temporary: temporary, Mode: mode}
 	if peek {
 		o.Before, o.ExtentsBefore = s.states(), s.A.FreeExtents()

@@ -261,7 +261,7 @@ func (o Op) String() string {
 }
 
 // mode converts an l1 mode for the model. An unknown mode stays unknown.
-func mode(m l1.Mode) reference.WriteMode { return reference.WriteMode(m) }
+func mode(m l1.Mode) reference.Mode { return reference.Mode(m) }
 
 // sameStatus compares a status of the manager with one of the model. Both
 // enumerate the statuses in the order.
@@ -323,7 +323,7 @@ func (s *System) apply(op Op) error {
 	md := s.Model
 	switch op.Kind {
 	case OpReserveWrite:
-		return s.CheckReserveWithModel(s.ObserveReserve(op.Keys, op.Size, op.Temporary, op.Mode, op.Observe))
+		return s.CheckReserveWithModel(s.ObserveReserve(op.Keys, op.Temporary, op.Size, op.Mode, op.Observe))
 	case OpFinishWrite:
 		return compareStatuses(s.M.FinishWrite(op.Keys), md.FinishWrite(op.Keys))
 	case OpFinishWriteAndReserveRead:

@@ -1,0 +1,224 @@
+package l1check
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Outcome is what one Op returned and what the system looked like right
+// after it, in a form that the manager and the model both produce, so a
+// state-machine test can predict it from the model alone (ModelDo) and
+// compare it with the manager's (Do).
+type Outcome struct {
+	Statuses  []l1.Status // FinishWrite, AbortWrite, FinishRead, Delete
+	Results   []l1.Result // ReserveWrite, FinishWriteAndReserveRead, ReserveRead, UnsafeRead
+	N         int         // Clear, EvictTo, Len
+	Evictable []bool      // IsEvictable, per key
+	Err       string      // "", "invalid", "closed", or the unexpected error
+
+	// Read without reclaiming expired objects: Usage and Stats.
+	Held, Capacity                       int64
+	Objects, WriteLocked, TempReadLocked int
+	Counters                             reference.ManagerCounters
+	// Read after reclaiming, only when the Op observes: every object in
+	// LRU order, and the free extents.
+	States  []reference.ModelEntry[Key]
+	Extents []allocator.Block
+}
+
+func errClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, l1.ErrInvalidArgument), errors.Is(err, reference.ErrInvalidArgument):
+		return "invalid"
+	case errors.Is(err, l1.ErrClosed), errors.Is(err, reference.ErrClosed):
+		return "closed"
+	}
+	return err.Error()
+}
+
+func fromModel(rs []reference.Result) []l1.Result {
+	if rs == nil {
+		return nil
+	}
+	out := make([]l1.Result, len(rs))
+	for i, r := range rs {
+		out[i] = l1.Result{Status: l1.Status(r.Status), Block: r.Block}
+	}
+	return out
+}
+
+func fromModelStatuses(ss []reference.Status) []l1.Status {
+	if ss == nil {
+		return nil
+	}
+	out := make([]l1.Status, len(ss))
+	for i, s := range ss {
+		out[i] = l1.Status(s)
+	}
+	return out
+}
+
+// Do runs op on the manager only and returns its Outcome. The System's
+// own model is left alone, except that clock advances move it too.
+func (s *System) Do(op Op) Outcome {
+	var o Outcome
+	var err error
+	m := s.M
+	switch op.Kind {
+	case OpReserveWrite:
+		o.Results, err = m.ReserveWrite(op.Keys, op.Temporary, op.Size, op.Mode)
+	case OpFinishWrite:
+		o.Statuses = m.FinishWrite(op.Keys)
+	case OpFinishWriteAndReserveRead:
+		o.Results, err = m.FinishWriteAndReserveRead(op.Keys, op.Locks)
+	case OpAbortWrite:
+		o.Statuses = m.AbortWrite(op.Keys)
+	case OpReserveRead:
+		o.Results, err = m.ReserveRead(op.Keys, op.Locks)
+	case OpUnsafeRead:
+		o.Results = m.UnsafeRead(op.Keys)
+	case OpFinishRead:
+		o.Statuses, err = m.FinishRead(op.Keys, op.Locks)
+	case OpDelete:
+		o.Statuses = m.Delete(op.Keys, op.Force)
+	case OpClear:
+		o.N = m.Clear(op.Force)
+	case OpTouch:
+		m.Touch(op.Keys)
+	case OpEvictTo:
+		o.N, err = m.EvictTo(op.Ratio)
+	case OpIsEvictable:
+		for _, k := range op.Keys {
+			o.Evictable = append(o.Evictable, m.IsEvictable(k))
+		}
+	case OpLen:
+		o.N = m.Len()
+	case OpAdvance:
+		s.Advance(op.Advance)
+	case OpClose:
+		err = m.Close()
+	}
+	o.Err = errClass(err)
+	st := m.Stats()
+	o.Held, o.Capacity = m.Usage()
+	o.Objects, o.WriteLocked, o.TempReadLocked = st.Objects, st.WriteLocked, st.TemporaryReadLocked
+	o.Counters = reference.ManagerCounters{
+		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
+		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
+	}
+	if op.Observe {
+		for _, e := range m.Snapshot() {
+			o.States = append(o.States, reference.ModelEntry[Key]{Key: e.Key, ModelState: stateOf(e.ObjectState)})
+		}
+		o.Extents = s.A.FreeExtents()
+	}
+	return o
+}
+
+// ModelDo runs op on the model md and returns the Outcome the manager must
+// produce.
+func ModelDo(md *reference.Manager[Key], op Op) Outcome {
+	var o Outcome
+	var err error
+	switch op.Kind {
+	case OpReserveWrite:
+		var rs []reference.Result
+		rs, err = md.ReserveWrite(op.Keys, op.Temporary, op.Size, mode(op.Mode))
+		o.Results = fromModel(rs)
+	case OpFinishWrite:
+		o.Statuses = fromModelStatuses(md.FinishWrite(op.Keys))
+	case OpFinishWriteAndReserveRead:
+		var rs []reference.Result
+		rs, err = md.FinishWriteAndReserveRead(op.Keys, op.Locks)
+		o.Results = fromModel(rs)
+	case OpAbortWrite:
+		o.Statuses = fromModelStatuses(md.AbortWrite(op.Keys))
+	case OpReserveRead:
+		var rs []reference.Result
+		rs, err = md.ReserveRead(op.Keys, op.Locks)
+		o.Results = fromModel(rs)
+	case OpUnsafeRead:
+		o.Results = fromModel(md.UnsafeRead(op.Keys))
+	case OpFinishRead:
+		var ss []reference.Status
+		ss, err = md.FinishRead(op.Keys, op.Locks)
+		o.Statuses = fromModelStatuses(ss)
+	case OpDelete:
+		o.Statuses = fromModelStatuses(md.Delete(op.Keys, op.Force))
+	case OpClear:
+		o.N = md.Clear(op.Force)
+	case OpTouch:
+		md.Touch(op.Keys)
+	case OpEvictTo:
+		o.N, err = md.EvictTo(op.Ratio)
+	case OpIsEvictable:
+		for _, k := range op.Keys {
+			o.Evictable = append(o.Evictable, md.IsEvictable(k))
+		}
+	case OpLen:
+		md.Sweep()
+		o.N = md.Len()
+	case OpAdvance:
+		md.Advance(op.Advance)
+	case OpClose:
+		md.Close()
+	}
+	o.Err = errClass(err)
+	o.Held, o.Capacity = md.Used(), md.Mem.Capacity()
+	o.Objects, o.WriteLocked, o.TempReadLocked = md.Len(), md.WriteLocked(), md.TemporaryReadLocked()
+	o.Counters = md.Counters
+	if op.Observe {
+		o.States = md.Snapshot()
+		o.Extents = runsOf(md.Mem)
+		if len(o.States) == 0 {
+			o.States = nil
+		}
+	}
+	return o
+}
+
+// CompareOutcome returns the first difference between the manager's
+// outcome got and the model's want.
+func CompareOutcome(got, want Outcome) error {
+	switch {
+	case got.Err != want.Err:
+		return fmt.Errorf("error %q, model %q", got.Err, want.Err)
+	case !slices.Equal(got.Statuses, want.Statuses):
+		return fmt.Errorf("statuses %v, model %v", got.Statuses, want.Statuses)
+	case !slices.Equal(got.Results, want.Results):
+		for i := range min(len(got.Results), len(want.Results)) {
+			if got.Results[i] != want.Results[i] {
+				return fmt.Errorf("key #%d: %v %+v, model %v %+v", i, got.Results[i].Status, got.Results[i].Block, want.Results[i].Status, want.Results[i].Block)
+			}
+		}
+		return fmt.Errorf("%d results, model %d", len(got.Results), len(want.Results))
+	case got.N != want.N:
+		return fmt.Errorf("returned %d, model %d", got.N, want.N)
+	case !slices.Equal(got.Evictable, want.Evictable):
+		return fmt.Errorf("evictable %v, model %v", got.Evictable, want.Evictable)
+	case got.Held != want.Held || got.Capacity != want.Capacity:
+		return fmt.Errorf("Usage() = %d of %d, model %d of %d", got.Held, got.Capacity, want.Held, want.Capacity)
+	case got.Objects != want.Objects || got.WriteLocked != want.WriteLocked || got.TempReadLocked != want.TempReadLocked:
+		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
+			got.Objects, got.WriteLocked, got.TempReadLocked, want.Objects, want.WriteLocked, want.TempReadLocked)
+	case got.Counters != want.Counters:
+		return fmt.Errorf("Stats counters %+v, model %+v", got.Counters, want.Counters)
+	case !slices.Equal(got.States, want.States):
+		for i := range min(len(got.States), len(want.States)) {
+			if got.States[i] != want.States[i] {
+				return fmt.Errorf("object #%d in LRU order: %+v, model %+v", i, got.States[i], want.States[i])
+			}
+		}
+		return fmt.Errorf("%d objects, model %d", len(got.States), len(want.States))
+	case !slices.Equal(got.Extents, want.Extents):
+		return fmt.Errorf("free extents %v, model %v", got.Extents, want.Extents)
+	}
+	return nil
+}
