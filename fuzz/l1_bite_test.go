@@ -4,34 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// Broken variants of the L1 system, each with one bug.
-var (
-	upToOneShort = l1check.Variant{Memory: func(a *allocator.Allocator) l1.Memory { return mutant.UpToOneShort{Allocator: a} }}
-	oomMiddle    = l1check.Variant{Manager: func(m *l1.Manager[int], _ *allocator.Allocator) l1check.Manager {
-		return mutant.OOMMiddle[int]{Manager: m}
-	}}
-	repeatTwice = l1check.Variant{Manager: func(m *l1.Manager[int], a *allocator.Allocator) l1check.Manager {
-		return mutant.RepeatAllocTwice[int]{Manager: m, Mem: a, Placement: m.Config().Placement}
-	}}
-	reversedPrefix = l1check.Variant{Manager: func(m *l1.Manager[int], _ *allocator.Allocator) l1check.Manager {
-		return mutant.ReversedPrefix[int]{Manager: m}
-	}}
-	tailNotWritable = l1check.Variant{Manager: func(m *l1.Manager[int], _ *allocator.Allocator) l1check.Manager {
-		return mutant.TailNotWritable[int]{Manager: m}
-	}}
-	truncateFlags = l1check.Variant{Manager: func(m *l1.Manager[int], _ *allocator.Allocator) l1check.Manager {
-		return mutant.TruncateFlags[int]{Manager: m}
-	}}
-	writesNeverExpire = l1check.Variant{Config: mutant.WritesNeverExpire}
-	readsNeverExpire  = l1check.Variant{Config: mutant.ReadsNeverExpire}
-	prefixNoneIgnored = l1check.Variant{Config: mutant.PrefixNoneIgnored}
-)
+// The broken variants come from internal/reference/mutant.
 
 // everywhere applies v under every prefix strategy.
 func everywhere(v l1check.Variant) variants {
@@ -76,12 +54,12 @@ func bites(t *testing.T, target string, check func(l1check.Setup, []l1check.Op, 
 // broken manager.
 func TestFuzzL1LifecycleBites(t *testing.T) {
 	bites(t, "FuzzL1Lifecycle", checkL1Lifecycle, []l1Bite{
-		{"expired writes become readable", everywhere(writesNeverExpire), "model"},
-		{"expired temporary reads are never freed", everywhere(readsNeverExpire), "model"},
-		{"repeated key allocated twice", everywhere(repeatTwice), "leak"},
-		{"OutOfMemory for a middle key", everywhere(oomMiddle), "request-order locking"},
-		{"prefix granted one short", everywhere(upToOneShort), "prefix maximality"},
-		{"mismatched flags truncated", everywhere(truncateFlags), "ErrInvalidArgument"},
+		{"expired writes become readable", everywhere(mutant.VariantWritesNeverExpire), "status OK, model KEY_NOT_EXIST"},
+		{"expired temporary reads are never freed", everywhere(mutant.VariantReadsNeverExpire), "status OK, model KEY_NOT_EXIST"},
+		{"repeated key allocated twice", everywhere(mutant.VariantRepeatAllocTwice), "leak"},
+		{"OutOfMemory for a middle key", everywhere(mutant.VariantOOMMiddle), "request-order locking"},
+		{"prefix granted one short", everywhere(mutant.VariantUpToOneShort), "prefix maximality"},
+		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
 	})
 }
 
@@ -89,12 +67,12 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 // each broken manager, and names the ReserveWrite contract that broke.
 func TestFuzzReserveWriteBites(t *testing.T) {
 	bites(t, "FuzzReserveWrite", checkReserveWrite, []l1Bite{
-		{"prefix granted one short", everywhere(upToOneShort), "prefix maximality"},
-		{"OutOfMemory for a middle key", everywhere(oomMiddle), "request-order locking"},
-		{"suffix granted instead of prefix", everywhere(reversedPrefix), "request-order locking"},
-		{"tail answered KeyNotWritable", everywhere(tailNotWritable), "tail OOM statuses"},
-		{"repeated key allocated twice", everywhere(repeatTwice), "no leak"},
-		{"mismatched flags truncated", everywhere(truncateFlags), "ErrInvalidArgument"},
+		{"prefix granted one short", everywhere(mutant.VariantUpToOneShort), "prefix maximality"},
+		{"OutOfMemory for a middle key", everywhere(mutant.VariantOOMMiddle), "request-order locking"},
+		{"suffix granted instead of prefix", everywhere(mutant.VariantReversedPrefix), "request-order locking"},
+		{"tail answered KeyNotWritable", everywhere(mutant.VariantTailNotWritable), "tail OOM statuses"},
+		{"repeated key allocated twice", everywhere(mutant.VariantRepeatAllocTwice), "no leak"},
+		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
 	})
 }
 
@@ -102,8 +80,8 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 // only the model behind it) catches a strategy that grants a different k.
 func TestFuzzPrefixStrategiesBites(t *testing.T) {
 	bites(t, "FuzzPrefixStrategies", checkPrefixStrategies, []l1Bite{
-		{"one-pass grants one short", only(l1.PrefixOnePass, upToOneShort), "differential"},
-		{"PrefixNone grants a prefix", only(l1.PrefixNone, prefixNoneIgnored), "differential"},
-		{"binary search grants a suffix", only(l1.PrefixBinarySearch, reversedPrefix), "differential"},
+		{"one-pass grants one short", only(l1.PrefixOnePass, mutant.VariantUpToOneShort), "differential"},
+		{"PrefixNone grants a prefix", only(l1.PrefixNone, mutant.VariantPrefixNoneIgnored), "differential"},
+		{"binary search grants a suffix", only(l1.PrefixBinarySearch, mutant.VariantReversedPrefix), "differential"},
 	})
 }

@@ -130,7 +130,7 @@ func init() {
 			rw(4, 1, 256, l1.ModeAll).temp(1), fw(4, 1), isEv(4, 1), rr(4, 1, 2), fr(4, 1, 1), ur(4, 1), fr(4, 1, 1), ur(4, 1),
 		))},
 		{"expired-write-reclaimed", encodeL1(lifeHdr, []l1Record{
-			rw(0, 2, 256, l1.ModeAll).obs(), adv(600 * time.Second), fw(0, 2), rr(0, 2, 1).obs(),
+			rw(0, 2, 256, l1.ModeAll), adv(600 * time.Second), fw(0, 2), rr(0, 2, 1).obs(),
 			rw(0, 2, 256, l1.ModeAll).obs(), adv(595 * time.Second), fw(0, 1).obs(), adv(10 * time.Second),
 			ur(1, 1), fw(1, 1).obs(), rw(0, 1, 256, l1.ModeAll).obs(), adv(605 * time.Second), rr(0, 1, 1).obs(),
 		})},
@@ -139,7 +139,7 @@ func init() {
 			rw(1, 1, 256, l1.ModeAll), adv(10 * time.Second), length(), fw(1, 1).obs(),
 		})},
 		{"expired-temporary-read-freed", encodeL1(lifeHdr, []l1Record{
-			rw(0, 2, 256, l1.ModeAll).temp(0b11), fwrr(0, 2, 3).obs(), adv(300 * time.Second), fr(0, 2, 1), length().obs(),
+			rw(0, 2, 256, l1.ModeAll).temp(0b11), fwrr(0, 2, 3), adv(300 * time.Second), fr(0, 2, 1), length().obs(),
 			rw(5, 1, 256, l1.ModeAll).temp(1), fwrr(5, 1, 1), adv(200 * time.Second), rr(5, 1, 1), adv(200 * time.Second),
 			ur(5, 1).obs(), adv(100 * time.Second), ur(5, 1), clr().obs(),
 		})},

@@ -1,0 +1,40 @@
+package mutant
+
+import (
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/l1check"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// The broken variants above, packaged as l1check Variants: each builds an
+// L1 system with one bug.
+var (
+	// VariantUpToOneShort runs the manager over an UpToOneShort memory.
+	VariantUpToOneShort = l1check.Variant{Memory: func(a *allocator.Allocator) l1.Memory { return UpToOneShort{Allocator: a} }}
+	// VariantOOMMiddle wraps the manager in OOMMiddle.
+	VariantOOMMiddle = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return OOMMiddle[l1check.Key]{Manager: m}
+	}}
+	// VariantRepeatAllocTwice wraps the manager in RepeatAllocTwice.
+	VariantRepeatAllocTwice = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], a *allocator.Allocator) l1check.Manager {
+		return RepeatAllocTwice[l1check.Key]{Manager: m, Mem: a, Placement: m.Config().Placement}
+	}}
+	// VariantReversedPrefix wraps the manager in ReversedPrefix.
+	VariantReversedPrefix = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return ReversedPrefix[l1check.Key]{Manager: m}
+	}}
+	// VariantTailNotWritable wraps the manager in TailNotWritable.
+	VariantTailNotWritable = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return TailNotWritable[l1check.Key]{Manager: m}
+	}}
+	// VariantTruncateFlags wraps the manager in TruncateFlags.
+	VariantTruncateFlags = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return TruncateFlags[l1check.Key]{Manager: m}
+	}}
+	// VariantWritesNeverExpire configures WritesNeverExpire.
+	VariantWritesNeverExpire = l1check.Variant{Config: WritesNeverExpire}
+	// VariantReadsNeverExpire configures ReadsNeverExpire.
+	VariantReadsNeverExpire = l1check.Variant{Config: ReadsNeverExpire}
+	// VariantPrefixNoneIgnored configures PrefixNoneIgnored.
+	VariantPrefixNoneIgnored = l1check.Variant{Config: PrefixNoneIgnored}
+)

@@ -1,0 +1,46 @@
+// Package proptest holds kvalloc's property tests, written with
+// github.com/leanovate/gopter. It has no API; its tests prove, for randomly
+// generated states and operation sequences, that:
+//
+//   - TestPropAllocatorInvariants: the allocator, driven by random
+//     sequences of Allocate, AllocateBatch, AllocateUpTo, Fit and Free
+//     (valid and invalid blocks, blocks referred to by index), returns
+//     exactly the blocks its documented placement policy gives, keeps its
+//     invariants, accounts every byte, coalesces free extents, and changes
+//     nothing on a failed call (a gopter commands test against a bitmap
+//     model);
+//   - TestPropPrefixMaximality: on any fragmentation and any mix of
+//     existing keys, ReserveWrite grants exactly as many needing keys as
+//     the memory can hold (the allocator's Fit, or one extent's share under
+//     Contiguous placement), under every prefix strategy;
+//   - TestPropRequestOrderLocking: the granted needing keys are exactly the
+//     first k, in request order, each write-locked with a block of its own,
+//     and no other key changed state;
+//   - TestPropTailOOMStatuses: every later needing key gets OutOfMemory and
+//     holds nothing;
+//   - TestPropL1StateMachine: random sequences of every Manager method and
+//     clock advances across both lock TTLs follow the reference model of
+//     the L1 state machine, result for result (a gopter commands test; keys
+//     are small integers, blocks are compared with the model's).
+//
+// Each property is named after the contract it checks, so a failure says
+// what broke, and each has a proof in bite_test.go: the same property run
+// against a deliberately broken implementation (internal/reference/mutant)
+// must fail. A property that cannot fail is a defect.
+//
+// # Seeds and sizes
+//
+// On failure a property prints its seed ("failed with initial seed: N")
+// and the command line that replays it. These environment variables tune a
+// run; the defaults keep `go test -race ./proptest/` well under a minute on
+// two cores:
+//
+//	KVALLOC_PROP_SEED=N    replay with seed N (default: the clock)
+//	KVALLOC_PROP_TESTS=N   successful cases each property needs (default per property)
+//	KVALLOC_PROP_SIZE=N    maximum operations per case (default per property)
+//
+// For example, to replay a failure and then run a long search:
+//
+//	KVALLOC_PROP_SEED=1712345678 go test -run '^TestPropPrefixMaximality$' ./proptest/
+//	KVALLOC_PROP_TESTS=20000 KVALLOC_PROP_SIZE=300 go test -run '^TestProp' -timeout 1h ./proptest/
+package proptest
