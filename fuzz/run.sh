@@ -1,0 +1,52 @@
+#!/bin/sh
+# run.sh runs every native fuzz target of package fuzz in turn, for a fixed
+# time each, and prints one summary line per target: executions, average
+# executions per second, and the "new interesting" inputs (new coverage)
+# found in this run.
+#
+# Usage: fuzz/run.sh [FUZZTIME] [TARGET...]
+#   FUZZTIME  go test -fuzztime value, e.g. 10s, 5m, 2h or 100000x; default
+#             $FUZZTIME, else 1m.
+#   TARGET    target names; default every Fuzz* function in ./fuzz.
+#
+# A failing target stops the run with go test's exit status; go test has
+# then written the minimized input to fuzz/testdata/fuzz/<Target>/ and
+# printed the command that replays it.
+set -eu
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+time=${1:-${FUZZTIME:-1m}}
+[ $# -gt 0 ] && shift
+targets=$*
+if [ -z "$targets" ]; then
+	targets=$($GO test -list '^Fuzz' ./fuzz/ | grep '^Fuzz')
+fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+summary=""
+for t in $targets; do
+	echo "== $t for $time"
+	status=0
+	$GO test -run='^$' -fuzz="^$t\$" -fuzztime="$time" ./fuzz/ 2>&1 | tee "$log" || status=$?
+	# go test's status is lost in the pipe; a failure prints FAIL.
+	if [ $status -ne 0 ] || grep -q '^FAIL' "$log"; then
+		echo "fuzz: $t failed" >&2
+		exit 1
+	fi
+	line=$(awk '
+		/^fuzz: elapsed:/ {
+			el = $3; sub(/,$/, "", el); execs = $5
+			s = 0
+			if (el ~ /h/) { split(el, a, "h"); s += a[1] * 3600; el = a[2] }
+			if (el ~ /m/) { split(el, a, "m"); s += a[1] * 60; el = a[2] }
+			sub(/s$/, "", el); s += el
+			for (i = 1; i <= NF; i++) if ($i == "interesting:") { ni = $(i + 1); tot = $(i + 3) }
+			sub(/,$/, "", execs); sub(/\)$/, "", tot)
+		}
+		END { if (s > 0) printf "%d execs in %ds (%d/s), new interesting %s (corpus %s)", execs, s, execs / s, ni, tot }
+	' "$log")
+	summary="$summary$(printf '%-22s %s' "$t" "$line")
+"
+done
+echo "== summary"
+printf '%s' "$summary"
