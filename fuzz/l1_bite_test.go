@@ -73,6 +73,7 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 		{"tail answered KeyNotWritable", everywhere(mutant.VariantTailNotWritable), "tail OOM statuses"},
 		{"repeated key allocated twice", everywhere(mutant.VariantRepeatAllocTwice), "no leak"},
 		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
+		{"rejected call reserves keys", everywhere(mutant.VariantRejectLate), "rejected call changed state"},
 	})
 }
 

@@ -19,6 +19,7 @@ type Outcome struct {
 	Results   []l1.Result // ReserveWrite, FinishWriteAndReserveRead, ReserveRead, UnsafeRead
 	N         int         // Clear, EvictTo, Len
 	Evictable []bool      // IsEvictable, per key
+	KeyStates []keyState  // State, per key, with IsEvictable
 	Err       string      // "", "invalid", "closed", or the unexpected error
 
 	// Read without reclaiming expired objects: Usage and Stats.
@@ -29,6 +30,12 @@ type Outcome struct {
 	// LRU order, and the free extents.
 	States  []reference.ModelEntry[Key]
 	Extents []allocator.Block
+}
+
+// keyState is what State returned for one key.
+type keyState struct {
+	State reference.ModelState
+	Found bool
 }
 
 func errClass(err error) string {
@@ -97,6 +104,8 @@ func (s *System) Do(op Op) Outcome {
 	case OpIsEvictable:
 		for _, k := range op.Keys {
 			o.Evictable = append(o.Evictable, m.IsEvictable(k))
+			st, ok := m.State(k)
+			o.KeyStates = append(o.KeyStates, keyState{stateOf(st), ok})
 		}
 	case OpLen:
 		o.N = m.Len()
@@ -161,6 +170,8 @@ func ModelDo(md *reference.Manager[Key], op Op) Outcome {
 	case OpIsEvictable:
 		for _, k := range op.Keys {
 			o.Evictable = append(o.Evictable, md.IsEvictable(k))
+			st, ok := md.State(k)
+			o.KeyStates = append(o.KeyStates, keyState{st, ok})
 		}
 	case OpLen:
 		md.Sweep()
@@ -203,6 +214,8 @@ func CompareOutcome(got, want Outcome) error {
 		return fmt.Errorf("returned %d, model %d", got.N, want.N)
 	case !slices.Equal(got.Evictable, want.Evictable):
 		return fmt.Errorf("evictable %v, model %v", got.Evictable, want.Evictable)
+	case !slices.Equal(got.KeyStates, want.KeyStates):
+		return fmt.Errorf("states %+v, model %+v", got.KeyStates, want.KeyStates)
 	case got.Held != want.Held || got.Capacity != want.Capacity:
 		return fmt.Errorf("Usage() = %d of %d, model %d of %d", got.Held, got.Capacity, want.Held, want.Capacity)
 	case got.Objects != want.Objects || got.WriteLocked != want.WriteLocked || got.TempReadLocked != want.TempReadLocked:

@@ -46,6 +46,7 @@ type Observation struct {
 	Verify error
 }
 
+// String summarizes the request and what the memory held before it.
 func (o *Observation) String() string {
 	return fmt.Sprintf("ReserveWrite(%d keys, size %d, mode %v) on %v: need %d, fit %d", len(o.Keys), o.Size, o.Mode, o.Setup, len(o.Need), o.Fit)
 }

@@ -68,6 +68,7 @@ type Setup struct {
 	WriteTTL, ReadTTL time.Duration
 }
 
+// String describes the setup in one line.
 func (s Setup) String() string {
 	return fmt.Sprintf("{%d×%dB %v prefix=%v evict=%v wttl=%v rttl=%v}", s.Units, s.Align, s.Placement, s.Prefix, s.EvictOnDemand, s.WriteTTL, s.ReadTTL)
 }
@@ -202,7 +203,7 @@ const (
 	OpClear
 	OpTouch
 	OpEvictTo
-	OpIsEvictable
+	OpIsEvictable // IsEvictable and State of each key
 	OpLen
 	OpAdvance
 	OpClose
@@ -212,6 +213,7 @@ const (
 var opNames = [...]string{"ReserveWrite", "FinishWrite", "FinishWriteAndReserveRead", "AbortWrite", "ReserveRead",
 	"UnsafeRead", "FinishRead", "Delete", "Clear", "Touch", "EvictTo", "IsEvictable", "Len", "Advance", "Close"}
 
+// String returns the method name.
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
 		return opNames[k]
@@ -236,6 +238,7 @@ type Op struct {
 	Observe bool
 }
 
+// String renders the call, abbreviating long key lists.
 func (o Op) String() string {
 	keys := fmt.Sprint(o.Keys)
 	if len(o.Keys) > 12 {
@@ -373,6 +376,11 @@ func (s *System) apply(op Op) error {
 		for _, k := range op.Keys {
 			if got, want := s.M.IsEvictable(k), md.IsEvictable(k); got != want {
 				return fmt.Errorf("IsEvictable(%d) = %v, model %v", k, got, want)
+			}
+			got, ok := s.M.State(k)
+			want, wok := md.State(k)
+			if ok != wok || stateOf(got) != want {
+				return fmt.Errorf("State(%d) = %+v, %v; model %+v, %v", k, stateOf(got), ok, want, wok)
 			}
 		}
 	case OpLen:

@@ -1,6 +1,7 @@
 package mutant
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -130,4 +131,19 @@ func PrefixNoneIgnored(c *l1.Config) {
 	if c.Prefix == l1.PrefixNone {
 		c.Prefix = l1.PrefixOnePass
 	}
+}
+
+// RejectLate rejects a call with mismatched temporary flags only after
+// reserving the keys that have flags: the error is right, but the rejected
+// call changed state.
+type RejectLate[K comparable] struct{ *l1.Manager[K] }
+
+// ReserveWrite reserves the flagged keys, then returns ErrInvalidArgument.
+func (m RejectLate[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	if len(temporary) == 0 || len(temporary) == len(keys) {
+		return m.Manager.ReserveWrite(keys, temporary, size, mode)
+	}
+	n := min(len(keys), len(temporary))
+	_, _ = m.Manager.ReserveWrite(keys[:n], temporary[:n], size, mode)
+	return nil, fmt.Errorf("%w: %d temporary flags for %d keys", l1.ErrInvalidArgument, len(temporary), len(keys))
 }

@@ -31,6 +31,10 @@ var (
 	VariantTruncateFlags = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return TruncateFlags[l1check.Key]{Manager: m}
 	}}
+	// VariantRejectLate wraps the manager in RejectLate.
+	VariantRejectLate = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return RejectLate[l1check.Key]{Manager: m}
+	}}
 	// VariantWritesNeverExpire configures WritesNeverExpire.
 	VariantWritesNeverExpire = l1check.Variant{Config: WritesNeverExpire}
 	// VariantReadsNeverExpire configures ReadsNeverExpire.
