@@ -1,0 +1,141 @@
+package scenario
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Columns are the report's column headings, in order; Row formats a
+// Result to match.
+var Columns = []string{
+	"policy", "requested", "granted", "share", "OOM keys", "failed calls",
+	"failed w/ free", "alloc calls", "probes", "evictions", "peak frag", "mean frag", "wall",
+}
+
+// Row formats r as the cells of one report row, under Columns.
+func Row(r *Result) []string {
+	return []string{
+		r.Policy.String(),
+		strconv.FormatInt(r.Requested, 10),
+		strconv.FormatInt(r.Granted, 10),
+		pct(r.Share()),
+		strconv.FormatInt(r.OOMKeys, 10),
+		strconv.FormatInt(r.FailedCalls, 10),
+		strconv.FormatInt(r.FailedWithFree, 10),
+		strconv.FormatUint(r.AllocCalls, 10),
+		strconv.FormatUint(r.Probes, 10),
+		strconv.FormatUint(r.Evictions, 10),
+		pct(r.PeakFrag),
+		pct(r.MeanFrag),
+		wall(r.Wall),
+	}
+}
+
+func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+
+func wall(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 0, 64) + "µs"
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+}
+
+// byScenario groups results by scenario, in the order of scs.
+func byScenario(scs []*Scenario, results []*Result) [][]*Result {
+	out := make([][]*Result, len(scs))
+	for _, r := range results {
+		for i, sc := range scs {
+			if sc.Name == r.Scenario {
+				out[i] = append(out[i], r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// summary says what one scenario is, for the report's heading.
+func summary(sc *Scenario) string {
+	var layouts []string
+	for i, l := range sc.Layouts {
+		layouts = append(layouts, fmt.Sprintf("%s %s (%d fit)", l.Name, formatSize(l.Size), sc.Slots(i)))
+	}
+	s := fmt.Sprintf("pool %s; layouts %s; %s simulated", formatSize(sc.Pool), strings.Join(layouts, ", "), sc.Duration(0))
+	return s
+}
+
+// WriteText writes one aligned text table per scenario, each under the
+// scenario's name, summary and outcome lines.
+func WriteText(w io.Writer, scs []*Scenario, results []*Result) error {
+	for i, rs := range byScenario(scs, results) {
+		if len(rs) == 0 {
+			continue
+		}
+		sc := scs[i]
+		fmt.Fprintf(w, "== %s: %s, %s simulated per policy\n", sc.Name, summary(sc), rs[0].Sim)
+		for _, o := range sc.Outcome {
+			fmt.Fprintf(w, "   %s\n", o)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, strings.Join(Columns, "\t")+"\t")
+		for _, r := range rs {
+			fmt.Fprintln(tw, strings.Join(Row(r), "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes the same tables as markdown: a level-3 heading per
+// scenario, its summary and outcome, then the table. preamble, if not
+// empty, is written first, followed by a blank line.
+func WriteMarkdown(w io.Writer, scs []*Scenario, results []*Result, preamble string) error {
+	if preamble != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimRight(preamble, "\n"))
+	}
+	for i, rs := range byScenario(scs, results) {
+		if len(rs) == 0 {
+			continue
+		}
+		sc := scs[i]
+		src := sc.Name
+		if sc.File != "" {
+			src = fmt.Sprintf("`%s`", sc.File)
+		}
+		fmt.Fprintf(w, "### %s\n\n%s: %s, %s simulated per policy.\n\n", sc.Name, src, summary(sc), rs[0].Sim)
+		for _, o := range sc.Outcome {
+			fmt.Fprintf(w, "> %s\n", o)
+		}
+		if len(sc.Outcome) > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "| %s |\n|", strings.Join(Columns, " | "))
+		for i := range Columns {
+			if i == 0 {
+				fmt.Fprint(w, "---|")
+			} else {
+				fmt.Fprint(w, "--:|")
+			}
+		}
+		fmt.Fprintln(w)
+		for _, r := range rs {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(Row(r), " | "))
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
