@@ -27,8 +27,26 @@
 // the *Bites tests assert that the committed seed corpus makes every
 // check fail on every variant it is meant to catch.
 //
-// Corpus: testdata/fuzz/<Target>/ holds the committed seeds, written by
-// TestSeedCorpus from the named scenarios in the *_test.go files (run it
-// with KVALLOC_UPDATE_CORPUS=1 to rewrite them), plus any minimized
-// crasher, which keeps its hex name. Plain `go test` replays all of them.
+// # Running
+//
+// Plain `go test ./fuzz/` replays every committed input of every target, and
+// runs the proofs that the checks bite. To fuzz, name exactly one target:
+//
+//	go test -run='^$' -fuzz='^FuzzReserveWrite$' -fuzztime=8h ./fuzz/
+//	fuzz/run.sh 5m          # every target in turn, 5 minutes each (make fuzz)
+//
+// A failure writes the minimized input to testdata/fuzz/<Target>/<hex> and
+// prints the command that replays it:
+//
+//	go test -run='^FuzzReserveWrite/<hex>$' -v ./fuzz/
+//
+// # Corpus
+//
+// testdata/fuzz/<Target>/ holds the committed inputs: named seeds, written
+// by TestSeedCorpus from the scenarios in the *_seeds_test.go files (rerun
+// it with KVALLOC_UPDATE_CORPUS=1 after changing a scenario; it fails while
+// a file is stale), and minimized crashers, which keep their hex names and
+// stay as regression tests. The inputs the fuzzer generates live in
+// $GOCACHE/fuzz/github.com/kvalloc/kvalloc/fuzz/<Target>/ and are not
+// committed.
 package fuzz
