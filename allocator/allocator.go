@@ -31,9 +31,11 @@ type Allocator struct {
 	shift  uint  // log2(align)
 	units  int64 // capacity in alignment units
 
-	// Live blocks: the first and the last unit of each.
-	starts, ends bitmap
-	free         extentIndex
+	// Live blocks: the first and the last unit of each. ends carries a
+	// summary level so Free checks a block's interior in O(1) words.
+	starts bitmap
+	ends   summedBitmap
+	free   extentIndex
 
 	freeUnits, usedUnits, liveBlocks int64
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
@@ -98,7 +100,7 @@ func New(r Region, opts Options) (*Allocator, error) {
 		shift:        uint(bits.TrailingZeros64(uint64(align))),
 		units:        units,
 		starts:       newBitmap(units),
-		ends:         newBitmap(units),
+		ends:         newSummedBitmap(units),
 		free:         newExtentIndex(),
 		freeUnits:    units,
 		largestUnits: units,
@@ -311,7 +313,7 @@ func (a *Allocator) Free(blocks ...Block) error {
 	}
 	a.runs = runs
 	for _, r := range runs {
-		if a.ends.countRange(r.start, r.end) != r.blocks {
+		if !a.runHoldsOnlyItsBlocksLocked(blocks, r) {
 			return a.badRunLocked(blocks, r)
 		}
 	}
@@ -385,6 +387,23 @@ func (a *Allocator) whyNotLiveLocked(b Block) string {
 		return "no live block starts here (already free, or never allocated)"
 	}
 	return "size does not match the live block at this offset"
+}
+
+// runHoldsOnlyItsBlocksLocked reports whether run r holds no live-block
+// end other than its blocks' own. A dense run (small blocks) is checked
+// with one popcount over its words; a sparse one (large blocks) block by
+// block through the summary level, a few words each.
+func (a *Allocator) runHoldsOnlyItsBlocksLocked(blocks []Block, r freeRun) bool {
+	if (r.end-r.start)/64 <= 4*r.blocks {
+		return a.ends.countRange(r.start, r.end) == r.blocks
+	}
+	for _, b := range blocks[r.first : r.first+int(r.blocks)] {
+		u := b.Offset >> a.shift
+		if a.ends.anySet(u, u+b.Size>>a.shift-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // badRunLocked names the block of run r that spans more than one live

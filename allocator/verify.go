@@ -103,7 +103,7 @@ func (a *Allocator) Verify() error {
 	case a.starts.count() != blocks || a.ends.count() != blocks:
 		return fmt.Errorf("bitmaps mark %d starts and %d ends for %d blocks", a.starts.count(), a.ends.count(), blocks)
 	}
-	return nil
+	return a.ends.verify()
 }
 
 // verifyTreap checks the subtree at t: every key lies strictly between the
