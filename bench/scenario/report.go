@@ -67,8 +67,7 @@ func summary(sc *Scenario) string {
 	for i, l := range sc.Layouts {
 		layouts = append(layouts, fmt.Sprintf("%s %s (%d fit)", l.Name, formatSize(l.Size), sc.Slots(i)))
 	}
-	s := fmt.Sprintf("pool %s; layouts %s; %s simulated", formatSize(sc.Pool), strings.Join(layouts, ", "), sc.Duration(0))
-	return s
+	return fmt.Sprintf("pool %s; layouts %s", formatSize(sc.Pool), strings.Join(layouts, ", "))
 }
 
 // WriteText writes one aligned text table per scenario, each under the
