@@ -50,7 +50,14 @@ bench:
 	@grep -h 'unavailable:' $(BENCH_OUT)/bench.txt | sed 's/^ *[a-z_]*\.go:[0-9]*: /skipped: /' | sort -u
 	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
 	$(GO) run ./bench/cmd/benchratio $(BENCH_OUT)/bench.txt
-	@# scenarios: appended by issue 6
+	@$(MAKE) --no-print-directory scenarios
+
+.PHONY: scenarios
+## scenarios: replay testdata/scenarios/*.scn under all 18 L1 policies: the
+## table on stdout, bench/out/scenarios.md and bench/out/sustained-burst.{svg,png}.
+scenarios:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/scenarios -out $(BENCH_OUT) testdata/scenarios/*.scn
 
 ## bench-ci: the gate in git mode against HEAD~1 on the gated set. Fails on
 ## any allocs/op growth, and on sec/op only above 25 % with p < 0.01,
