@@ -15,7 +15,7 @@ import (
 
 // l1Header configures the system.
 type l1Header struct {
-	Units    uint16 // capacity in 64-byte units: 1 + Units % 8192
+	Units    uint16 // capacity in 64-byte units: 1 + Units % 512, or with the top three bits set 1 + Units & 0x1fff
 	Place    uint8  // placement: Place % 3
 	Flags    uint8  // bit 0: evict on demand; bits 1-2: prefix strategy % 3; bits 3-4: TTLs
 	KeySpace uint16 // keys are taken modulo 1 + KeySpace
@@ -39,7 +39,15 @@ type l1Record struct {
 	Temp   uint16 // temporary flag of key i: bit i % 16
 }
 
-func (h l1Header) units() int { return 1 + int(h.Units)%8192 }
+// units decodes Units. Pools stay small (at most 512 units, so every
+// check after every op is cheap) unless the top three bits are set, which
+// allows up to 8192 units for scenarios like 5700 keys into room for 4560.
+func (h l1Header) units() int {
+	if h.Units>>13 == 7 {
+		return 1 + int(h.Units&0x1fff)
+	}
+	return 1 + int(h.Units)%512
+}
 
 // ttls are the TTL pairs the header can pick: the defaults, short ones,
 // and a write TTL shorter and longer than the read TTL.

@@ -16,7 +16,11 @@ import (
 // hdr is a header for a pool of units 64-byte units with keys modulo
 // keySpace.
 func hdr(units int, p allocator.Placement, keySpace int) l1Header {
-	return l1Header{Units: uint16(units - 1), Place: uint8(p), KeySpace: uint16(keySpace - 1)}
+	u := uint16(units - 1)
+	if units > 512 {
+		u |= 0xe000
+	}
+	return l1Header{Units: u, Place: uint8(p), KeySpace: uint16(keySpace - 1)}
 }
 
 func (h l1Header) evict() l1Header                     { h.Flags |= 1; return h }
