@@ -47,14 +47,16 @@ func (m *Manager[K]) IsEvictable(key K) bool {
 // placement other than Contiguous, which Fit does not model) it checks Fit
 // after each eviction; otherwise it retries the allocation after each
 // eviction that leaves at least n×size bytes free.
-func (m *Manager[K]) evictForLocked(size int64, n int, now int64, inRequest func(K) bool) ([]allocator.Block, error) {
+//
+// The call's own keys carry its stamp and are never evicted.
+func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	useFit := m.fit != nil && m.cfg.Placement != allocator.Contiguous
 	evicted := false
 	for v := m.lru.front(); ; {
 		if useFit && evicted && m.fit.Fit(size, n) >= n {
 			break
 		}
-		for v != nil && (!evictableLocked(v, now) || inRequest(v.key)) {
+		for v != nil && (!evictableLocked(v, now) || v.stamp == m.stamp) {
 			v = m.lru.after(v)
 		}
 		if v == nil {
@@ -62,6 +64,7 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64, inRequest func
 		}
 		next := m.lru.after(v)
 		m.removeLocked(v, CauseEvicted)
+		m.flushLocked() // Fit and Stats must see the block free
 		m.stats.OnDemandEvictions++
 		evicted = true
 		v = next
@@ -100,6 +103,7 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 	if m.closed {
 		return 0, ErrClosed
 	}
+	m.flushLocked()
 	limit := ratio * float64(m.mem.Stats().Capacity)
 	n := 0
 	for v := m.lru.front(); v != nil && float64(m.held) > limit; {

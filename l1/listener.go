@@ -237,9 +237,11 @@ func (m *Manager[K]) noteRemovedLocked(key K, cause Cause) {
 	m.queue = append(m.queue, queued[K]{ev: Event[K]{Kind: EventRemoved, Cause: cause, Keys: []K{key}}, listeners: m.listeners})
 }
 
-// unlock ends an operation: it releases the manager lock and delivers the
-// queued events unless another goroutine is delivering them already.
+// unlock ends an operation: it frees the blocks of the objects the
+// operation removed, releases the manager lock and delivers the queued
+// events unless another goroutine is delivering them already.
 func (m *Manager[K]) unlock() {
+	m.flushLocked()
 	if m.delivering || len(m.queue) == 0 {
 		m.mu.Unlock()
 		return

@@ -18,18 +18,25 @@ type object[K comparable] struct {
 	read      ttlLock
 	temporary bool
 	finished  bool // a write of this object has been finished
+	// stamp is the Manager.stamp of the last ReserveWrite that named the
+	// key: within one call it marks the keys already seen (see reserve.go).
+	stamp uint64
 
 	lruLinks, expLinks links[K]
 	queue              *list[K] // the expiry queue holding the object, or nil
 }
+
+// objectChunk is how many object records newObjectLocked allocates at once.
+const objectChunk = 64
 
 // Manager keeps one object per key over a Memory and hands out read and
 // write locks on them. It is safe for concurrent use: every method runs
 // under one mutex, and listeners run outside it (see Listener).
 type Manager[K comparable] struct {
 	mem   Memory
-	upTo  UpToAllocator // nil when mem has no AllocateUpTo
-	fit   Fitter        // nil when mem has no Fit
+	alloc *allocator.Allocator // mem itself, when it is one: its Append calls fill m.blocks
+	upTo  UpToAllocator        // nil when mem has no AllocateUpTo
+	fit   Fitter               // nil when mem has no Fit
 	cfg   Config
 	epoch time.Time
 	wttl  int64 // nanoseconds
@@ -44,6 +51,15 @@ type Manager[K comparable] struct {
 	stats       Counters
 	held        int64 // bytes in the objects' blocks
 	lastFreeErr error
+
+	// Scratch space, reused under the lock so that the hot paths allocate
+	// little beyond the slices they return.
+	stamp   uint64            // ReserveWrite calls so far (see object.stamp)
+	spare   []*object[K]      // zeroed records of removed objects, for reuse
+	pending []allocator.Block // blocks of removed objects, not yet freed
+	blocks  []allocator.Block // blocks from the memory, for the current call
+	picks   []pick[K]         // ReserveWrite's keys to allocate
+	relocks []pick[K]         // ReserveWrite's keys to re-lock
 
 	listeners  []Listener[K]
 	queue      []queued[K] // events waiting for delivery, in operation order
@@ -69,6 +85,7 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 		rttl:    int64(cfg.ReadTTL),
 		objects: make(map[K]*object[K]),
 	}
+	m.alloc, _ = mem.(*allocator.Allocator)
 	m.upTo, _ = mem.(UpToAllocator)
 	m.fit, _ = mem.(Fitter)
 	m.lru.init(false)
@@ -88,6 +105,30 @@ func (m *Manager[K]) lock() int64 {
 	now := int64(m.cfg.Now().Sub(m.epoch))
 	m.sweepLocked(now)
 	return now
+}
+
+// newObjectLocked returns a zeroed object record. Records are allocated
+// objectChunk at a time and reused once their objects are removed, so a
+// manager keeps as many records as it ever held objects at once, as its map
+// keeps its buckets.
+func (m *Manager[K]) newObjectLocked() *object[K] {
+	if len(m.spare) == 0 {
+		chunk := make([]object[K], objectChunk)
+		for i := len(chunk) - 1; i >= 0; i-- {
+			m.spare = append(m.spare, &chunk[i])
+		}
+	}
+	o := m.spare[len(m.spare)-1]
+	m.spare[len(m.spare)-1] = nil
+	m.spare = m.spare[:len(m.spare)-1]
+	return o
+}
+
+// releaseObjectLocked zeroes the record of a removed object, which nothing
+// may use afterwards, and keeps it for reuse.
+func (m *Manager[K]) releaseObjectLocked(o *object[K]) {
+	*o = object[K]{}
+	m.spare = append(m.spare, o)
 }
 
 // enqueueLocked puts o in an expiry queue, taking it out of any other.
@@ -113,17 +154,17 @@ func (m *Manager[K]) dequeueLocked(o *object[K]) {
 // block the memory refuses to free is counted in Stats.FreeErrors; the key
 // is dropped all the same.
 func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	key := o.key
 	m.dropLocked(o, cause)
-	m.noteRemovedLocked(o.key, cause)
+	m.noteRemovedLocked(key, cause)
 }
 
 // dropLocked is removeLocked without the event, for callers that report the
-// removal after another event of the same operation.
+// removal after another event of the same operation. The block joins
+// m.pending, freed by flushLocked before the manager next calls its memory
+// or releases its lock; o is zeroed for reuse.
 func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
-	if err := m.mem.Free(o.block); err != nil {
-		m.stats.FreeErrors++
-		m.lastFreeErr = err
-	}
+	m.pending = append(m.pending, o.block)
 	m.dequeueLocked(o)
 	m.lru.remove(o)
 	delete(m.objects, o.key)
@@ -133,6 +174,34 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 		m.stats.Expired++
 	case CauseEvicted:
 		m.stats.Evictions++
+	}
+	m.releaseObjectLocked(o)
+}
+
+// flushLocked frees the blocks of the objects removed since the last flush,
+// in one Free call. When that fails it frees them one at a time, so that
+// one block the memory refuses does not keep the others, and counts each
+// refusal in Stats.FreeErrors, as a Free per object would have.
+func (m *Manager[K]) flushLocked() {
+	bs := m.pending
+	if len(bs) == 0 {
+		return
+	}
+	m.pending = bs[:0]
+	err := m.mem.Free(bs...)
+	if err == nil {
+		return
+	}
+	if len(bs) == 1 {
+		m.stats.FreeErrors++
+		m.lastFreeErr = err
+		return
+	}
+	for i := range bs {
+		if err := m.mem.Free(bs[i : i+1]...); err != nil {
+			m.stats.FreeErrors++
+			m.lastFreeErr = err
+		}
 	}
 }
 
@@ -192,7 +261,10 @@ func (m *Manager[K]) Close() error {
 	}
 	before := m.stats.FreeErrors
 	m.clearLocked(now, true)
+	m.flushLocked()
 	m.closed = true
+	// Let the collector have the records and scratch space.
+	m.spare, m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil, nil
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
 	}

@@ -90,9 +90,18 @@ func (m *Manager[K]) prefixLocked(size int64, n int) ([]allocator.Block, error) 
 }
 
 // allocUpToLocked makes one AllocateUpTo call and checks its answer.
+// Like allocBatchLocked, it may answer in m.blocks.
 func (m *Manager[K]) allocUpToLocked(size int64, n int) ([]allocator.Block, error) {
+	m.flushLocked()
 	m.stats.AllocCalls++
-	blocks, err := m.upTo.AllocateUpTo(size, n, m.cfg.Placement)
+	var blocks []allocator.Block
+	var err error
+	if m.alloc != nil {
+		blocks, err = m.alloc.AppendUpTo(m.blocks[:0], size, n, m.cfg.Placement)
+		m.blocks = blocks[:0]
+	} else {
+		blocks, err = m.upTo.AllocateUpTo(size, n, m.cfg.Placement)
+	}
 	switch {
 	case err != nil && isOOM(err):
 		return nil, nil

@@ -102,47 +102,53 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	}
 	out := make([]Result, len(keys))
 
-	// first maps each key to its first index, for repeats and for keeping
-	// the request's keys out of eviction. One key needs no map.
-	var first map[K]int
-	if len(keys) > 1 {
-		first = make(map[K]int, len(keys))
-		for i, k := range keys {
-			if _, ok := first[k]; !ok {
-				first[k] = i
+	// Each key is looked up once. An object the call has seen carries its
+	// stamp: a later occurrence of its key is a repeat, and on-demand
+	// eviction spares it. A missing key to allocate gets a placeholder
+	// record at once, so that a repeat finds it; the placeholder is in the
+	// map only (not in the LRU list or a queue) and is filled, or removed,
+	// before the call returns. Nothing else can see it: the call holds the
+	// manager lock throughout.
+	m.stamp++
+	stamp := m.stamp
+	need, relock := m.picks[:0], m.relocks[:0]
+	committed := false
+	defer func() {
+		if !committed { // an allocation error, or a panic in the memory
+			for _, p := range need {
+				delete(m.objects, p.o.key)
+				m.releaseObjectLocked(p.o)
 			}
 		}
-	}
-	var relock, need []int
+		clear(need)
+		clear(relock)
+		m.picks, m.relocks = need[:0], relock[:0]
+	}()
 	for i, k := range keys {
-		if first != nil && first[k] != i {
-			out[i].Status = KeyNotWritable
-			continue
-		}
 		o := m.lookupLocked(k, now)
 		switch {
-		case o == nil && mode == ModeUpdate, o != nil && mode == ModeNew:
+		case o != nil && o.stamp == stamp: // a repeat
+			out[i].Status = KeyNotWritable
+		case o == nil && mode == ModeUpdate:
 			out[i].Status = KeyNotWritable
 		case o == nil:
-			need = append(need, i)
-		case !m.writableLocked(o, size, now):
+			o = m.newObjectLocked()
+			o.key, o.stamp = k, stamp
+			m.objects[k] = o
+			need = append(need, pick[K]{i: i, o: o})
+		case mode == ModeNew || !m.writableLocked(o, size, now):
+			o.stamp = stamp
 			out[i].Status = KeyNotWritable
 		default:
-			relock = append(relock, i)
+			o.stamp = stamp
+			relock = append(relock, pick[K]{i: i, o: o})
 		}
 	}
 
 	var blocks []allocator.Block
 	if len(need) > 0 {
-		inRequest := func(k K) bool {
-			if first == nil {
-				return k == keys[0]
-			}
-			_, ok := first[k]
-			return ok
-		}
 		var err error
-		blocks, err = m.allocateLocked(size, len(need), now, inRequest)
+		blocks, err = m.allocateLocked(size, len(need), now)
 		if err != nil {
 			return nil, err
 		}
@@ -156,24 +162,27 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	}
 
 	// Nothing below can fail: apply the reservations.
-	for j, i := range need {
+	committed = true
+	for j, p := range need {
+		o := p.o
 		if j >= len(blocks) {
-			out[i].Status = OutOfMemory
+			delete(m.objects, o.key)
+			m.releaseObjectLocked(o)
+			out[p.i].Status = OutOfMemory
 			continue
 		}
-		o := &object[K]{key: keys[i], block: blocks[j], size: size, temporary: flag(temporary, i)}
-		m.objects[o.key] = o
+		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, p.i)
 		m.held += o.block.Size
 		m.lru.pushBack(o)
 		m.writeLockLocked(o, now)
-		out[i] = Result{Status: OK, Block: o.block}
+		out[p.i] = Result{Status: OK, Block: o.block}
 	}
-	for _, i := range relock {
-		o := m.objects[keys[i]]
-		o.size, o.temporary = size, flag(temporary, i)
+	for _, p := range relock {
+		o := p.o
+		o.size, o.temporary = size, flag(temporary, p.i)
 		m.lru.moveToBack(o)
 		m.writeLockLocked(o, now)
-		out[i] = Result{Status: OK, Block: o.block}
+		out[p.i] = Result{Status: OK, Block: o.block}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
 	if m.listening() {
@@ -186,6 +195,13 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 		m.emitLocked(EventWriteReserved, ok)
 	}
 	return out, nil
+}
+
+// pick is a key ReserveWrite allocates or re-locks: its index in the call
+// and its object (for a key to allocate, the placeholder).
+type pick[K comparable] struct {
+	i int
+	o *object[K]
 }
 
 func flag(temporary []bool, i int) bool { return len(temporary) > 0 && temporary[i] }
@@ -205,7 +221,7 @@ func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 // largest prefix that fits after on-demand eviction, or none. It errs only
 // when the memory fails for a reason other than lack of space, and then it
 // holds no block.
-func (m *Manager[K]) allocateLocked(size int64, n int, now int64, inRequest func(K) bool) ([]allocator.Block, error) {
+func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
@@ -219,7 +235,7 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64, inRequest func
 		return nil, nil
 	}
 	if m.cfg.EvictOnDemand {
-		blocks, err := m.evictForLocked(size, n, now, inRequest)
+		blocks, err := m.evictForLocked(size, n, now)
 		if err != nil || blocks != nil {
 			return blocks, err
 		}
@@ -228,9 +244,18 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64, inRequest func
 }
 
 // allocBatchLocked makes one all-or-nothing call and checks its answer.
+// The blocks are m.blocks, valid until the next call to the memory.
 func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, error) {
+	m.flushLocked()
 	m.stats.AllocCalls++
-	blocks, err := m.mem.AllocateBatch(size, n, m.cfg.Placement)
+	var blocks []allocator.Block
+	var err error
+	if m.alloc != nil {
+		blocks, err = m.alloc.AppendBatch(m.blocks[:0], size, n, m.cfg.Placement)
+		m.blocks = blocks[:0]
+	} else {
+		blocks, err = m.mem.AllocateBatch(size, n, m.cfg.Placement)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +268,7 @@ func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, err
 
 // freeLocked returns blocks the manager got but will not keep.
 func (m *Manager[K]) freeLocked(blocks []allocator.Block) error {
+	m.flushLocked()
 	if len(blocks) == 0 {
 		return nil
 	}
