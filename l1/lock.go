@@ -79,20 +79,37 @@ func (m *Manager[K]) sweepLocked(now int64) {
 // lookupLocked returns the object for key, or nil, after applying lapsed
 // locks to it: the check that backs up sweepLocked for keys a call names.
 func (m *Manager[K]) lookupLocked(key K, now int64) *object[K] {
-	o := m.objects[key]
+	o, _ := m.lookupHashLocked(key, m.objects.hash(key), now)
+	return o
+}
+
+// lookupHashLocked is lookupLocked for a key whose hash is h. When it
+// returns nil, the int is where the index would put key.
+func (m *Manager[K]) lookupHashLocked(key K, h uint32, now int64) (*object[K], int) {
+	o, pos := m.objects.find(key, h)
 	if o == nil {
-		return nil
+		return nil, pos
 	}
+	if m.checkLocked(o, now) {
+		return o, pos
+	}
+	// o left a hole in the probe run: find where key goes now.
+	_, pos = m.objects.find(key, h)
+	return nil, pos
+}
+
+// checkLocked applies lapsed locks to o and reports whether it survived.
+func (m *Manager[K]) checkLocked(o *object[K], now int64) bool {
 	if o.write.lapsed(now) {
 		m.removeLocked(o, CauseExpired)
-		return nil
+		return false
 	}
 	if o.read.lapsed(now) {
 		if o.temporary {
 			m.removeLocked(o, CauseExpired)
-			return nil
+			return false
 		}
 		o.read = ttlLock{}
 	}
-	return o
+	return true
 }

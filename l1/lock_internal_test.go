@@ -1,6 +1,7 @@
 package l1
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,10 +33,17 @@ func TestTTLLock(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	var s store[int]
+	s.init()
 	var l list[int]
-	l.init(false)
+	l.init(&s, false)
 	assert.Nil(t, l.front())
-	objs := []*object[int]{{key: 0}, {key: 1}, {key: 2}}
+	var objs []*object[int]
+	for k := range 3 {
+		o := s.alloc()
+		o.key = k
+		objs = append(objs, o)
+	}
 	for _, o := range objs {
 		l.pushBack(o)
 	}
@@ -57,9 +65,60 @@ func TestList(t *testing.T) {
 
 	// The expiry links are independent of the LRU links.
 	var q list[int]
-	q.init(true)
+	q.init(&s, true)
 	q.pushBack(objs[0])
 	assert.Equal(t, []int{1, 0}, order())
 	assert.Equal(t, objs[0], q.front())
 	assert.Nil(t, q.after(objs[0]))
+}
+
+// TestStore drives the index with random inserts and removals of few keys,
+// so that probe runs collide and wrap, and checks it against a map after
+// every step: each key found or missing as it should be, and every probe
+// run intact (each slot reachable from its home without crossing an empty
+// slot). The second pass gives all keys one of four hashes: long runs.
+func TestStore(t *testing.T) {
+	for _, hashMask := range []uint32{^uint32(0), 3} {
+		var s store[int]
+		s.init()
+		model := map[int]*object[int]{}
+		rng := rand.New(rand.NewPCG(1, uint64(hashMask)))
+		for step := range 10000 {
+			k := rng.IntN(48)
+			h := s.hash(k) & hashMask
+			o, pos := s.find(k, h)
+			if o != model[k] {
+				t.Fatalf("mask %x step %d: find(%d) = %p, want %p", hashMask, step, k, o, model[k])
+			}
+			if o == nil {
+				o = s.alloc()
+				o.key, o.hash = k, h
+				s.insert(o, pos)
+				model[k] = o
+			} else if rng.IntN(2) == 0 {
+				s.remove(o)
+				s.release(o)
+				delete(model, k)
+			}
+			if s.n != len(model) {
+				t.Fatalf("mask %x step %d: n %d, model %d", hashMask, step, s.n, len(model))
+			}
+			mask := uint32(len(s.slots) - 1)
+			for i, sl := range s.slots {
+				if sl.rec == 0 {
+					continue
+				}
+				o := s.rec(sl.rec)
+				if o.hash != sl.hash || model[o.key] != o {
+					t.Fatalf("mask %x step %d: slot %d holds a stale record", hashMask, step, i)
+				}
+				for j := sl.hash & mask; j != uint32(i); j = (j + 1) & mask {
+					if s.slots[j].rec == 0 {
+						t.Fatalf("mask %x step %d: slot %d unreachable from its home %d", hashMask, step, i, sl.hash&mask)
+					}
+				}
+			}
+		}
+		assert.Len(t, s.chunks, 1, "records are reused")
+	}
 }

@@ -22,12 +22,20 @@ type object[K comparable] struct {
 	// key: within one call it marks the keys already seen (see reserve.go).
 	stamp uint64
 
-	lruLinks, expLinks links[K]
-	queue              *list[K] // the expiry queue holding the object, or nil
+	hash               uint32 // the index's hash of key (see store.go)
+	idx                int32  // the record's number
+	lruLinks, expLinks links
+	queue              queueID // the expiry queue holding the object
 }
 
-// objectChunk is how many object records newObjectLocked allocates at once.
-const objectChunk = 64
+// queueID names an expiry queue.
+type queueID uint8
+
+const (
+	noQueue queueID = iota
+	writeQueue
+	tempQueue
+)
 
 // Manager keeps one object per key over a Memory and hands out read and
 // write locks on them. It is safe for concurrent use: every method runs
@@ -43,10 +51,10 @@ type Manager[K comparable] struct {
 	rttl  int64
 
 	mu          sync.Mutex
-	objects     map[K]*object[K]
-	lru         list[K] // every object, least recently used first
-	writeQ      list[K] // write-locked objects, by write expiry
-	tempQ       list[K] // read-locked temporary objects, by read expiry
+	objects     store[K] // the records, and the index from keys to them
+	lru         list[K]  // every object, least recently used first
+	writeQ      list[K]  // write-locked objects, by write expiry
+	tempQ       list[K]  // read-locked temporary objects, by read expiry
 	closed      bool
 	stats       Counters
 	held        int64 // bytes in the objects' blocks
@@ -55,7 +63,6 @@ type Manager[K comparable] struct {
 	// Scratch space, reused under the lock so that the hot paths allocate
 	// little beyond the slices they return.
 	stamp   uint64            // ReserveWrite calls so far (see object.stamp)
-	spare   []*object[K]      // zeroed records of removed objects, for reuse
 	pending []allocator.Block // blocks of removed objects, not yet freed
 	blocks  []allocator.Block // blocks from the memory, for the current call
 	picks   []pick[K]         // ReserveWrite's keys to allocate
@@ -78,19 +85,19 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 		return nil, err
 	}
 	m := &Manager[K]{
-		mem:     mem,
-		cfg:     cfg,
-		epoch:   cfg.Now(),
-		wttl:    int64(cfg.WriteTTL),
-		rttl:    int64(cfg.ReadTTL),
-		objects: make(map[K]*object[K]),
+		mem:   mem,
+		cfg:   cfg,
+		epoch: cfg.Now(),
+		wttl:  int64(cfg.WriteTTL),
+		rttl:  int64(cfg.ReadTTL),
 	}
 	m.alloc, _ = mem.(*allocator.Allocator)
 	m.upTo, _ = mem.(UpToAllocator)
 	m.fit, _ = mem.(Fitter)
-	m.lru.init(false)
-	m.writeQ.init(true)
-	m.tempQ.init(true)
+	m.objects.init()
+	m.lru.init(&m.objects, false)
+	m.writeQ.init(&m.objects, true)
+	m.tempQ.init(&m.objects, true)
 	return m, nil
 }
 
@@ -107,46 +114,30 @@ func (m *Manager[K]) lock() int64 {
 	return now
 }
 
-// newObjectLocked returns a zeroed object record. Records are allocated
-// objectChunk at a time and reused once their objects are removed, so a
-// manager keeps as many records as it ever held objects at once, as its map
-// keeps its buckets.
-func (m *Manager[K]) newObjectLocked() *object[K] {
-	if len(m.spare) == 0 {
-		chunk := make([]object[K], objectChunk)
-		for i := len(chunk) - 1; i >= 0; i-- {
-			m.spare = append(m.spare, &chunk[i])
-		}
+// queueLocked returns the expiry queue id names.
+func (m *Manager[K]) queueLocked(id queueID) *list[K] {
+	if id == writeQueue {
+		return &m.writeQ
 	}
-	o := m.spare[len(m.spare)-1]
-	m.spare[len(m.spare)-1] = nil
-	m.spare = m.spare[:len(m.spare)-1]
-	return o
-}
-
-// releaseObjectLocked zeroes the record of a removed object, which nothing
-// may use afterwards, and keeps it for reuse.
-func (m *Manager[K]) releaseObjectLocked(o *object[K]) {
-	*o = object[K]{}
-	m.spare = append(m.spare, o)
+	return &m.tempQ
 }
 
 // enqueueLocked puts o in an expiry queue, taking it out of any other.
-func (m *Manager[K]) enqueueLocked(o *object[K], q *list[K]) {
-	if o.queue == q {
-		q.moveToBack(o)
+func (m *Manager[K]) enqueueLocked(o *object[K], id queueID) {
+	if o.queue == id {
+		m.queueLocked(id).moveToBack(o)
 		return
 	}
 	m.dequeueLocked(o)
-	q.pushBack(o)
-	o.queue = q
+	m.queueLocked(id).pushBack(o)
+	o.queue = id
 }
 
 // dequeueLocked takes o out of its expiry queue, if any.
 func (m *Manager[K]) dequeueLocked(o *object[K]) {
-	if o.queue != nil {
-		o.queue.remove(o)
-		o.queue = nil
+	if o.queue != noQueue {
+		m.queueLocked(o.queue).remove(o)
+		o.queue = noQueue
 	}
 }
 
@@ -167,7 +158,7 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.pending = append(m.pending, o.block)
 	m.dequeueLocked(o)
 	m.lru.remove(o)
-	delete(m.objects, o.key)
+	m.objects.remove(o)
 	m.held -= o.block.Size
 	switch cause {
 	case CauseExpired:
@@ -175,7 +166,7 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	case CauseEvicted:
 		m.stats.Evictions++
 	}
-	m.releaseObjectLocked(o)
+	m.objects.release(o)
 }
 
 // flushLocked frees the blocks of the objects removed since the last flush,
@@ -264,7 +255,8 @@ func (m *Manager[K]) Close() error {
 	m.flushLocked()
 	m.closed = true
 	// Let the collector have the records and scratch space.
-	m.spare, m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil, nil
+	m.objects.reset()
+	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
 	}
@@ -292,7 +284,7 @@ func (m *Manager[K]) Touch(keys []K) {
 func (m *Manager[K]) Len() int {
 	m.lock()
 	defer m.unlock()
-	return len(m.objects)
+	return m.objects.n
 }
 
 // isOOM reports whether an allocator error means "does not fit".

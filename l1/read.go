@@ -50,7 +50,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
 	o.read.lock(locks, now, m.rttl)
 	if o.temporary {
-		m.enqueueLocked(o, &m.tempQ)
+		m.enqueueLocked(o, tempQueue)
 	}
 }
 

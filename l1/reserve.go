@@ -116,8 +116,8 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	defer func() {
 		if !committed { // an allocation error, or a panic in the memory
 			for _, p := range need {
-				delete(m.objects, p.o.key)
-				m.releaseObjectLocked(p.o)
+				m.objects.remove(p.o)
+				m.objects.release(p.o)
 			}
 		}
 		clear(need)
@@ -125,16 +125,17 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 		m.picks, m.relocks = need[:0], relock[:0]
 	}()
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		h := m.objects.hash(k)
+		o, pos := m.lookupHashLocked(k, h, now)
 		switch {
 		case o != nil && o.stamp == stamp: // a repeat
 			out[i].Status = KeyNotWritable
 		case o == nil && mode == ModeUpdate:
 			out[i].Status = KeyNotWritable
 		case o == nil:
-			o = m.newObjectLocked()
-			o.key, o.stamp = k, stamp
-			m.objects[k] = o
+			o = m.objects.alloc()
+			o.key, o.hash, o.stamp = k, h, stamp
+			m.objects.insert(o, pos)
 			need = append(need, pick[K]{i: i, o: o})
 		case mode == ModeNew || !m.writableLocked(o, size, now):
 			o.stamp = stamp
@@ -166,8 +167,8 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	for j, p := range need {
 		o := p.o
 		if j >= len(blocks) {
-			delete(m.objects, o.key)
-			m.releaseObjectLocked(o)
+			m.objects.remove(o)
+			m.objects.release(o)
 			out[p.i].Status = OutOfMemory
 			continue
 		}
@@ -214,7 +215,7 @@ func (m *Manager[K]) writableLocked(o *object[K], size int64, now int64) bool {
 
 func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 	o.write.lock(1, now, m.wttl)
-	m.enqueueLocked(o, &m.writeQ)
+	m.enqueueLocked(o, writeQueue)
 }
 
 // allocateLocked returns up to n blocks of size bytes: all n, or the

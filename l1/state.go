@@ -54,12 +54,12 @@ func (m *Manager[K]) State(key K) (ObjectState, bool) {
 func (m *Manager[K]) Snapshot() []Entry[K] {
 	now := m.lock()
 	defer m.unlock()
-	out := make([]Entry[K], 0, len(m.objects))
+	out := make([]Entry[K], 0, m.objects.n)
 	for o := m.lru.front(); o != nil; {
 		next := m.lru.after(o)
 		// Normalizes lapsed read locks; a clock gone backwards may also
 		// reclaim here what the sweep missed.
-		if m.lookupLocked(o.key, now) != nil {
+		if m.checkLocked(o, now) {
 			out = append(out, Entry[K]{Key: o.key, ObjectState: m.stateLocked(o, now)})
 		}
 		o = next

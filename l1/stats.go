@@ -52,7 +52,7 @@ func (m *Manager[K]) Stats() Stats {
 	defer m.mu.Unlock()
 	ms := m.mem.Stats()
 	return Stats{
-		Objects:             len(m.objects),
+		Objects:             m.objects.n,
 		WriteLocked:         m.writeQ.len,
 		TemporaryReadLocked: m.tempQ.len,
 		Held:                m.held,
