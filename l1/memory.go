@@ -10,6 +10,12 @@ import "github.com/kvalloc/kvalloc/allocator"
 // allocator.ErrOutOfMemory means "does not fit" (a size larger than the
 // whole capacity included) and becomes OutOfMemory statuses; any other error
 // is returned to the caller of ReserveWrite.
+//
+// The blocks of the objects one call removes are freed together, in one
+// Free call, before the manager next calls the memory and before the call
+// returns. When that Free fails, the manager frees the blocks one at a time,
+// counting each refusal in Stats.FreeErrors, so Free must be all or nothing,
+// as the allocator's is: a Free that fails has freed none of its blocks.
 type Memory interface {
 	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
 	Free(blocks ...allocator.Block) error

@@ -115,3 +115,44 @@ func TestClockGoingBackwards(t *testing.T) {
 	assert.Equal(t, 2, e.m.Len())
 	assert.Equal(t, uint64(2), e.m.Stats().Expired)
 }
+
+// refuseOne refuses, all or nothing, any Free that includes one block.
+type refuseOne struct {
+	*countMem
+	bad int64 // the offset refused
+}
+
+func (r *refuseOne) Free(blocks ...allocator.Block) error {
+	for _, b := range blocks {
+		if b.Offset == r.bad {
+			return errBroken
+		}
+	}
+	return r.countMem.Free(blocks...)
+}
+
+// The blocks of one call's removals are freed together; a block the memory
+// refuses neither keeps the others nor hides from FreeErrors.
+func TestFreeRefused(t *testing.T) {
+	t.Run("one_block_of_a_delete", func(t *testing.T) {
+		mem := &refuseOne{countMem: newCountMem(10, obj)}
+		e := newEnvOver(t, nil, mem, l1.Config{})
+		rs := e.put(t, keys(0, 4), obj)
+		mem.bad = rs[1].Block.Offset
+		assert.Equal(t, repeat(l1.OK, 4), e.m.Delete(keys(0, 4), false))
+		assert.Equal(t, uint64(1), e.m.Stats().FreeErrors)
+		assert.Zero(t, e.m.Len())
+		assert.Equal(t, int64(1), mem.Stats().LiveBlocks, "only the refused block is still live")
+		err := e.m.Close()
+		require.NoError(t, err, "Close reports only its own refusals")
+	})
+	t.Run("every_block_counts", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, keys(0, 3), obj)
+		require.NoError(t, e.a.Close())
+		err := e.m.Close()
+		require.ErrorIs(t, err, allocator.ErrClosed)
+		assert.ErrorContains(t, err, "3 blocks not freed")
+		assert.Equal(t, uint64(3), e.m.Stats().FreeErrors)
+	})
+}
