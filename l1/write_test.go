@@ -163,6 +163,28 @@ func TestReserveWrite(t *testing.T) {
 			})
 		}
 	})
+	t.Run("allocator_error_or_panic_leaves_no_key_behind", func(t *testing.T) {
+		for _, panics := range []bool{false, true} {
+			mem := &panicMem{countMem: newCountMem(10, obj)}
+			e := newEnvOver(t, nil, mem, l1.Config{})
+			e.put(t, []int{1}, obj)
+			mem.fail, mem.panics = errBroken, panics
+			func() {
+				defer func() {
+					assert.Equal(t, panics, recover() != nil)
+				}()
+				_, err := e.m.ReserveWrite([]int{2, 1, 3, 2, 3}, nil, obj, l1.ModeAll)
+				require.ErrorIs(t, err, errBroken)
+			}()
+			assert.Equal(t, 1, e.m.Len(), "panics %v", panics)
+			_, ok := e.m.State(2)
+			assert.False(t, ok)
+			mem.fail, mem.panics = nil, false
+			rs := e.reserve(t, []int{3, 2, 3}, obj)
+			assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable}, statuses(rs))
+			assert.Equal(t, 3, e.m.Len())
+		}
+	})
 	t.Run("allocator_error_in_a_probe_frees_the_probes", func(t *testing.T) {
 		mem := &failAfter{countMem: newCountMem(5, obj), after: 3}
 		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
@@ -305,4 +327,19 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 		require.ErrorIs(t, err, l1.ErrInvalidArgument)
 		assert.True(t, e.state(t, 1).WriteLocked)
 	})
+}
+
+// panicMem is countMem whose allocations panic with fail instead of
+// returning it when panics is set.
+type panicMem struct {
+	*countMem
+	panics bool
+}
+
+func (p *panicMem) AllocateBatch(size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
+	blocks, err := p.countMem.AllocateBatch(size, n, pl)
+	if err != nil && p.panics {
+		panic(err)
+	}
+	return blocks, err
 }
