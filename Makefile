@@ -4,16 +4,29 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit
+.PHONY: test vet unit fuzz fuzz-smoke
 
-## test: go vet, then the whole suite with the race detector.
-test: vet unit
+## test: go vet, the whole suite with the race detector, then a short run of
+## every fuzz target.
+test: vet unit fuzz-smoke
 
 vet:
 	$(GO) vet $(PKGS)
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# FUZZTIME is how long make fuzz runs each target; FUZZ_SMOKE how long
+# make test does. fuzz/run.sh prints executions per second and new coverage.
+FUZZTIME   ?= 1m
+FUZZ_SMOKE ?= 10s
+
+## fuzz: every native fuzz target in turn, FUZZTIME each (make fuzz FUZZTIME=5m).
+fuzz:
+	GO=$(GO) sh fuzz/run.sh $(FUZZTIME)
+
+fuzz-smoke:
+	GO=$(GO) sh fuzz/run.sh $(FUZZ_SMOKE)
 
 # ---- Benchmarks (issue 5): bench, bench-ci, bench-diff, profile ----------
 # See bench/doc.go for what each benchmark measures and its floor.
