@@ -105,6 +105,9 @@
 //   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll
 //     that counts keys.
 //   - Stats counts probes, partial grants, OOM keys, evictions and expiries.
+//   - Each call hashes each key it names once, into an index that holds no
+//     pointers (see store.go); the records of removed objects are reused,
+//     and the blocks an operation releases go back in one Free call.
 //
 // Kept as in LMCache: one expiry per lock, refreshed by every lock call,
 // shared by all holders; grants are prefixes only (no bitmap of granted
