@@ -106,8 +106,8 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	// stamp: a later occurrence of its key is a repeat, and on-demand
 	// eviction spares it. A missing key to allocate gets a placeholder
 	// record at once, so that a repeat finds it; the placeholder is in the
-	// map only (not in the LRU list or a queue) and is filled, or removed,
-	// before the call returns. Nothing else can see it: the call holds the
+	// index only (not in the LRU list or a queue) and is filled, or
+	// removed, before the call returns. Nothing else can see it: the call holds the
 	// manager lock throughout.
 	m.stamp++
 	stamp := m.stamp
