@@ -36,6 +36,7 @@ var eventKindNames = [...]string{
 	EventAccessed:                  "accessed",
 }
 
+// String names the kind, e.g. "write-reserved".
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) {
 		return eventKindNames[k]
@@ -75,6 +76,7 @@ var causeNames = [...]string{
 	CauseTemporaryRead: "temporary-read",
 }
 
+// String names the cause, e.g. "evicted".
 func (c Cause) String() string {
 	if int(c) < len(causeNames) {
 		return causeNames[c]
