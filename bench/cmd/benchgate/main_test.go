@@ -165,3 +165,38 @@ func TestUsageErrors(t *testing.T) {
 	}
 	assert.Contains(t, errOut, "Exit status: 0 no regression or skipped, 1 regression, 2 usage error or failure.")
 }
+
+// TestFileModeTwoRunsOfSameCode feeds the gate two real runs of the same
+// kvalloc benchmark binary (bench-ci's gated set, 10 interleaved rounds at
+// -cpu 1, recorded in testdata/ on a 2-core VM) and expects no regression
+// at the default thresholds. It then slows every sec/op of the second run
+// by 12 % and expects the gate to fail on each benchmark that has noise
+// low enough to see it.
+func TestFileModeTwoRunsOfSameCode(t *testing.T) {
+	a, b := filepath.Join("testdata", "same-code-1.txt"), filepath.Join("testdata", "same-code-2.txt")
+	code, out, errOut := runArgs("-old", a, "-new", b)
+	t.Log("\n" + out)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "PASS: no regressions")
+	assert.NotContains(t, out, "NaN")
+
+	raw, err := os.ReadFile(b)
+	require.NoError(t, err)
+	var slow strings.Builder
+	for _, line := range strings.SplitAfter(string(raw), "\n") {
+		f := strings.Fields(line)
+		for i := 1; i+1 < len(f); i++ {
+			if f[i+1] == "ns/op" {
+				var ns float64
+				_, err := fmt.Sscan(f[i], &ns)
+				require.NoError(t, err, line)
+				line = strings.Replace(line, f[i]+" ns/op", fmt.Sprintf("%.2f ns/op", ns*1.12), 1)
+			}
+		}
+		slow.WriteString(line)
+	}
+	code, out, _ = runArgs("-old", a, "-new", writeFile(t, "slow.txt", slow.String()))
+	t.Log("\n" + out)
+	assert.Equal(t, exitRegression, code)
+	assert.Regexp(t, `(?m)^AllocateBatch/region=heap/placement=scattered/n=256\s.*\+1[0-4]\.\d\d% .*REGRESSION`, out)
+}
