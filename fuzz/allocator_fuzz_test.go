@@ -20,19 +20,9 @@ const (
 	fzCapacity = fzAlign * fzUnits
 )
 
-// allocatorUnderTest is everything FuzzAllocator calls and observes.
-// *allocator.Allocator satisfies it, and so do the broken variants in
-// internal/reference/mutant.
-type allocatorUnderTest interface {
-	Allocate(size int64) (allocator.Block, error)
-	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
-	AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
-	Fit(size int64, n int) int
-	Free(blocks ...allocator.Block) error
-	Stats() allocator.Stats
-	FreeExtents() []allocator.Block
-	Verify() error
-}
+// allocatorUnderTest is what the checks call and observes; the broken variants
+// in internal/reference/mutant satisfy it too.
+type allocatorUnderTest = reference.UnderTest
 
 // allocRecord is one operation of FuzzAllocator: 8 bytes, little endian.
 type allocRecord struct {

@@ -21,18 +21,9 @@ const (
 	pCapacity = pAlign * pUnits
 )
 
-// allocUnderTest is what the property calls and observes; the broken
-// variants in internal/reference/mutant satisfy it too.
-type allocUnderTest interface {
-	Allocate(size int64) (allocator.Block, error)
-	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
-	AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
-	Fit(size int64, n int) int
-	Free(blocks ...allocator.Block) error
-	Stats() allocator.Stats
-	FreeExtents() []allocator.Block
-	Verify() error
-}
+// allocUnderTest is what the checks call and observes; the broken variants
+// in internal/reference/mutant satisfy it too.
+type allocUnderTest = reference.UnderTest
 
 func newPropAllocator() *allocator.Allocator {
 	r, err := allocator.NewHeapRegion(pCapacity)

@@ -143,32 +143,3 @@ func (r *Alloc) Live() []allocator.Block {
 	}
 	return out
 }
-
-// Compare checks the real allocator's observable state against the model:
-// free and used bytes, largest extent, the exact list of free extents, live
-// block count, and the allocator's own invariants.
-func (r *Alloc) Compare(a *allocator.Allocator) error {
-	if err := a.Verify(); err != nil {
-		return fmt.Errorf("invariant: %w", err)
-	}
-	st := a.Stats()
-	runs := r.Runs()
-	switch {
-	case st.Free != r.FreeBytes():
-		return fmt.Errorf("free bytes %d, reference %d", st.Free, r.FreeBytes())
-	case st.Used+st.Free != st.Capacity:
-		return fmt.Errorf("used %d + free %d != capacity %d", st.Used, st.Free, st.Capacity)
-	case st.LargestFree != r.Largest():
-		return fmt.Errorf("largest free %d, reference %d", st.LargestFree, r.Largest())
-	case st.FreeExtents != len(runs):
-		return fmt.Errorf("%d free extents, reference %d (not coalesced?)", st.FreeExtents, len(runs))
-	case st.LiveBlocks != int64(len(r.live)):
-		return fmt.Errorf("%d live blocks, reference %d", st.LiveBlocks, len(r.live))
-	}
-	for i, e := range a.FreeExtents() {
-		if e.Offset != runs[i][0]*r.Align || e.Size != runs[i][1]*r.Align {
-			return fmt.Errorf("free extent %d is %+v, reference [%d,+%d)", i, e, runs[i][0]*r.Align, runs[i][1]*r.Align)
-		}
-	}
-	return nil
-}

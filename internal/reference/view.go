@@ -17,8 +17,20 @@ type AllocView interface {
 	Verify() error
 }
 
-// CompareView is Compare for any AllocView: the allocator's own invariants,
-// byte accounting (Used + Free = Capacity, Free equal to the model's),
+// UnderTest is everything the fuzz targets and the properties call on an
+// allocator. *allocator.Allocator satisfies it, and so do the broken
+// wrappers in package mutant.
+type UnderTest interface {
+	AllocView
+	Allocate(size int64) (allocator.Block, error)
+	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
+	AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
+	Fit(size int64, n int) int
+	Free(blocks ...allocator.Block) error
+}
+
+// CompareView checks any AllocView against the model: the allocator's own
+// invariants, byte accounting (Used + Free = Capacity, Free equal to the model's),
 // the largest free extent, the live block count and the exact list of
 // free extents, which must be the model's maximal runs, so an allocator
 // that leaves two adjacent extents unmerged fails here.
