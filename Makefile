@@ -7,8 +7,11 @@ PKGS     ?= ./...
 .PHONY: test vet unit fuzz fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, then a short run of
-## every fuzz target.
-test: vet unit fuzz-smoke
+## every fuzz target, in that order (also under make -j).
+test:
+	@$(MAKE) --no-print-directory vet
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
 	$(GO) vet $(PKGS)
