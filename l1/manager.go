@@ -42,7 +42,13 @@ const (
 // under one mutex, and listeners run outside it (see Listener).
 type Manager[K comparable] struct {
 	mem   Memory
-	alloc *allocator.Allocator // mem itself, when it is one: its Append calls fill m.blocks
+	// alloc is mem itself when mem is exactly an *allocator.Allocator: its
+	// AppendBatch and AppendUpTo fill m.blocks without allocating. It is a
+	// concrete type check, not an optional interface, on purpose: a wrapper
+	// embedding the allocator would satisfy such an interface through the
+	// promoted Append methods and have its own AllocateBatch or
+	// AllocateUpTo silently bypassed.
+	alloc *allocator.Allocator
 	upTo  UpToAllocator        // nil when mem has no AllocateUpTo
 	fit   Fitter               // nil when mem has no Fit
 	cfg   Config
