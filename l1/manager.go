@@ -41,7 +41,7 @@ const (
 // write locks on them. It is safe for concurrent use: every method runs
 // under one mutex, and listeners run outside it (see Listener).
 type Manager[K comparable] struct {
-	mem   Memory
+	mem Memory
 	// alloc is mem itself when mem is exactly an *allocator.Allocator: its
 	// AppendBatch and AppendUpTo fill m.blocks without allocating. It is a
 	// concrete type check, not an optional interface, on purpose: a wrapper
@@ -49,8 +49,8 @@ type Manager[K comparable] struct {
 	// promoted Append methods and have its own AllocateBatch or
 	// AllocateUpTo silently bypassed.
 	alloc *allocator.Allocator
-	upTo  UpToAllocator        // nil when mem has no AllocateUpTo
-	fit   Fitter               // nil when mem has no Fit
+	upTo  UpToAllocator // nil when mem has no AllocateUpTo
+	fit   Fitter        // nil when mem has no Fit
 	cfg   Config
 	epoch time.Time
 	wttl  int64 // nanoseconds
