@@ -325,7 +325,7 @@ func (a *Allocator) Free(blocks ...Block) error {
 	}
 	// Phase 2: release each run as one range.
 	for _, r := range runs {
-		if (r.end-r.start)/64 > 2*r.blocks {
+		if !r.dense() {
 			// Sparse bits (large blocks): clear each block's two.
 			for _, b := range blocks[r.first : r.first+int(r.blocks)] {
 				a.starts.clear(b.Offset >> a.shift)
@@ -373,6 +373,12 @@ type freeRun struct {
 	blocks     int64
 }
 
+// dense reports whether the run's bitmap words are few for its blocks
+// (small blocks): then one pass over the words, a popcount or a range
+// clear, beats touching each block's bits, and Free uses word operations
+// for both validation and release.
+func (r freeRun) dense() bool { return (r.end-r.start)/64 <= 4*r.blocks }
+
 // whyNotLiveLocked explains why b failed Free's per-block check.
 func (a *Allocator) whyNotLiveLocked(b Block) string {
 	capacity := a.units << a.shift
@@ -394,7 +400,7 @@ func (a *Allocator) whyNotLiveLocked(b Block) string {
 // with one popcount over its words; a sparse one (large blocks) block by
 // block through the summary level, a few words each.
 func (a *Allocator) runHoldsOnlyItsBlocksLocked(blocks []Block, r freeRun) bool {
-	if (r.end-r.start)/64 <= 4*r.blocks {
+	if r.dense() {
 		return a.ends.countRange(r.start, r.end) == r.blocks
 	}
 	for _, b := range blocks[r.first : r.first+int(r.blocks)] {
