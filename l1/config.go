@@ -28,10 +28,13 @@ type Config struct {
 	// Prefix says how ReserveWrite finds the largest prefix of a batch that
 	// fits when the whole batch does not.
 	Prefix PrefixStrategy
-	// EvictOnDemand makes ReserveWrite evict unlocked objects, least
-	// recently used first, when a batch does not fit, before it falls back
-	// to a prefix. See ReserveWrite.
+	// EvictOnDemand makes ReserveWrite evict evictable objects, in the
+	// order of the eviction policy, when a batch does not fit, before it
+	// falls back to a prefix. See ReserveWrite.
 	EvictOnDemand bool
+	// Eviction is the eviction policy, on demand and in EvictTo: which
+	// evictable object goes first. The zero value is EvictLRU.
+	Eviction EvictionPolicy
 	// WriteTTL and ReadTTL are the lock lifetimes; 0 means the default.
 	// Each lock call refreshes the one expiry its lock has (see lock.go).
 	WriteTTL, ReadTTL time.Duration
@@ -48,6 +51,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if !c.Prefix.valid() {
 		return c, fmt.Errorf("%w: unknown prefix strategy %d", ErrInvalidArgument, c.Prefix)
+	}
+	if !c.Eviction.valid() {
+		return c, fmt.Errorf("%w: unknown eviction policy %d", ErrInvalidArgument, c.Eviction)
 	}
 	if c.WriteTTL < 0 || c.ReadTTL < 0 {
 		return c, fmt.Errorf("%w: negative lock TTL (write %v, read %v)", ErrInvalidArgument, c.WriteTTL, c.ReadTTL)

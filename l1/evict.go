@@ -8,24 +8,37 @@ import (
 
 // Eviction.
 //
-// Every object is on one LRU list; ReserveWrite, FinishWrite,
-// FinishWriteAndReserveRead, ReserveRead and Touch make an object most
-// recently used. An object is evictable when its write has finished, it
-// holds no live lock, read or write, and it is not temporary. LMCache's
-// predicate is the first two; a temporary object is a prefetched chunk
-// waiting for its one reader, so eviction leaves it alone. One that holds
-// no read lock (finished with FinishWrite and not read yet) stays until it
-// is read and released, deleted or cleared; one whose read lock lapses is
-// reclaimed (see lock.go).
+// An object is evictable when its write has finished, it holds no live
+// lock, read or write, and it is not temporary. LMCache's predicate is the
+// first two; a temporary object is a prefetched chunk waiting for its one
+// reader, so eviction leaves it alone. One that holds no read lock
+// (finished with FinishWrite and not read yet) stays until it is read and
+// released, deleted or cleared; one whose read lock lapses is reclaimed
+// (see lock.go).
 //
-// Two paths evict, both synchronous and under the manager lock:
+// The evictable objects, and only they, are in the eviction policy's
+// structures (policy.go), which say which goes first. Two paths evict,
+// both synchronous and under the manager lock:
 //   - on demand, inside ReserveWrite when Config.EvictOnDemand is set and
-//     a batch does not fit (LMCache PR #5290's proposal): least recently
-//     used first, skipping the call's own keys, until the batch fits;
+//     a batch does not fit (LMCache PR #5290's proposal): in the policy's
+//     order, skipping the call's own keys, until the batch fits;
 //   - EvictTo, which a background controller calls on its own schedule.
 //
-// Both walk the LRU list from its cold end once, skipping objects that are
-// locked, so a call costs O(objects visited).
+// Neither visits an object that is not evictable, so a call costs
+// O(victims), plus the call's own keys when the policy reaches them.
+//
+// Stopping as soon as the batch fits. Over a memory with Fit and
+// FreeAround (the allocator), on-demand eviction asks Fit once how many
+// objects fit, then counts what each victim adds without freeing anything:
+// the victim's block, merged with the free extents on either side (from
+// FreeAround, or from earlier victims of the same call, kept in a map of
+// runs), holds ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ +
+// ⌊right/size⌋. For Contiguous placement the count is the longest run
+// instead. It stops at the first victim that makes the batch fit, frees the
+// victims in one Free call and allocates: O(1) per victim and one walk of
+// the free extents per call, so scattered victims cost what adjacent ones
+// do. Over other memories it checks Fit after each victim, or, without
+// Fit, retries the allocation whenever the free bytes would allow it.
 
 // evictableLocked is the eviction predicate.
 func evictableLocked[K comparable](o *object[K], now int64) bool {
@@ -43,31 +56,22 @@ func (m *Manager[K]) IsEvictable(key K) bool {
 }
 
 // evictForLocked evicts until n objects of size bytes fit, and returns
-// them allocated; nil when it ran out of victims first. With a Fitter (and
-// placement other than Contiguous, which Fit does not model) it checks Fit
-// after each eviction; otherwise it retries the allocation after each
-// eviction that leaves at least n×size bytes free.
-//
-// The call's own keys carry its stamp and are never evicted.
+// them allocated; nil when it ran out of victims first. The call's own keys
+// carry its stamp and are never evicted.
 func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.Block, error) {
+	defer m.ev.restore()
+	if m.coal != nil && m.fit != nil {
+		return m.evictCountedLocked(size, n)
+	}
 	useFit := m.fit != nil && m.cfg.Placement != allocator.Contiguous
-	evicted := false
-	for v := m.lru.front(); ; {
-		if useFit && evicted && m.fit.Fit(size, n) >= n {
-			break
-		}
-		for v != nil && (!evictableLocked(v, now) || v.stamp == m.stamp) {
-			v = m.lru.after(v)
-		}
+	for evicted := false; !useFit || !evicted || m.fit.Fit(size, n) < n; {
+		v := m.nextVictimLocked()
 		if v == nil {
 			return nil, nil
 		}
-		next := m.lru.after(v)
-		m.removeLocked(v, CauseEvicted)
+		m.evictLocked(v, true)
 		m.flushLocked() // Fit and Stats must see the block free
-		m.stats.OnDemandEvictions++
 		evicted = true
-		v = next
 		if !useFit && m.mem.Stats().Free/size >= int64(n) {
 			blocks, err := m.allocBatchLocked(size, n)
 			if err == nil || !isOOM(err) {
@@ -82,7 +86,113 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 	return blocks, err
 }
 
-// EvictTo evicts evictable objects, least recently used first, until
+// freeRuns are the free runs on-demand eviction has planned so far: each
+// victim's block merged with its free neighbours and earlier victims,
+// indexed by both ends (byte offsets).
+type freeRuns struct {
+	byStart, byEnd map[int64]int64
+}
+
+// evictCountedLocked is evictForLocked over a Coalescer (see Eviction).
+func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, error) {
+	align := m.coal.Align()
+	z := (size + align - 1) / align * align
+	contiguous := m.cfg.Placement == allocator.Contiguous
+	var have, need int64
+	if contiguous {
+		have, need = m.mem.Stats().LargestFree, int64(n)*z
+	} else {
+		have, need = int64(m.fit.Fit(size, n)), int64(n)
+	}
+	r := &m.runs
+	if r.byStart == nil {
+		r.byStart, r.byEnd = map[int64]int64{}, map[int64]int64{}
+	}
+	defer func() {
+		clear(r.byStart)
+		clear(r.byEnd)
+	}()
+	for have < need {
+		v := m.nextVictimLocked()
+		if v == nil {
+			return nil, nil
+		}
+		lo, hi := v.block.Offset, v.block.End()
+		before, after := m.coal.FreeAround(v.block)
+		start, end := lo-before, hi+after
+		if s, ok := r.byEnd[lo]; ok {
+			start = s
+			delete(r.byEnd, lo)
+			delete(r.byStart, s)
+		}
+		if e, ok := r.byStart[hi]; ok {
+			end = e
+			delete(r.byStart, hi)
+			delete(r.byEnd, e)
+		}
+		r.byStart[start], r.byEnd[end] = end, start
+		if contiguous {
+			have = max(have, end-start)
+		} else {
+			have += (end-start)/z - (lo-start)/z - (end-hi)/z
+		}
+		m.evictLocked(v, true)
+	}
+	blocks, err := m.allocBatchLocked(size, n)
+	if err != nil && isOOM(err) {
+		return nil, nil
+	}
+	return blocks, err
+}
+
+// nextVictimLocked returns the policy's next victim that the current
+// ReserveWrite does not name, setting aside those it does; nil when none
+// is left.
+func (m *Manager[K]) nextVictimLocked() *object[K] {
+	for {
+		v := m.ev.victim()
+		if v == nil || v.stamp != m.stamp {
+			return v
+		}
+		m.ev.setAside(v)
+	}
+}
+
+// evictLocked removes v, a victim.
+func (m *Manager[K]) evictLocked(v *object[K], onDemand bool) {
+	m.ev.evicted(v)
+	m.removeLocked(v, CauseEvicted)
+	if onDemand {
+		m.stats.OnDemandEvictions++
+	}
+}
+
+// touchLocked makes o most recently used; hit also counts a use for the
+// policy (S3-FIFO's count).
+func (m *Manager[K]) touchLocked(o *object[K], hit bool) {
+	m.lru.moveToBack(o)
+	if o.evq != evNone {
+		m.ev.used(o)
+	}
+	if hit {
+		m.ev.hit(o)
+	}
+}
+
+// syncEvictLocked puts o in the policy's structures, or takes it out, as
+// evictableLocked says. Every call that changes what the predicate reads
+// calls it.
+func (m *Manager[K]) syncEvictLocked(o *object[K], now int64) {
+	if want := evictableLocked(o, now); want != (o.evq != evNone) {
+		if want {
+			m.ev.enter(o)
+		} else {
+			m.ev.leave(o)
+		}
+	}
+}
+
+// EvictTo evicts evictable objects, in the policy's order, until
 // Usage's used/capacity (the bytes in the manager's objects over the
 // memory's capacity) is at most ratio or nothing evictable is left, and
 // returns how many it evicted.
@@ -98,7 +208,7 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 	if !(ratio >= 0 && ratio <= 1) {
 		return 0, fmt.Errorf("%w: ratio %v outside [0, 1]", ErrInvalidArgument, ratio)
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
 	if m.closed {
 		return 0, ErrClosed
@@ -106,13 +216,13 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 	m.flushLocked()
 	limit := ratio * float64(m.mem.Stats().Capacity)
 	n := 0
-	for v := m.lru.front(); v != nil && float64(m.held) > limit; {
-		next := m.lru.after(v)
-		if evictableLocked(v, now) {
-			m.removeLocked(v, CauseEvicted)
-			n++
+	for float64(m.held) > limit {
+		v := m.ev.victim()
+		if v == nil {
+			break
 		}
-		v = next
+		m.evictLocked(v, false)
+		n++
 	}
 	return n, nil
 }

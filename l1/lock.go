@@ -74,6 +74,33 @@ func (m *Manager[K]) sweepLocked(now int64) {
 	for o := m.tempQ.front(); o != nil && o.read.lapsed(now); o = m.tempQ.front() {
 		m.removeLocked(o, CauseExpired)
 	}
+	// A lapsed read lock on any other object unlocks it, which counts as a
+	// release: the object becomes recently used and, if it qualifies,
+	// evictable.
+	for o := m.readQ.front(); o != nil && o.read.lapsed(now); o = m.readQ.front() {
+		o.read = ttlLock{}
+		m.dequeueLocked(o)
+		m.touchLocked(o, false)
+		m.syncEvictLocked(o, now)
+	}
+}
+
+// enqueueReadLocked puts o, read-locked and not temporary, in the read
+// queue at the place its expiry gives it: at the back, unless the clock
+// went backwards, so the queue stays ordered and the sweep finds every
+// lapsed lock.
+func (m *Manager[K]) enqueueReadLocked(o *object[K]) {
+	if o.queue == readQueue {
+		m.readQ.remove(o)
+	} else {
+		m.dequeueLocked(o)
+	}
+	at := m.readQ.back()
+	for at != nil && at.read.expiry > o.read.expiry {
+		at = m.readQ.before(at)
+	}
+	m.readQ.insertAfter(o, at)
+	o.queue = readQueue
 }
 
 // lookupLocked returns the object for key, or nil, after applying lapsed
@@ -110,6 +137,8 @@ func (m *Manager[K]) checkLocked(o *object[K], now int64) bool {
 			return false
 		}
 		o.read = ttlLock{}
+		m.dequeueLocked(o)
+		m.syncEvictLocked(o, now)
 	}
 	return true
 }

@@ -36,7 +36,7 @@ func TestList(t *testing.T) {
 	var s store[int]
 	s.init()
 	var l list[int]
-	l.init(&s, false)
+	l.init(&s, setLRU)
 	assert.Nil(t, l.front())
 	var objs []*object[int]
 	for k := range 3 {
@@ -65,7 +65,7 @@ func TestList(t *testing.T) {
 
 	// The expiry links are independent of the LRU links.
 	var q list[int]
-	q.init(&s, true)
+	q.init(&s, setExp)
 	q.pushBack(objs[0])
 	assert.Equal(t, []int{1, 0}, order())
 	assert.Equal(t, objs[0], q.front())

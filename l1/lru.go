@@ -1,28 +1,41 @@
 package l1
 
 // list is an intrusive doubly linked list of objects, linked by record
-// number (see store.go). Each object carries two sets of links: one for the
-// LRU list, which holds every object, and one for the expiry queue, if any,
-// that holds it. All operations are O(1).
+// number (see store.go). Each object carries three sets of links: one for
+// the LRU list, which holds every object, one for the expiry queue, if any,
+// that holds it, and one for the eviction policy's list, if any, that holds
+// it (see policy.go). All operations are O(1).
 type list[K comparable] struct {
 	s          *store[K]
 	head, tail int32 // record numbers; 0 when empty
 	len        int
-	exp        bool // use the objects' expiry links, not their LRU links
+	set        linkSet // which of the object's links this list uses
 }
+
+// linkSet names one of an object's sets of links.
+type linkSet uint8
+
+const (
+	setLRU linkSet = iota
+	setExp
+	setEvict
+)
 
 // links are record numbers; 0 means none.
 type links struct {
 	prev, next int32
 }
 
-func (l *list[K]) init(s *store[K], exp bool) {
-	l.s, l.exp = s, exp
+func (l *list[K]) init(s *store[K], set linkSet) {
+	l.s, l.set = s, set
 }
 
 func (l *list[K]) links(o *object[K]) *links {
-	if l.exp {
+	switch l.set {
+	case setExp:
 		return &o.expLinks
+	case setEvict:
+		return &o.evLinks
 	}
 	return &o.lruLinks
 }
@@ -80,4 +93,58 @@ func (l *list[K]) moveToBack(o *object[K]) {
 	}
 	l.remove(o)
 	l.pushBack(o)
+}
+
+// back returns the last object, or nil.
+func (l *list[K]) back() *object[K] {
+	if l.tail == 0 {
+		return nil
+	}
+	return l.s.rec(l.tail)
+}
+
+// before returns the object before o, or nil at the front.
+func (l *list[K]) before(o *object[K]) *object[K] {
+	if p := l.links(o).prev; p != 0 {
+		return l.s.rec(p)
+	}
+	return nil
+}
+
+// pushFront prepends o, which must not be in the list.
+func (l *list[K]) pushFront(o *object[K]) {
+	if l.head == 0 {
+		l.pushBack(o)
+		return
+	}
+	l.insertBefore(o, l.s.rec(l.head))
+}
+
+// insertAfter puts o, which must not be in the list, right after at, which
+// must be; at == nil puts it first.
+func (l *list[K]) insertAfter(o, at *object[K]) {
+	if at == nil {
+		l.pushFront(o)
+		return
+	}
+	al := l.links(at)
+	if al.next == 0 {
+		l.pushBack(o)
+		return
+	}
+	l.insertBefore(o, l.s.rec(al.next))
+}
+
+// insertBefore puts o, which must not be in the list, right before at,
+// which must be.
+func (l *list[K]) insertBefore(o, at *object[K]) {
+	ol, al := l.links(o), l.links(at)
+	ol.prev, ol.next = al.prev, at.idx
+	if al.prev != 0 {
+		l.links(l.s.rec(al.prev)).next = o.idx
+	} else {
+		l.head = o.idx
+	}
+	al.prev = o.idx
+	l.len++
 }

@@ -22,10 +22,15 @@ type object[K comparable] struct {
 	// key: within one call it marks the keys already seen (see reserve.go).
 	stamp uint64
 
-	hash               uint32 // the index's hash of key (see store.go)
-	idx                int32  // the record's number
-	lruLinks, expLinks links
-	queue              queueID // the expiry queue holding the object
+	hash                        uint32 // the index's hash of key (see store.go)
+	idx                         int32  // the record's number
+	lruLinks, expLinks, evLinks links
+	queue                       queueID // the expiry queue holding the object
+
+	// The eviction policy's fields (see policy.go).
+	pos       uint32  // position in its prefix chain (ReserveWriteChain)
+	evq, home evQueue // the policy list holding it; S3-FIFO's queue
+	freq      uint8   // S3-FIFO's use count
 }
 
 // queueID names an expiry queue.
@@ -35,6 +40,7 @@ const (
 	noQueue queueID = iota
 	writeQueue
 	tempQueue
+	readQueue
 )
 
 // Manager keeps one object per key over a Memory and hands out read and
@@ -61,6 +67,10 @@ type Manager[K comparable] struct {
 	lru         list[K]  // every object, least recently used first
 	writeQ      list[K]  // write-locked objects, by write expiry
 	tempQ       list[K]  // read-locked temporary objects, by read expiry
+	readQ       list[K]  // other read-locked objects, by read expiry
+	ev          evictSet[K]
+	coal        Coalescer // nil when mem has no FreeAround
+	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
 	closed      bool
 	stats       Counters
 	held        int64 // bytes in the objects' blocks
@@ -100,10 +110,13 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.alloc, _ = mem.(*allocator.Allocator)
 	m.upTo, _ = mem.(UpToAllocator)
 	m.fit, _ = mem.(Fitter)
+	m.coal, _ = mem.(Coalescer)
 	m.objects.init()
-	m.lru.init(&m.objects, false)
-	m.writeQ.init(&m.objects, true)
-	m.tempQ.init(&m.objects, true)
+	m.lru.init(&m.objects, setLRU)
+	m.writeQ.init(&m.objects, setExp)
+	m.tempQ.init(&m.objects, setExp)
+	m.readQ.init(&m.objects, setExp)
+	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
 	return m, nil
 }
 
@@ -115,6 +128,7 @@ func (m *Manager[K]) Config() Config { return m.cfg }
 func (m *Manager[K]) lock() int64 {
 	m.mu.Lock()
 	m.opStart = len(m.queue)
+	m.ev.begin()
 	now := int64(m.cfg.Now().Sub(m.epoch))
 	m.sweepLocked(now)
 	return now
@@ -122,14 +136,21 @@ func (m *Manager[K]) lock() int64 {
 
 // queueLocked returns the expiry queue id names.
 func (m *Manager[K]) queueLocked(id queueID) *list[K] {
-	if id == writeQueue {
+	switch id {
+	case writeQueue:
 		return &m.writeQ
+	case readQueue:
+		return &m.readQ
 	}
 	return &m.tempQ
 }
 
 // enqueueLocked puts o in an expiry queue, taking it out of any other.
 func (m *Manager[K]) enqueueLocked(o *object[K], id queueID) {
+	if id == readQueue {
+		m.enqueueReadLocked(o)
+		return
+	}
 	if o.queue == id {
 		m.queueLocked(id).moveToBack(o)
 		return
@@ -163,6 +184,9 @@ func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
 func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.pending = append(m.pending, o.block)
 	m.dequeueLocked(o)
+	if o.evq != evNone {
+		m.ev.leave(o)
+	}
 	m.lru.remove(o)
 	m.objects.remove(o)
 	m.held -= o.block.Size
@@ -262,6 +286,7 @@ func (m *Manager[K]) Close() error {
 	m.closed = true
 	// Let the collector have the records and scratch space.
 	m.objects.reset()
+	m.ev.reset()
 	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
@@ -277,7 +302,7 @@ func (m *Manager[K]) Touch(keys []K) {
 	var touched []K
 	for _, k := range keys {
 		if o := m.lookupLocked(k, now); o != nil {
-			m.lru.moveToBack(o)
+			m.touchLocked(o, true)
 			if m.listening() {
 				touched = append(touched, k)
 			}

@@ -44,9 +44,21 @@ type Fitter interface {
 	Fit(size int64, n int) int
 }
 
+// Coalescer is an optional interface of a Memory that is also a Fitter:
+// FreeAround reports the free extents that Free(b) would merge a live
+// block b with, and Align the unit block sizes are rounded up to. With it,
+// on-demand eviction counts, victim by victim, the objects the freed
+// memory will hold, in O(1) per victim, and calls Fit once per batch
+// instead of after every victim (see evict.go).
+type Coalescer interface {
+	FreeAround(b allocator.Block) (before, after int64)
+	Align() int64
+}
+
 // Compile-time checks that the allocator provides every interface.
 var (
 	_ Memory        = (*allocator.Allocator)(nil)
 	_ UpToAllocator = (*allocator.Allocator)(nil)
 	_ Fitter        = (*allocator.Allocator)(nil)
+	_ Coalescer     = (*allocator.Allocator)(nil)
 )

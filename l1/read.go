@@ -34,7 +34,8 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			out[i].Status = KeyNotReadable
 		default:
 			m.readLockLocked(o, locks, now)
-			m.lru.moveToBack(o)
+			m.syncEvictLocked(o, now)
+			m.touchLocked(o, true)
 			out[i] = Result{Status: OK, Block: o.block}
 			if m.listening() {
 				ok = append(ok, k)
@@ -51,6 +52,8 @@ func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
 	o.read.lock(locks, now, m.rttl)
 	if o.temporary {
 		m.enqueueLocked(o, tempQueue)
+	} else {
+		m.enqueueLocked(o, readQueue)
 	}
 }
 
@@ -108,10 +111,14 @@ func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
 			o.read.unlock(locks)
 			if o.read.count == 0 {
 				m.dequeueLocked(o)
-				if o.temporary {
-					m.dropLocked(o, CauseTemporaryRead)
-					gone = append(gone, k)
-				}
+			}
+			if o.read.count == 0 && o.temporary {
+				m.dropLocked(o, CauseTemporaryRead)
+				gone = append(gone, k)
+			} else {
+				// A release counts as use (see policy.go).
+				m.touchLocked(o, false)
+				m.syncEvictLocked(o, now)
 			}
 			if m.listening() {
 				ok = append(ok, k)

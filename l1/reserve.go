@@ -87,6 +87,25 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 // allocated alike, in request order, preceded by any removals (expired,
 // evicted) the call made.
 func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode Mode) ([]Result, error) {
+	return m.reserveWrite(keys, nil, temporary, size, mode)
+}
+
+// ReserveWriteChain is ReserveWrite for keys whose place in their prefix
+// chains is known: positions[i] is keys[i]'s position in its chain, 0 for
+// the first block of a prompt. The prefix-aware policy (EvictPrefix) evicts
+// higher positions first among the objects one call makes recent; the
+// other policies ignore positions. positions must be empty or hold one
+// position per key; otherwise the error wraps ErrInvalidArgument and
+// nothing changes. ReserveWrite is ReserveWriteChain with no positions,
+// which ranks a call's keys by their order in the call.
+func (m *Manager[K]) ReserveWriteChain(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
+	if len(positions) != 0 && len(positions) != len(keys) {
+		return nil, fmt.Errorf("%w: %d positions for %d keys", ErrInvalidArgument, len(positions), len(keys))
+	}
+	return m.reserveWrite(keys, positions, temporary, size, mode)
+}
+
+func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
 	switch {
 	case size <= 0:
 		return nil, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
@@ -173,6 +192,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 			continue
 		}
 		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, p.i)
+		o.pos = position(positions, p.i)
 		m.held += o.block.Size
 		m.lru.pushBack(o)
 		m.writeLockLocked(o, now)
@@ -181,8 +201,10 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	for _, p := range relock {
 		o := p.o
 		o.size, o.temporary = size, flag(temporary, p.i)
-		m.lru.moveToBack(o)
+		o.pos = position(positions, p.i)
 		m.writeLockLocked(o, now)
+		m.syncEvictLocked(o, now)
+		m.touchLocked(o, true)
 		out[p.i] = Result{Status: OK, Block: o.block}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
@@ -206,6 +228,13 @@ type pick[K comparable] struct {
 }
 
 func flag(temporary []bool, i int) bool { return len(temporary) > 0 && temporary[i] }
+
+func position(positions []uint32, i int) uint32 {
+	if len(positions) == 0 {
+		return 0
+	}
+	return positions[i]
+}
 
 // writableLocked is LMCache's writable predicate, plus room for size bytes:
 // no live lock, not temporary, and a block of at least size bytes.

@@ -19,6 +19,7 @@ func (m *Manager[K]) FinishWrite(keys []K) []Status {
 			out[i] = KeyInWrongState
 		default:
 			m.finishWriteLocked(o)
+			m.syncEvictLocked(o, now)
 			if m.listening() {
 				ok = append(ok, k)
 			}
@@ -32,7 +33,7 @@ func (m *Manager[K]) finishWriteLocked(o *object[K]) {
 	o.write = ttlLock{}
 	o.finished = true
 	m.dequeueLocked(o)
-	m.lru.moveToBack(o)
+	m.touchLocked(o, false)
 }
 
 // FinishWriteAndReserveRead commits the keys' writes and takes locks read
@@ -59,6 +60,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 		default:
 			m.finishWriteLocked(o)
 			m.readLockLocked(o, locks, now)
+			m.syncEvictLocked(o, now)
 			out[i] = Result{Status: OK, Block: o.block}
 			if m.listening() {
 				ok = append(ok, k)

@@ -232,7 +232,10 @@ const mixedCut = 6 * time.Minute
 // TestMixedLayouts: under periodic eviction, contiguous placement has more
 // failed calls, and more failed calls with free bytes, than scattered and
 // contiguous-first; under on-demand eviction no placement fails, and
-// contiguous makes at least 5 times the allocator calls of the others.
+// contiguous makes at most twice the allocator calls of the others: the
+// eviction counts the longest free run victim by victim instead of
+// retrying the batch after each victim, as it did when contiguous made 5
+// to 12 times the calls.
 func TestMixedLayouts(t *testing.T) {
 	sc := load(t, "5-mixed-layouts.scn")
 	if len(sc.Layouts) != 2 {
@@ -263,8 +266,8 @@ func TestMixedLayouts(t *testing.T) {
 		if o.FailedCalls != 0 {
 			t.Errorf("on-demand %s: %d failed calls, want 0", pl, o.FailedCalls)
 		}
-		if pl != PlaceContiguous && cd.AllocCalls < 5*o.AllocCalls {
-			t.Errorf("on-demand: contiguous made %d allocator calls, %s %d; want ≥ 5×", cd.AllocCalls, pl, o.AllocCalls)
+		if pl != PlaceContiguous && cd.AllocCalls > 2*o.AllocCalls {
+			t.Errorf("on-demand: contiguous made %d allocator calls, %s %d; want ≤ 2×", cd.AllocCalls, pl, o.AllocCalls)
 		}
 	}
 }
