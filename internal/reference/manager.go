@@ -112,6 +112,7 @@ type ObjectModel struct {
 	write     lock
 	read      lock
 	used      uint64 // LRU: higher is more recent
+	readSeq   uint64 // when the read lock was last taken: the read queue's order
 }
 
 // ModelState mirrors l1.ObjectState, with expiries as durations since the
@@ -147,6 +148,7 @@ type Manager[K comparable] struct {
 	Counters ManagerCounters
 	objects  map[K]*ObjectModel
 	tick     uint64
+	seq      uint64 // read locks taken
 	closed   bool
 }
 
@@ -226,16 +228,28 @@ func (m *Manager[K]) remove(k K) {
 
 // Sweep reclaims every object whose write lock lapsed and every temporary
 // object whose read lock lapsed, and drops lapsed read holds of the rest.
-// Every manager call but Stats and Usage begins with it.
+// Every manager call but Stats and Usage begins with it. A dropped read
+// lock counts as a release: the object becomes most recently used, the
+// earliest expiry first, ties in the order the locks were last taken.
 func (m *Manager[K]) Sweep() {
+	var lapsed []K
 	for k, o := range m.objects {
 		switch {
 		case o.write.lapsed(m.Now), o.Temporary && o.read.lapsed(m.Now):
 			m.remove(k)
 			m.Counters.Expired++
 		case o.read.lapsed(m.Now):
-			o.read = lock{}
+			lapsed = append(lapsed, k)
 		}
+	}
+	slices.SortFunc(lapsed, func(a, b K) int {
+		oa, ob := m.objects[a], m.objects[b]
+		return cmp.Or(cmp.Compare(oa.read.expiry, ob.read.expiry), cmp.Compare(oa.readSeq, ob.readSeq))
+	})
+	for _, k := range lapsed {
+		o := m.objects[k]
+		o.read = lock{}
+		m.touch(o)
 	}
 }
 
@@ -453,6 +467,8 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 			o.write, o.Finished = lock{}, true
 			m.touch(o)
 			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
+			m.seq++
+			o.readSeq = m.seq
 			out[i] = Result{OK, o.Block}
 		}
 	}
@@ -493,6 +509,8 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			out[i].Status = KeyNotReadable
 		default:
 			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
+			m.seq++
+			o.readSeq = m.seq
 			m.touch(o)
 			out[i] = Result{OK, o.Block}
 		}
@@ -536,6 +554,8 @@ func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
 			o.read.release(locks)
 			if o.read.n == 0 && o.Temporary {
 				m.remove(k)
+			} else {
+				m.touch(o) // a release counts as use
 			}
 		}
 	}
