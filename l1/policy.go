@@ -52,7 +52,8 @@ const (
 	// one-hit objects never flushes the main queue. A new object whose key
 	// is in the ghost queue goes straight to the main queue. Each object
 	// keeps a use count of 0 to 3; the main queue reinserts an object whose
-	// count is positive, decrementing it.
+	// count is positive, decrementing it. A locked object is out of its
+	// queue; released, it re-enters the same queue at its tail.
 	EvictS3FIFO
 )
 
