@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,6 +95,29 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 			b.ReportMetric(float64(inMem.Nanoseconds())/float64(b.N), "alloc-ns/op")
 		})
 	}
+	// The floor of the prefix: a reservation of 4560 keys that fits, the
+	// work any strategy must do to grant 4560. onepass ÷ this is what the
+	// search for the prefix costs on top.
+	b.Run(fmt.Sprintf("fit/n=%d", prefixRoom), func(b *testing.B) {
+		m, _ := newManager(b, prefixRoom, l1.Config{})
+		keys := cycleKeys(prefixRoom, 1)
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			for _, r := range res {
+				if r.Status != l1.OK {
+					b.Fatalf("ReserveWrite: %v", r.Status)
+				}
+			}
+			mustAll(b, "AbortWrite", m.AbortWrite(keys))
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(prefixRoom), "granted/op")
+	})
 }
 
 // timedMemory is an allocator that adds up the time spent in its calls. It
@@ -145,6 +170,40 @@ var (
 // l1CycleKeys are the batch sizes of BenchmarkL1Cycle.
 var l1CycleKeys = []int{256, 5700}
 
+// The production regime: 8 MiB objects, 5700 of them in a 45 GiB pool.
+const (
+	prodObject = 8 * MiB
+	prodKeys   = 5700
+)
+
+// newProdManager returns a manager over a MAP_NORESERVE pool with room for
+// exactly room objects of size bytes (4 KiB alignment): address space the
+// allocator and the manager never touch, so 45 GiB cost no RAM. It skips
+// where such a region cannot be had.
+func newProdManager(b *testing.B, room int, size int64, mem func(*allocator.Allocator) l1.Memory, cfg l1.Config) (*l1.Manager[cycleKey], *allocator.Allocator) {
+	b.Helper()
+	r, err := newNoReserveRegion(int64(room) * size)
+	if err != nil {
+		b.Skipf("no %d-byte MAP_NORESERVE region: %v", int64(room)*size, err)
+	}
+	a, err := allocator.New(r, allocator.Options{})
+	if err != nil {
+		r.Close()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	var memory l1.Memory = a
+	if mem != nil {
+		memory = mem(a)
+	}
+	m, err := l1.New[cycleKey](memory, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m, a
+}
+
 // BenchmarkL1Cycle times the life of a batch of N keys in the manager:
 // ReserveWrite of new keys (one batch allocation), FinishWrite,
 // ReserveRead, FinishRead, and the Delete that frees them so the next op
@@ -162,6 +221,16 @@ func BenchmarkL1Cycle(b *testing.B) {
 			perUnit(b, n, "ns/key")
 		})
 	}
+	// The production regime: 5700 keys of 8 MiB in a 45 GiB pool.
+	b.Run(fmt.Sprintf("size=8MiB/keys=%d", prodKeys), func(b *testing.B) {
+		m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{})
+		keys := cycleKeys(prodKeys, 2)
+		b.ReportAllocs()
+		for b.Loop() {
+			l1CycleSized(b, m, keys, prodObject)
+		}
+		perUnit(b, prodKeys, "ns/key")
+	})
 }
 
 // l1ParallelKeys is the batch of each goroutine of BenchmarkL1CycleParallel.
@@ -188,7 +257,11 @@ func BenchmarkL1CycleParallel(b *testing.B) {
 
 // l1Cycle runs one cycle over keys and checks every status.
 func l1Cycle(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey) {
-	res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
+	l1CycleSized(b, m, keys, l1Object)
+}
+
+func l1CycleSized(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey, size int64) {
+	res, err := m.ReserveWrite(keys, nil, size, l1.ModeAll)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -220,5 +293,169 @@ func mustAll(b *testing.B, op string, sts []l1.Status) {
 		if st != l1.OK {
 			b.Fatalf("%s: %v", op, st)
 		}
+	}
+}
+
+// fitOnly is the allocator without FreeAround: on-demand eviction over it
+// calls Fit after every victim, as it did before it counted free runs.
+type fitOnly struct{ a *allocator.Allocator }
+
+func (f fitOnly) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	return f.a.AllocateBatch(size, n, p)
+}
+func (f fitOnly) Free(blocks ...allocator.Block) error { return f.a.Free(blocks...) }
+func (f fitOnly) Stats() allocator.Stats               { return f.a.Stats() }
+func (f fitOnly) Fit(size int64, n int) int            { return f.a.Fit(size, n) }
+
+// BenchmarkEvictOnDemand times one ReserveWrite of 5700 new 8 MiB keys into
+// a full 45 GiB pool of 5700 evictable objects: on-demand eviction takes
+// every one. victims=adjacent evicts them in address order, so each victim
+// merges with the one before; victims=scattered evicts every other object
+// first, so the first 2850 victims each leave a free extent of their own.
+// The reordering between ops (FinishWrite, one Touch per key) is not timed.
+// Reports ns/victim. memory=fit-only is the same over a memory without
+// FreeAround, where eviction calls Fit after each victim: the cost before
+// eviction counted free runs, which grows with the free extents.
+func BenchmarkEvictOnDemand(b *testing.B) {
+	for _, mem := range []string{"allocator", "fit-only"} {
+		for _, victims := range []string{"adjacent", "scattered"} {
+			name := "victims=" + victims
+			var wrap func(*allocator.Allocator) l1.Memory
+			if mem == "fit-only" {
+				name += "/memory=fit-only"
+				wrap = func(a *allocator.Allocator) l1.Memory { return fitOnly{a} }
+			}
+			b.Run(name, func(b *testing.B) {
+				m, _ := newProdManager(b, prodKeys, prodObject, wrap, l1.Config{EvictOnDemand: true})
+				cur, next := cycleKeys(prodKeys, 3), cycleKeys(prodKeys, 4)
+				settle := func(keys []cycleKey, res []l1.Result) {
+					for _, r := range res {
+						if r.Status != l1.OK {
+							b.Fatalf("ReserveWrite: %v", r.Status)
+						}
+					}
+					mustAll(b, "FinishWrite", m.FinishWrite(keys))
+					// Rank the objects for eviction: by address, or every
+					// other one first.
+					idx := make([]int, len(keys))
+					for i := range idx {
+						idx[i] = i
+					}
+					slices.SortFunc(idx, func(x, y int) int { return cmp.Compare(res[x].Block.Offset, res[y].Block.Offset) })
+					if victims == "scattered" {
+						var even, odd []int
+						for j, i := range idx {
+							if j%2 == 0 {
+								even = append(even, i)
+							} else {
+								odd = append(odd, i)
+							}
+						}
+						idx = append(even, odd...)
+					}
+					for _, i := range idx {
+						m.Touch(keys[i : i+1])
+					}
+				}
+				res, err := m.ReserveWrite(cur, nil, prodObject, l1.ModeAll)
+				if err != nil {
+					b.Fatal(err)
+				}
+				settle(cur, res)
+				b.ReportAllocs()
+				for b.Loop() {
+					res, err := m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					settle(next, res)
+					cur, next = next, cur
+					b.StartTimer()
+				}
+				if got := m.Stats().OnDemandEvictions; got < uint64(b.N*prodKeys) {
+					b.Fatalf("%d on-demand evictions in %d ops, want %d each", got, b.N, prodKeys)
+				}
+				perUnit(b, prodKeys, "ns/victim")
+			})
+		}
+	}
+}
+
+// evictPastCold is the number of unevictable objects at the cold end in
+// BenchmarkEvictPastLocked.
+const evictPastCold = 100_000
+
+// BenchmarkEvictPastLocked times a 16-key ReserveWrite and its FinishWrite
+// into a full pool whose 100,000 least recently used objects cannot be
+// evicted: temporary objects nobody has read yet (cold=temporary) or
+// read-locked ones (cold=read-locked), and 1024 evictable ones behind them;
+// cold=none has the 1024 alone. Each op evicts the 16 coldest evictable
+// objects. Compare cold=temporary and cold=read-locked with cold=none:
+// eviction that skips what it cannot evict without walking it costs the
+// same (it re-walked all 100,000 on every call before).
+func BenchmarkEvictPastLocked(b *testing.B) {
+	const warm, batch = 1024, 16
+	for _, cold := range []string{"none", "temporary", "read-locked"} {
+		b.Run("cold="+cold, func(b *testing.B) {
+			n := 0
+			if cold != "none" {
+				n = evictPastCold
+			}
+			m, _ := newProdManager(b, n+warm, l1Object, nil, l1.Config{EvictOnDemand: true, ReadTTL: time.Hour})
+			coldKeys := cycleKeys(n, 5)
+			for lo := 0; lo < n; lo += 10_000 {
+				ks := coldKeys[lo:min(n, lo+10_000)]
+				var temp []bool
+				if cold == "temporary" {
+					temp = make([]bool, len(ks))
+					for i := range temp {
+						temp[i] = true
+					}
+				}
+				res, err := m.ReserveWrite(ks, temp, l1Object, l1.ModeAll)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range res {
+					if r.Status != l1.OK {
+						b.Fatalf("ReserveWrite: %v", r.Status)
+					}
+				}
+				mustAll(b, "FinishWrite", m.FinishWrite(ks))
+				if cold == "read-locked" {
+					if _, err := m.ReserveRead(ks, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			// A ring of 65 groups of 16 keys: 64 resident, the next one
+			// evicts the coldest.
+			ring := cycleKeys((warm/batch+1)*batch, 6)
+			groups := len(ring) / batch
+			for g := 0; g < groups-1; g++ {
+				ks := ring[g*batch : (g+1)*batch]
+				if _, err := m.ReserveWrite(ks, nil, l1Object, l1.ModeAll); err != nil {
+					b.Fatal(err)
+				}
+				mustAll(b, "FinishWrite", m.FinishWrite(ks))
+			}
+			g := groups - 1
+			b.ReportAllocs()
+			for b.Loop() {
+				ks := ring[g*batch : (g+1)*batch]
+				res, err := m.ReserveWrite(ks, nil, l1Object, l1.ModeAll)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range res {
+					if r.Status != l1.OK {
+						b.Fatalf("ReserveWrite: %v", r.Status)
+					}
+				}
+				mustAll(b, "FinishWrite", m.FinishWrite(ks))
+				g = (g + 1) % groups
+			}
+		})
 	}
 }
