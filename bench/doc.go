@@ -35,12 +35,30 @@
 //     into a pool with room for 4560; the AbortWrite that undoes it is not
 //     timed. Reports probes/op, granted/op and alloc-ns/op, the time spent
 //     inside the memory's calls, which is where the strategies differ.
-//     binarysearch is compared with onepass.
+//     PrefixRecovery/fit/n=4560 is a ReserveWrite of 4560 keys that fits:
+//     onepass is compared with it (what finding the prefix costs on top),
+//     and binarysearch's alloc-ns/op with onepass's (the allocator time of
+//     the search; end to end both share the per-key work).
 //   - L1Cycle/keys=N: ReserveWrite of N new keys, FinishWrite, ReserveRead,
 //     FinishRead, and the Delete that frees them, so every op starts from
 //     the same empty manager. Reports ns/key; compared with Floor/map.
-//     L1CycleParallel runs the cycle under b.RunParallel, each goroutine on
-//     its own 256 keys.
+//     L1Cycle/size=8MiB/keys=5700 is the production regime: 8 MiB objects
+//     filling a 45 GiB MAP_NORESERVE pool. L1CycleParallel runs the cycle
+//     under b.RunParallel, each goroutine on its own 256 keys.
+//   - EvictOnDemand/victims=V: one ReserveWrite of 5700 new 8 MiB keys into
+//     a full 45 GiB pool of 5700 evictable objects, so on-demand eviction
+//     takes them all; the reordering between ops is not timed. adjacent
+//     evicts in address order, scattered every other object first.
+//     scattered is compared with adjacent. The memory=fit-only variants run
+//     over a memory without FreeAround, where eviction calls Fit after
+//     every victim, as it did before it counted free runs. Reports
+//     ns/victim.
+//   - EvictPastLocked/cold=C: a 16-key ReserveWrite and FinishWrite into a
+//     full pool whose 100,000 coldest objects are unread temporary
+//     (cold=temporary) or read-locked (cold=read-locked) and cannot be
+//     evicted; each op evicts the 16 coldest of 1024 evictable objects.
+//     Compared with cold=none, the 1024 alone: the policies hold evictable
+//     objects only, so eviction never walks the rest.
 //   - Fill/region=R: copying a 32 MiB object from the Go heap into its
 //     block. Reports GB/s; compared with Floor/copy.
 //

@@ -130,3 +130,45 @@ func TestUsage(t *testing.T) {
 		t.Errorf("file without results: exit %d, want 2", code)
 	}
 }
+
+// TestEvictionRows checks the eviction and prefix rows of the production
+// issue: scattered victims within 2× of adjacent ones, unevictable objects
+// at the cold end within 1.5× of none, onepass's prefix within 1.2× of a
+// fitting reservation, the allocator time of the search ≥ 10×.
+func TestEvictionRows(t *testing.T) {
+	const in = `BenchmarkEvictOnDemand/victims=adjacent-2 	 3	 1000000 ns/op
+BenchmarkEvictOnDemand/victims=scattered-2 	 3	 1900000 ns/op
+BenchmarkEvictOnDemand/victims=adjacent/memory=fit-only-2 	 3	 1000000 ns/op
+BenchmarkEvictOnDemand/victims=scattered/memory=fit-only-2 	 3	 20000000 ns/op
+BenchmarkEvictPastLocked/cold=none-2 	 100	 20000 ns/op
+BenchmarkEvictPastLocked/cold=temporary-2 	 100	 21000 ns/op
+BenchmarkEvictPastLocked/cold=read-locked-2 	 100	 40000 ns/op
+BenchmarkPrefixRecovery/strategy=onepass/n=5700-2 	 10	 500000 ns/op	 50000 alloc-ns/op
+BenchmarkPrefixRecovery/strategy=binarysearch/n=5700-2 	 10	 1300000 ns/op	 700000 alloc-ns/op
+BenchmarkPrefixRecovery/fit/n=4560-2 	 10	 400000 ns/op
+`
+	s := samples{}
+	if err := s.read(strings.NewReader(in), "in"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]verdict{
+		"EvictOnDemand/victims=scattered ns/op":                   verdictPass,
+		"EvictOnDemand/victims=scattered/memory=fit-only ns/op":   verdictInfo,
+		"EvictPastLocked/cold=temporary ns/op":                    verdictPass,
+		"EvictPastLocked/cold=read-locked ns/op":                  verdictMiss,
+		"PrefixRecovery/strategy=onepass/n=5700 ns/op":            verdictMiss, // 1.25×
+		"PrefixRecovery/strategy=binarysearch/n=5700 alloc-ns/op": verdictPass,
+		"PrefixRecovery/strategy=binarysearch/n=5700 ns/op":       verdictInfo,
+	}
+	got := map[string]verdict{}
+	for _, r := range evaluate(s, targets) {
+		if _, seen := got[r.num.String()]; !seen {
+			got[r.num.String()] = r.verdict
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s, want %s", k, got[k], v)
+		}
+	}
+}
