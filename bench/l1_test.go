@@ -99,7 +99,13 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 	// work any strategy must do to grant 4560. onepass ÷ this is what the
 	// search for the prefix costs on top.
 	b.Run(fmt.Sprintf("fit/n=%d", prefixRoom), func(b *testing.B) {
-		m, _ := newManager(b, prefixRoom, l1.Config{})
+		// Over the same timed memory as the strategies, so that the
+		// ratio is the prefix's cost alone.
+		m, err := l1.New[cycleKey](&timedMemory{a: newPool(b, l1Region, prefixRoom*l1Object, 0)}, l1.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
 		keys := cycleKeys(prefixRoom, 1)
 		b.ReportAllocs()
 		for b.Loop() {
