@@ -62,6 +62,7 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 			defer m.Close()
 			keys := cycleKeys(prefixWant, 1)
 			granted := make([]cycleKey, 0, prefixWant)
+			leases := make([]l1.Lease, 0, prefixWant)
 			probes0 := m.Stats().Probes
 			total := 0
 			var inMem time.Duration
@@ -81,7 +82,17 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 					}
 				}
 				total += len(granted)
-				for i, st := range m.AbortWrite(granted) {
+				leases = leases[:0]
+				for _, r := range res {
+					if r.Status == l1.OK {
+						leases = append(leases, r.Lease)
+					}
+				}
+				sts, err := m.AbortWrite(granted, leases)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, st := range sts {
 					if st != l1.OK {
 						b.Fatalf("AbortWrite %d: %v", i, st)
 					}
@@ -155,9 +166,10 @@ func BenchmarkL1Cycle(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			m, _ := newManager(b, n, l1.Config{})
 			keys := cycleKeys(n, 2)
+			leases := make([]l1.Lease, n)
 			b.ReportAllocs()
 			for b.Loop() {
-				l1Cycle(b, m, keys)
+				l1Cycle(b, m, keys, leases)
 			}
 			perUnit(b, n, "ns/key")
 		})
@@ -179,43 +191,49 @@ func BenchmarkL1CycleParallel(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		keys := cycleKeys(l1ParallelKeys, 100+seed.Add(1))
+		leases := make([]l1.Lease, l1ParallelKeys)
 		for pb.Next() {
-			l1Cycle(b, m, keys)
+			l1Cycle(b, m, keys, leases)
 		}
 	})
 	perUnit(b, l1ParallelKeys, "ns/key")
 }
 
-// l1Cycle runs one cycle over keys and checks every status.
-func l1Cycle(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey) {
+// l1Cycle runs one cycle over keys and checks every status. leases, one
+// per key, is the caller's buffer for the leases the cycle presents.
+func l1Cycle(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey, leases []l1.Lease) {
 	res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, r := range res {
+	for i, r := range res {
 		if r.Status != l1.OK {
 			b.Fatalf("ReserveWrite: %v", r.Status)
 		}
+		leases[i] = r.Lease
 	}
-	mustAll(b, "FinishWrite", m.FinishWrite(keys))
+	sts, err := m.FinishWrite(keys, leases)
+	mustAll(b, "FinishWrite", sts, err)
 	res, err = m.ReserveRead(keys, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, r := range res {
+	for i, r := range res {
 		if r.Status != l1.OK {
 			b.Fatalf("ReserveRead: %v", r.Status)
 		}
+		leases[i] = r.Lease
 	}
-	sts, err := m.FinishRead(keys, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mustAll(b, "FinishRead", sts)
-	mustAll(b, "Delete", m.Delete(keys, false))
+	sts, err = m.FinishRead(keys, leases, 1)
+	mustAll(b, "FinishRead", sts, err)
+	sts, err = m.Delete(keys, false)
+	mustAll(b, "Delete", sts, err)
 }
 
-func mustAll(b *testing.B, op string, sts []l1.Status) {
+func mustAll(b *testing.B, op string, sts []l1.Status, err error) {
+	if err != nil {
+		b.Fatalf("%s: %v", op, err)
+	}
 	for _, st := range sts {
 		if st != l1.OK {
 			b.Fatalf("%s: %v", op, st)
