@@ -34,26 +34,29 @@ func TestL1Allocs(t *testing.T) {
 		}
 		defer m.Close()
 		keys := cycleKeys(n, 7)
-		ok := func(res []l1.Result, err error) { mustOK(t, res, err) }
+		leases := make([]l1.Lease, n)
+		st := func(sts []l1.Status, err error) { mustStatus(t, sts, err) }
+		ok := func(res []l1.Result, err error) {
+			mustOK(t, res, err)
+			for i, r := range res {
+				leases[i] = r.Lease
+			}
+		}
 		var c counts
 		c.reserveDelete = testing.AllocsPerRun(10, func() {
 			ok(m.ReserveWrite(keys, nil, l1Object, l1.ModeAll))
-			mustStatus(t, m.Delete(keys, true))
+			st(m.Delete(keys, true))
 		})
 		// FinishWrite needs a fresh reservation each time: count single
 		// calls and keep the least, which no background allocation inflates.
 		c.finishWrite = math.Inf(1)
 		for range 3 {
 			ok(m.ReserveWrite(keys, nil, l1Object, l1.ModeAll))
-			c.finishWrite = min(c.finishWrite, allocsOnce(func() { mustStatus(t, m.FinishWrite(keys)) }))
+			c.finishWrite = min(c.finishWrite, allocsOnce(func() { st(m.FinishWrite(keys, leases)) }))
 		}
 		c.read = testing.AllocsPerRun(10, func() {
 			ok(m.ReserveRead(keys, 1))
-			sts, err := m.FinishRead(keys, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustStatus(t, sts)
+			st(m.FinishRead(keys, leases, 1))
 		})
 		return c
 	}
@@ -93,8 +96,11 @@ func mustOK(t *testing.T, res []l1.Result, err error) {
 	}
 }
 
-func mustStatus(t *testing.T, sts []l1.Status) {
+func mustStatus(t *testing.T, sts []l1.Status, err error) {
 	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, st := range sts {
 		if st != l1.OK {
 			t.Fatalf("key %d: %v", i, st)

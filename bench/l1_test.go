@@ -64,6 +64,7 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 			defer m.Close()
 			keys := cycleKeys(prefixWant, 1)
 			granted := make([]cycleKey, 0, prefixWant)
+			leases := make([]l1.Lease, 0, prefixWant)
 			probes0 := m.Stats().Probes
 			total := 0
 			var inMem time.Duration
@@ -83,7 +84,17 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 					}
 				}
 				total += len(granted)
-				for i, st := range m.AbortWrite(granted) {
+				leases = leases[:0]
+				for _, r := range res {
+					if r.Status == l1.OK {
+						leases = append(leases, r.Lease)
+					}
+				}
+				sts, err := m.AbortWrite(granted, leases)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, st := range sts {
 					if st != l1.OK {
 						b.Fatalf("AbortWrite %d: %v", i, st)
 					}
@@ -107,6 +118,7 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 		}
 		defer m.Close()
 		keys := cycleKeys(prefixRoom, 1)
+		leases := make([]l1.Lease, prefixRoom)
 		b.ReportAllocs()
 		for b.Loop() {
 			res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
@@ -114,12 +126,9 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			for _, r := range res {
-				if r.Status != l1.OK {
-					b.Fatalf("ReserveWrite: %v", r.Status)
-				}
-			}
-			mustAll(b, "AbortWrite", m.AbortWrite(keys))
+			mustGrant(b, res, leases)
+			sts, err := m.AbortWrite(keys, leases)
+			mustAll(b, "AbortWrite", sts, err)
 			b.StartTimer()
 		}
 		b.ReportMetric(float64(prefixRoom), "granted/op")
@@ -220,9 +229,10 @@ func BenchmarkL1Cycle(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			m, _ := newManager(b, n, l1.Config{})
 			keys := cycleKeys(n, 2)
+			leases := make([]l1.Lease, n)
 			b.ReportAllocs()
 			for b.Loop() {
-				l1Cycle(b, m, keys)
+				l1Cycle(b, m, keys, leases)
 			}
 			perUnit(b, n, "ns/key")
 		})
@@ -231,9 +241,10 @@ func BenchmarkL1Cycle(b *testing.B) {
 	b.Run(fmt.Sprintf("size=8MiB/keys=%d", prodKeys), func(b *testing.B) {
 		m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{})
 		keys := cycleKeys(prodKeys, 2)
+		leases := make([]l1.Lease, prodKeys)
 		b.ReportAllocs()
 		for b.Loop() {
-			l1CycleSized(b, m, keys, prodObject)
+			l1CycleSized(b, m, keys, leases, prodObject)
 		}
 		perUnit(b, prodKeys, "ns/key")
 	})
@@ -254,47 +265,53 @@ func BenchmarkL1CycleParallel(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		keys := cycleKeys(l1ParallelKeys, 100+seed.Add(1))
+		leases := make([]l1.Lease, l1ParallelKeys)
 		for pb.Next() {
-			l1Cycle(b, m, keys)
+			l1Cycle(b, m, keys, leases)
 		}
 	})
 	perUnit(b, l1ParallelKeys, "ns/key")
 }
 
-// l1Cycle runs one cycle over keys and checks every status.
-func l1Cycle(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey) {
-	l1CycleSized(b, m, keys, l1Object)
+// l1Cycle runs one cycle over keys and checks every status. leases, one
+// per key, is the caller's buffer for the leases the cycle presents.
+func l1Cycle(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey, leases []l1.Lease) {
+	l1CycleSized(b, m, keys, leases, l1Object)
 }
 
-func l1CycleSized(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey, size int64) {
+func l1CycleSized(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey, leases []l1.Lease, size int64) {
 	res, err := m.ReserveWrite(keys, nil, size, l1.ModeAll)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, r := range res {
+	for i, r := range res {
 		if r.Status != l1.OK {
 			b.Fatalf("ReserveWrite: %v", r.Status)
 		}
+		leases[i] = r.Lease
 	}
-	mustAll(b, "FinishWrite", m.FinishWrite(keys))
+	sts, err := m.FinishWrite(keys, leases)
+	mustAll(b, "FinishWrite", sts, err)
 	res, err = m.ReserveRead(keys, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, r := range res {
+	for i, r := range res {
 		if r.Status != l1.OK {
 			b.Fatalf("ReserveRead: %v", r.Status)
 		}
+		leases[i] = r.Lease
 	}
-	sts, err := m.FinishRead(keys, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mustAll(b, "FinishRead", sts)
-	mustAll(b, "Delete", m.Delete(keys, false))
+	sts, err = m.FinishRead(keys, leases, 1)
+	mustAll(b, "FinishRead", sts, err)
+	sts, err = m.Delete(keys, false)
+	mustAll(b, "Delete", sts, err)
 }
 
-func mustAll(b *testing.B, op string, sts []l1.Status) {
+func mustAll(b *testing.B, op string, sts []l1.Status, err error) {
+	if err != nil {
+		b.Fatalf("%s: %v", op, err)
+	}
 	for _, st := range sts {
 		if st != l1.OK {
 			b.Fatalf("%s: %v", op, st)
@@ -334,13 +351,11 @@ func BenchmarkEvictOnDemand(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				m, _ := newProdManager(b, prodKeys, prodObject, wrap, l1.Config{EvictOnDemand: true})
 				cur, next := cycleKeys(prodKeys, 3), cycleKeys(prodKeys, 4)
+				leases := make([]l1.Lease, prodKeys)
 				settle := func(keys []cycleKey, res []l1.Result) {
-					for _, r := range res {
-						if r.Status != l1.OK {
-							b.Fatalf("ReserveWrite: %v", r.Status)
-						}
-					}
-					mustAll(b, "FinishWrite", m.FinishWrite(keys))
+					mustGrant(b, res, leases)
+					sts, err := m.FinishWrite(keys, leases)
+					mustAll(b, "FinishWrite", sts, err)
 					// Rank the objects for eviction: by address, or every
 					// other one first.
 					idx := make([]int, len(keys))
@@ -360,7 +375,9 @@ func BenchmarkEvictOnDemand(b *testing.B) {
 						idx = append(even, odd...)
 					}
 					for _, i := range idx {
-						m.Touch(keys[i : i+1])
+						if err := m.Touch(keys[i : i+1]); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
 				res, err := m.ReserveWrite(cur, nil, prodObject, l1.ModeAll)
@@ -423,12 +440,10 @@ func BenchmarkEvictPastLocked(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range res {
-					if r.Status != l1.OK {
-						b.Fatalf("ReserveWrite: %v", r.Status)
-					}
-				}
-				mustAll(b, "FinishWrite", m.FinishWrite(ks))
+				leases := make([]l1.Lease, len(ks))
+				mustGrant(b, res, leases)
+				sts, err := m.FinishWrite(ks, leases)
+				mustAll(b, "FinishWrite", sts, err)
 				if cold == "read-locked" {
 					if _, err := m.ReserveRead(ks, 1); err != nil {
 						b.Fatal(err)
@@ -441,12 +456,17 @@ func BenchmarkEvictPastLocked(b *testing.B) {
 			groups := len(ring) / batch
 			for g := 0; g < groups-1; g++ {
 				ks := ring[g*batch : (g+1)*batch]
-				if _, err := m.ReserveWrite(ks, nil, l1Object, l1.ModeAll); err != nil {
+				res, err := m.ReserveWrite(ks, nil, l1Object, l1.ModeAll)
+				if err != nil {
 					b.Fatal(err)
 				}
-				mustAll(b, "FinishWrite", m.FinishWrite(ks))
+				leases := make([]l1.Lease, batch)
+				mustGrant(b, res, leases)
+				sts, err := m.FinishWrite(ks, leases)
+				mustAll(b, "FinishWrite", sts, err)
 			}
 			g := groups - 1
+			leases := make([]l1.Lease, batch)
 			b.ReportAllocs()
 			for b.Loop() {
 				ks := ring[g*batch : (g+1)*batch]
@@ -454,14 +474,21 @@ func BenchmarkEvictPastLocked(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range res {
-					if r.Status != l1.OK {
-						b.Fatalf("ReserveWrite: %v", r.Status)
-					}
-				}
-				mustAll(b, "FinishWrite", m.FinishWrite(ks))
+				mustGrant(b, res, leases)
+				sts, err := m.FinishWrite(ks, leases)
+				mustAll(b, "FinishWrite", sts, err)
 				g = (g + 1) % groups
 			}
 		})
+	}
+}
+
+// mustGrant checks that every key got OK and copies the leases.
+func mustGrant(b *testing.B, res []l1.Result, leases []l1.Lease) {
+	for i, r := range res {
+		if r.Status != l1.OK {
+			b.Fatalf("ReserveWrite: %v", r.Status)
+		}
+		leases[i] = r.Lease
 	}
 }

@@ -55,7 +55,7 @@ func TestThreadSafety(t *testing.T) {
 					if !assert.NoError(t, err) || !assert.Equal(t, w[0].Block, rs[0].Block) {
 						return
 					}
-					st, err := e.m.FinishRead([]int{1}, 1)
+					st, err := e.fr([]int{1}, 1)
 					assert.NoError(t, err)
 					assert.Equal(t, []l1.Status{l1.OK}, st)
 				}
@@ -67,14 +67,15 @@ func TestThreadSafety(t *testing.T) {
 	t.Run("concurrent_unsafe_read_same_key", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
-		e.read(t, []int{1}, 1)
+		r := e.read(t, []int{1}, 1)
 		var wg sync.WaitGroup
 		for range workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for range 100 {
-					assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+					rs := e.unsafeRead([]int{1})
+					assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block, Lease: r[0].Lease}}, rs)
 				}
 			}()
 		}
@@ -133,21 +134,21 @@ func mixedOperations(t *testing.T, s l1.PrefixStrategy) {
 					}
 					_, err = e.m.ReserveWrite(ks, temp, int64(1+rng.IntN(2))*obj, l1.Modes[rng.IntN(3)])
 				case 2:
-					e.m.FinishWrite(ks)
+					e.finish(ks)
 				case 3:
-					_, err = e.m.FinishWriteAndReserveRead(ks, 1+rng.IntN(3))
+					_, err = e.fwrr(ks, 1+rng.IntN(3))
 				case 4:
 					_, err = e.m.ReserveRead(ks, 1+rng.IntN(3))
 				case 5:
-					_, err = e.m.FinishRead(ks, 1+rng.IntN(3))
+					_, err = e.fr(ks, 1+rng.IntN(3))
 				case 6:
-					e.m.UnsafeRead(ks)
-					e.m.Touch(ks)
+					e.unsafeRead(ks)
+					e.touch(ks)
 				case 7:
-					e.m.Delete(ks, rng.IntN(8) == 0)
+					e.del(ks, rng.IntN(8) == 0)
 				case 8:
 					if rng.IntN(4) == 0 {
-						e.m.AbortWrite(ks)
+						e.abort(ks)
 					} else {
 						_, err = e.m.EvictTo(0.5)
 					}
@@ -177,7 +178,7 @@ func mixedOperations(t *testing.T, s l1.PrefixStrategy) {
 	require.NoError(t, e.a.Verify())
 	// With everything deleted, Usage reports 0 and the allocator is one
 	// free extent again.
-	e.m.Delete(keys(0, keySpace), true)
+	e.del(keys(0, keySpace), true)
 	used, _ := e.m.Usage()
 	assert.Zero(t, used)
 	assert.Zero(t, e.m.Len())

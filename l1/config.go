@@ -2,6 +2,7 @@ package l1
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -13,6 +14,12 @@ const (
 	DefaultWriteTTL = 600 * time.Second
 	DefaultReadTTL  = 300 * time.Second
 )
+
+// NoExpiry is the TTL of a lock that never lapses: math.MaxInt64, about
+// 292 years. Any TTL from 1 ns up to it works; an expiry is now+TTL
+// saturated at the end of time, and a lock whose expiry saturated never
+// lapses, whatever the clock does.
+const NoExpiry time.Duration = math.MaxInt64
 
 // MaxReadLocks bounds the read locks one call may take or release per key,
 // as LMCache's MAX_READ_LOCK_COUNT does. A call outside [1, MaxReadLocks] is
@@ -35,12 +42,13 @@ type Config struct {
 	// Eviction is the eviction policy, on demand and in EvictTo: which
 	// evictable object goes first. The zero value is EvictLRU.
 	Eviction EvictionPolicy
-	// WriteTTL and ReadTTL are the lock lifetimes; 0 means the default.
-	// Each lock call refreshes the one expiry its lock has (see lock.go).
+	// WriteTTL and ReadTTL are the lock lifetimes, from 1 ns to NoExpiry
+	// (never lapses); 0 means the default. Each lock call refreshes the one
+	// expiry its lock has (see lock.go).
 	WriteTTL, ReadTTL time.Duration
-	// Now is the clock; nil means time.Now. It must not go backwards: the
-	// expiry queues rely on it (a clock that does still never exposes an
-	// expired object, since each key is checked again when a call names it).
+	// Now is the clock; nil means time.Now. It may jump either way by any
+	// amount: the manager counts only its forward steps (see lock.go), so
+	// a jump back neither lapses nor revives a lock.
 	Now func() time.Time
 }
 

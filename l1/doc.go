@@ -10,21 +10,58 @@
 // A request enters the Manager, which works under one mutex and asks its
 // Memory (an *allocator.Allocator, or any Memory) for blocks:
 //
-//	ReserveWrite(keys, temporary, size, mode)   write-lock; allocate missing keys
-//	    FinishWrite(keys)                        commit: readable
-//	    FinishWriteAndReserveRead(keys, locks)   commit and read-lock at once
-//	    AbortWrite(keys)                         discard the reservation
-//	ReserveRead(keys, locks)                     read-lock; get the blocks
-//	    UnsafeRead(keys)                         blocks of read-locked keys
-//	    FinishRead(keys, locks)                  unlock; temporary objects go
-//	Delete(keys, force), Clear(force), Close()   remove
+//	ReserveWrite(keys, temporary, size, mode)        write-lock; allocate missing keys; write leases
+//	    FinishWrite(keys, leases)                     commit: readable
+//	    FinishWriteAndReserveRead(keys, leases, locks) commit and read-lock at once; read leases
+//	    AbortWrite(keys, leases)                      discard the reservation
+//	ReserveRead(keys, locks)                          read-lock; get the blocks and read leases
+//	    UnsafeRead(keys)                              blocks of read-locked keys
+//	    FinishRead(keys, leases, locks)               unlock; temporary objects go
+//	Delete(keys, force), Clear(force), Close()        remove
 //	Touch(keys), EvictTo(ratio)                  recency; eviction
 //	State(key), Snapshot(), IsEvictable(key), Len(), Stats(), Usage()
 //
 // Every batch method returns one Status (or Result) per key, in the order of
-// the keys. Arguments are validated before anything changes: a bad call
-// returns an error wrapping ErrInvalidArgument and leaves the manager as it
-// was.
+// the keys, and an error. Arguments are validated before anything changes:
+// a bad call returns an error wrapping ErrInvalidArgument and leaves the
+// manager as it was. After Close every call that names keys or changes
+// anything returns ErrClosed, never KeyNotExist.
+//
+// # Leases
+//
+// Locks expire, so a holder can outlive its lock: a writer stalls past the
+// write TTL, its object is reclaimed, and another writer reserves the same
+// key, often getting the same block back. Without owners the manager could
+// not tell the two apart. So every lock a call grants comes with a Lease
+// (Result.Lease), and the calls that finish a lock must present it:
+//
+//	t0  A: ReserveWrite(k)          → OK, block b, lease 7
+//	t1  A stalls; its write lock lapses; k is reclaimed, b freed
+//	t2  B: ReserveWrite(k)          → OK, block b again, lease 8
+//	t3  A: FinishWrite(k, lease 7)  → StaleLease: nothing committed,
+//	                                  B's reservation stands
+//	t4  B: FinishWrite(k, lease 8)  → OK: B's bytes become readable
+//
+// Without leases, A's FinishWrite at t3 returned OK and published B's
+// half-written buffer, and readers then read A's bytes or a mix (data
+// loss). AbortWrite and FinishWriteAndReserveRead present the write lease
+// the same way. Read locks are shared, so readers share a lease: the read
+// lock's epoch, which changes each time the lock goes from not held to
+// held. A reader whose hold lapsed presents the old epoch, and its
+// FinishRead answers StaleLease instead of releasing holds that readers
+// took after the lapse. A stale lease changes nothing: nothing is
+// committed, aborted, unlocked or freed. Leases are unique per manager and
+// never 0; a finishing call with len(leases) != len(keys) is rejected. A
+// holder that keeps its lease past a lapse learns KeyNotExist (the object
+// was reclaimed and nobody took the key), KeyInWrongState (someone took and
+// finished it) or StaleLease (someone holds it now); in no case did its
+// call take effect.
+//
+// # Time
+//
+// TTLs go from 1 ns to NoExpiry (math.MaxInt64), which never lapses: the
+// arithmetic saturates. The clock may jump either way by any amount: the
+// manager counts only the clock's forward steps (see lock.go).
 //
 // # The object life cycle
 //
@@ -51,9 +88,9 @@
 // An object is readable when it is not write-locked: a write is invisible
 // until FinishWrite. It is writable again (modes ModeAll and ModeUpdate)
 // when it holds no live lock, is not temporary and its block holds the new
-// size; evictable when it is ready (finished, no live lock) and not
-// temporary. A temporary object is removed when its last read lock is
-// released. Locks expire: a lapsed write lock reclaims the object, a lapsed
+// size; a re-lock keeps the object's own temporary flag. It is evictable
+// when it is ready (finished, no live lock), temporary or not. A temporary
+// object is removed when its last read lock is released. Locks expire: a lapsed write lock reclaims the object, a lapsed
 // read lock reclaims a temporary object and just unlocks any other (see
 // lock.go).
 //
@@ -99,7 +136,13 @@
 //     becomes readable. An expired read lock on a temporary object
 //     reclaims it instead of stranding it.
 //   - Listeners run outside the manager lock, in operation order, and may
-//     call back into the manager (see Listener).
+//     call back into the manager; each caller delivers its own events
+//     before it returns, so the backlog is bounded; each listener gets its
+//     own key slice (see Listener).
+//   - Leases: a late writer or reader cannot act on a lock taken after its
+//     own lapsed (LMCache's locks have no owner).
+//   - TTLs saturate: a TTL of math.MaxInt64 never lapses (LMCache's now +
+//     ttl arithmetic is unbounded in Python; a naive Go port overflows).
 //   - Every read, IsEvictable and Usage included, takes the manager lock.
 //   - Lock counts are O(1) per call, not one step per hold.
 //   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll

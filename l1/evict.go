@@ -8,13 +8,12 @@ import (
 
 // Eviction.
 //
-// An object is evictable when its write has finished, it holds no live
-// lock, read or write, and it is not temporary. LMCache's predicate is the
-// first two; a temporary object is a prefetched chunk waiting for its one
-// reader, so eviction leaves it alone. One that holds no read lock
-// (finished with FinishWrite and not read yet) stays until it is read and
-// released, deleted or cleared; one whose read lock lapses is reclaimed
-// (see lock.go).
+// An object is evictable when its write has finished and it holds no live
+// lock, read or write: LMCache's predicate. Temporary objects are no
+// exception: a temporary object that is read-locked waits for its reader,
+// but one finished with FinishWrite and never read holds no lock, so no TTL
+// would ever reclaim it, and only eviction returns its memory (as in
+// LMCache). One whose read lock lapses is reclaimed (see lock.go).
 //
 // The evictable objects, and only they, are in the eviction policy's
 // structures (policy.go), which say which goes first. Two paths evict,
@@ -42,11 +41,11 @@ import (
 
 // evictableLocked is the eviction predicate.
 func evictableLocked[K comparable](o *object[K], now int64) bool {
-	return o.finished && !o.temporary && !o.write.held(now) && !o.read.held(now)
+	return o.finished && !o.write.held(now) && !o.read.held(now)
 }
 
-// IsEvictable reports whether key exists, has been written, is not
-// temporary and holds no live lock. Unlike LMCache's is_key_evictable, it
+// IsEvictable reports whether key exists, has been written and holds no
+// live lock. Unlike LMCache's is_key_evictable, it
 // reads under the manager lock.
 func (m *Manager[K]) IsEvictable(key K) bool {
 	now := m.lock()

@@ -44,7 +44,7 @@ func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 				}
 				e := newE(t, l1.Config{})
 				e.put(t, keys(100, 16), obj)
-				e.m.Touch([]int{100})
+				e.touch([]int{100})
 				e.read(t, []int{101}, 1)
 				e.finishRead(t, []int{101}, 1)
 				e.rec.take()
@@ -87,9 +87,10 @@ func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 				assert.Equal(t, uint64(4), e.m.Stats().Evictions)
 				require.NoError(t, e.a.Verify())
 			})
-			t.Run("never_evicts_temporary_objects", func(t *testing.T) {
+			t.Run("never_evicts_read_locked_temporary_objects", func(t *testing.T) {
 				e := newE(t, l1.Config{})
-				e.putTemp(t, keys(100, 14), obj) // finished, unlocked, temporary
+				e.putTemp(t, keys(100, 14), obj) // finished, temporary
+				e.read(t, keys(100, 14), 1)      // waiting for their reader
 				e.put(t, keys(200, 2), obj)
 				rs := e.reserve(t, keys(0, 3), obj)
 				assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.OutOfMemory}, statuses(rs))
@@ -122,8 +123,8 @@ func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 				for k := 101; k < 116; k += 2 {
 					odd = append(odd, k)
 				}
-				e.m.Delete(odd, false)
-				e.m.Touch([]int{100, 102}) // the coldest is now 104
+				e.del(odd, false)
+				e.touch([]int{100, 102}) // the coldest is now 104
 				rs := e.reserve(t, keys(0, 3), obj)
 				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
 				assert.Equal(t, rs[0].Block.End(), rs[1].Block.Offset)
@@ -160,7 +161,7 @@ func testEvictTo(t *testing.T, policy l1.EvictionPolicy) {
 		}
 		e := newEnv(t, 16*obj, cfg)
 		e.put(t, keys(100, 16), obj)
-		e.m.Touch([]int{100})
+		e.touch([]int{100})
 		e.read(t, []int{101}, 1)
 		e.rec.take()
 		n, err := e.m.EvictTo(0.5)
@@ -188,8 +189,8 @@ func testEvictTo(t *testing.T, policy l1.EvictionPolicy) {
 		e.putTemp(t, []int{300}, obj)
 		n, err := e.m.EvictTo(0)
 		require.NoError(t, err)
-		assert.Equal(t, 5, n)
-		assert.Equal(t, 3, e.m.Len(), "read-locked, write-locked and temporary objects stay")
+		assert.Equal(t, 6, n, "the unread temporary object too")
+		assert.Equal(t, 2, e.m.Len(), "read-locked and write-locked objects stay")
 	})
 	t.Run("counts_the_managers_bytes_only", func(t *testing.T) {
 		// Another user of the same allocator holds half of it; EvictTo

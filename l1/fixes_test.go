@@ -93,12 +93,12 @@ func TestFixUnfinishedWritesAreInvisible(t *testing.T) {
 	e.reserve(t, []int{2}, obj) // rewrite
 	for _, k := range []int{1, 2} {
 		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.read(t, []int{k}, 1), "key %d", k)
-		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.m.UnsafeRead([]int{k}), "key %d", k)
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.unsafeRead([]int{k}), "key %d", k)
 		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.finishRead(t, []int{k}, 1), "key %d", k)
 		assert.False(t, e.m.IsEvictable(k))
 	}
-	assert.Equal(t, []l1.Status{l1.KeyIsLocked, l1.KeyIsLocked}, e.m.Delete([]int{1, 2}, false))
-	e.m.FinishWrite([]int{1, 2})
+	assert.Equal(t, []l1.Status{l1.KeyIsLocked, l1.KeyIsLocked}, e.del([]int{1, 2}, false))
+	e.finish([]int{1, 2})
 	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, statuses(e.read(t, []int{1, 2}, 1)))
 }
 
@@ -109,7 +109,7 @@ func TestFixExpiredWriteLockIsNeverReadable(t *testing.T) {
 	copy(e.a.Bytes(w[0].Block), "half a wri")
 	e.clk.Advance(l1.DefaultWriteTTL)
 	assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, e.read(t, []int{1}, 1))
-	assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.FinishWrite([]int{1}), "a late writer cannot commit")
+	assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.finish([]int{1}), "a late writer cannot commit")
 	assert.Zero(t, e.used())
 }
 
@@ -120,7 +120,7 @@ func TestFixExpiredTemporaryReadIsReclaimed(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		_, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
-		_, err = e.m.FinishWriteAndReserveRead([]int{1}, 2)
+		_, err = e.fwrr([]int{1}, 2)
 		require.NoError(t, err)
 		e.clk.Advance(l1.DefaultReadTTL)
 		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.finishRead(t, []int{1}, 2))
@@ -152,19 +152,28 @@ func TestFixExpiredTemporaryReadIsReclaimed(t *testing.T) {
 }
 
 // §6.4: listeners ran inside the global lock. Here a listener may call
-// back into the manager, even through another goroutine it waits for.
+// back into the manager itself, and may wait for another goroutine's call
+// that makes no event (a read, State, Stats); see Listener for why it must
+// not wait for another goroutine's call that does.
 func TestFixListenersRunOutsideTheLock(t *testing.T) {
 	e := newEnv(t, 64*KiB, l1.Config{})
 	var nested []l1.Status
+	var seen l1.ObjectState
 	e.m.AddListenerFunc(func(ev l1.Event[int]) {
 		if ev.Kind != l1.EventWriteReserved {
 			return
 		}
-		done := make(chan []l1.Status)
-		go func() { done <- e.m.FinishWrite(ev.Keys) }()
-		nested = <-done
+		done := make(chan l1.ObjectState)
+		go func() {
+			s, _ := e.m.State(ev.Keys[0])
+			e.unsafeRead(ev.Keys)
+			done <- s
+		}()
+		seen = <-done
+		nested = e.finish(ev.Keys)
 	})
 	e.reserve(t, []int{1, 2}, obj)
+	assert.True(t, seen.WriteLocked)
 	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, nested)
 	assert.Equal(t, []l1.Event[int]{
 		{Kind: l1.EventWriteReserved, Keys: []int{1, 2}},
@@ -195,7 +204,7 @@ func TestFixReadsTakeTheLock(t *testing.T) {
 	for range 200 {
 		rs := e.reserve(t, keys(0, 20), obj) // probes 10, 15, 17, 16
 		require.Equal(t, l1.OK, rs[15].Status)
-		e.m.Delete(keys(0, 20), true)
+		e.del(keys(0, 20), true)
 	}
 	stop.Store(true)
 	wg.Wait()

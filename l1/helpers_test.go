@@ -78,6 +78,7 @@ func (r *recorder) last(kind l1.EventKind) []int {
 // env is a manager over a real allocator, with a manual clock and a
 // recording listener.
 type env struct {
+	t   testing.TB
 	m   *l1.Manager[int]
 	a   *allocator.Allocator
 	clk *clock
@@ -106,7 +107,7 @@ func newEnv(t testing.TB, capacity int64, cfg l1.Config) *env {
 // under it.
 func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Config) *env {
 	t.Helper()
-	e := &env{a: a, clk: newClock(), rec: &recorder{}}
+	e := &env{t: t, a: a, clk: newClock(), rec: &recorder{}}
 	if cfg.Now == nil {
 		cfg.Now = e.clk.Now
 	}
@@ -158,7 +159,7 @@ func (e *env) put(t testing.TB, ks []int, size int64) []l1.Result {
 	t.Helper()
 	rs := e.reserve(t, ks, size)
 	require.Equal(t, repeat(l1.OK, len(ks)), statuses(rs))
-	require.Equal(t, repeat(l1.OK, len(ks)), e.m.FinishWrite(ks))
+	require.Equal(t, repeat(l1.OK, len(ks)), e.finish(ks))
 	return rs
 }
 
@@ -172,7 +173,7 @@ func (e *env) putTemp(t testing.TB, ks []int, size int64) {
 	rs, err := e.m.ReserveWrite(ks, temp, size, l1.ModeAll)
 	require.NoError(t, err)
 	require.Equal(t, repeat(l1.OK, len(ks)), statuses(rs))
-	require.Equal(t, repeat(l1.OK, len(ks)), e.m.FinishWrite(ks))
+	require.Equal(t, repeat(l1.OK, len(ks)), e.finish(ks))
 }
 
 func (e *env) read(t testing.TB, ks []int, locks int) []l1.Result {
@@ -184,9 +185,76 @@ func (e *env) read(t testing.TB, ks []int, locks int) []l1.Result {
 
 func (e *env) finishRead(t testing.TB, ks []int, locks int) []l1.Status {
 	t.Helper()
-	st, err := e.m.FinishRead(ks, locks)
+	st, err := e.fr(ks, locks)
 	require.NoError(t, err)
 	return st
+}
+
+// The helpers below act as an honest holder of every lock: they present
+// the current holders' leases, read from State. Tests of the lease
+// protocol itself pass leases explicitly. They report errors with Errorf,
+// so goroutines may use them.
+
+// wl returns the keys' current write leases (0 where none).
+func (e *env) wl(ks []int) []l1.Lease {
+	out := make([]l1.Lease, len(ks))
+	for i, k := range ks {
+		s, _ := e.m.State(k)
+		out[i] = s.WriteLease
+	}
+	return out
+}
+
+// rl returns the keys' current read leases (0 where none).
+func (e *env) rl(ks []int) []l1.Lease {
+	out := make([]l1.Lease, len(ks))
+	for i, k := range ks {
+		s, _ := e.m.State(k)
+		out[i] = s.ReadLease
+	}
+	return out
+}
+
+func (e *env) noErr(err error, call string) {
+	if err != nil {
+		e.t.Errorf("%s: unexpected error %v", call, err)
+	}
+}
+
+func (e *env) finish(ks []int) []l1.Status {
+	st, err := e.m.FinishWrite(ks, e.wl(ks))
+	e.noErr(err, "FinishWrite")
+	return st
+}
+
+func (e *env) abort(ks []int) []l1.Status {
+	st, err := e.m.AbortWrite(ks, e.wl(ks))
+	e.noErr(err, "AbortWrite")
+	return st
+}
+
+func (e *env) fwrr(ks []int, locks int) ([]l1.Result, error) {
+	return e.m.FinishWriteAndReserveRead(ks, e.wl(ks), locks)
+}
+
+func (e *env) fr(ks []int, locks int) ([]l1.Status, error) {
+	return e.m.FinishRead(ks, e.rl(ks), locks)
+}
+
+func (e *env) unsafeRead(ks []int) []l1.Result {
+	rs, err := e.m.UnsafeRead(ks)
+	e.noErr(err, "UnsafeRead")
+	return rs
+}
+
+func (e *env) del(ks []int, force bool) []l1.Status {
+	st, err := e.m.Delete(ks, force)
+	e.noErr(err, "Delete")
+	return st
+}
+
+func (e *env) touch(ks []int) {
+	e.noErr(e.m.Touch(ks), "Touch")
 }
 
 func (e *env) state(t testing.TB, k int) l1.ObjectState {

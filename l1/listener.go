@@ -86,7 +86,7 @@ func (c Cause) String() string {
 
 // Event reports keys an operation changed. Keys is never empty, is in the
 // order the operation handled the keys, and belongs to the listener, which
-// may keep it.
+// may keep and modify it: each listener gets its own slice.
 type Event[K comparable] struct {
 	Kind  EventKind
 	Cause Cause // for EventRemoved only
@@ -96,25 +96,42 @@ type Event[K comparable] struct {
 // Listener receives the keys each operation changed, one callback per
 // kind of change, as LMCache's L1 listeners do. Each callback gets only the
 // keys that succeeded, never an empty list, in the order the operation
-// handled them; the slice belongs to the listener, which may keep it.
+// handled them; the slice belongs to the listener, which may keep and
+// modify it (every listener gets its own).
 //
-// Listeners run outside the manager lock, so a listener may call back into
-// the manager, from its own goroutine or any other. Calls are serialized and
-// in operation order: events are queued under the manager lock as each
-// operation makes them, and one goroutine at a time drains the queue. The
-// goroutine whose operation finds the queue idle drains it, its own events
-// and any that other operations queue meanwhile, before it returns; an
-// operation that finds another goroutine draining (including an operation a
-// listener makes) leaves its events to that goroutine and returns at once.
-// So when an operation returns its events have been delivered, unless
-// another delivery was in progress, or it was called from a listener, in
-// which case they follow the current listener call.
+// Delivery guarantees:
+//
+//   - Order. Listener calls are serialized (never two at once) and follow
+//     the order in which operations took the manager lock; within an
+//     operation, the order in which it made its events. Each event goes
+//     to the listeners registered when it was made, in registration order.
+//   - Blocking. Listeners run outside the manager lock, on the goroutine of
+//     the operation that made the events: each operation delivers its own
+//     events, and only its own, before it returns. An operation whose
+//     events are not next waits until the events of earlier operations
+//     have been delivered (by their own callers). So a slow listener slows
+//     every caller that makes events, as a slow consumer should, and the
+//     events waiting for delivery are at most those of the operations
+//     waiting for their turn: one operation per waiting goroutine, and
+//     what calls made from inside listeners queued (Stats.PendingEvents,
+//     Counters.PeakPendingEvents). Operations that make no event (a read of
+//     missing keys, State, Stats, …) never wait for listeners.
+//   - Re-entrancy. A listener may call back into the manager from its own
+//     goroutine. Such a call does not wait: its events are queued behind
+//     those of the operations already waiting, and it returns at once;
+//     they are delivered by the goroutine that delivers the events just
+//     before them, after the current listener returns. A listener must not
+//     wait for another goroutine's call to this manager that makes events,
+//     since that call waits for the listener (as with any lock). A
+//     listener of another manager counts as a listener here: its calls do
+//     not wait while this manager is delivering.
+//   - Panics. A listener's panic propagates to the caller of the operation
+//     being delivered, after that operation has completed; that
+//     operation's undelivered events are dropped, and later events are
+//     delivered as usual.
 //
 // A listener added by AddListener receives the events of operations that
-// start after it was added. A listener's panic propagates to the caller of
-// the operation that was delivering (after that operation has completed);
-// the events of the batch being delivered that had not yet been handed out
-// are dropped, and later events are delivered as usual.
+// start after it was added.
 type Listener[K comparable] interface {
 	// WriteReserved: ReserveWrite locked the keys for writing, newly
 	// allocated and re-locked keys alike. With a partial grant, only the
@@ -185,12 +202,6 @@ func deliver[K comparable](l Listener[K], ev Event[K]) {
 	}
 }
 
-// queued is an event with the listeners registered when it was made.
-type queued[K comparable] struct {
-	ev        Event[K]
-	listeners []Listener[K]
-}
-
 // AddListenerFunc registers f, through ListenerFunc, for the events of
 // later operations.
 func (m *Manager[K]) AddListenerFunc(f func(Event[K])) {
@@ -221,7 +232,7 @@ func (m *Manager[K]) emitLocked(kind EventKind, keys []K) {
 	if len(keys) == 0 || !m.listening() {
 		return
 	}
-	m.queue = append(m.queue, queued[K]{ev: Event[K]{Kind: kind, Keys: keys}, listeners: m.listeners})
+	m.delivery.push(queued[K]{ev: Event[K]{Kind: kind, Keys: keys}, listeners: m.listeners})
 }
 
 // noteRemovedLocked records one removed key, merging it into the current
@@ -230,44 +241,40 @@ func (m *Manager[K]) noteRemovedLocked(key K, cause Cause) {
 	if !m.listening() {
 		return
 	}
-	if n := len(m.queue); n > m.opStart {
-		if q := &m.queue[n-1]; q.ev.Kind == EventRemoved && q.ev.Cause == cause {
+	d := &m.delivery
+	if n := len(d.queue); n > d.opStart {
+		if q := &d.queue[n-1]; q.ev.Kind == EventRemoved && q.ev.Cause == cause {
 			q.ev.Keys = append(q.ev.Keys, key)
 			return
 		}
 	}
-	m.queue = append(m.queue, queued[K]{ev: Event[K]{Kind: EventRemoved, Cause: cause, Keys: []K{key}}, listeners: m.listeners})
+	d.push(queued[K]{ev: Event[K]{Kind: EventRemoved, Cause: cause, Keys: []K{key}}, listeners: m.listeners})
 }
 
 // unlock ends an operation: it frees the blocks of the objects the
-// operation removed, releases the manager lock and delivers the queued
-// events unless another goroutine is delivering them already.
+// operation removed, releases the manager lock and, when the operation
+// made events, delivers them (see Listener).
 func (m *Manager[K]) unlock() {
 	m.flushLocked()
-	if m.delivering || len(m.queue) == 0 {
+	d := &m.delivery
+	if len(d.queue) == d.opStart { // no events
 		m.mu.Unlock()
 		return
 	}
-	m.delivering = true
-	locked := true
-	defer func() {
-		if !locked {
-			m.mu.Lock()
-		}
-		m.delivering = false
-		m.mu.Unlock()
-	}()
-	for len(m.queue) > 0 {
-		batch := m.queue
-		m.queue = nil
-		m.mu.Unlock()
-		locked = false
-		for _, q := range batch {
-			for _, l := range q.listeners {
-				deliver(l, q.ev)
-			}
-		}
-		m.mu.Lock()
-		locked = true
+	d.ticket++
+	t := d.ticket
+	// Only the delivering goroutine can be inside a listener of this
+	// manager, so the stack is looked at only while a delivery runs.
+	reentrant := d.busy && inListener()
+	for i := d.opStart; i < len(d.queue); i++ {
+		d.queue[i].ticket, d.queue[i].orphan = t, reentrant
 	}
+	if n := uint64(len(d.queue) - d.head); n > m.stats.PeakPendingEvents {
+		m.stats.PeakPendingEvents = n
+	}
+	if reentrant {
+		m.mu.Unlock()
+		return
+	}
+	m.deliverLocked(t)
 }

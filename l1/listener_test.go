@@ -16,11 +16,11 @@ func TestListeners(t *testing.T) {
 	t.Run("events_follow_the_operations", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1, 2}, obj)
-		e.m.FinishWrite([]int{1, 2, 3})
+		e.finish([]int{1, 2, 3})
 		e.read(t, []int{2}, 1)
 		e.finishRead(t, []int{2}, 1)
-		e.m.Touch([]int{1})
-		e.m.Delete([]int{1, 2}, false)
+		e.touch([]int{1})
+		e.del([]int{1, 2}, false)
 		assert.Equal(t, []l1.Event[int]{
 			{Kind: l1.EventWriteReserved, Keys: []int{1, 2}},
 			{Kind: l1.EventWriteFinished, Keys: []int{1, 2}},
@@ -32,10 +32,10 @@ func TestListeners(t *testing.T) {
 	})
 	t.Run("no_event_for_an_empty_key_list", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		e.m.FinishWrite([]int{1})
+		e.finish([]int{1})
 		e.read(t, []int{1}, 1)
-		e.m.Delete([]int{1}, true)
-		e.m.Touch([]int{1})
+		e.del([]int{1}, true)
+		e.touch([]int{1})
 		e.reserve(t, []int{1}, 65*KiB)
 		assert.Empty(t, e.rec.take())
 	})
@@ -45,7 +45,7 @@ func TestListeners(t *testing.T) {
 		e.m.AddListenerFunc(func(ev l1.Event[int]) {
 			order = append(order, "begin "+ev.Kind.String())
 			if ev.Kind == l1.EventWriteReserved {
-				assert.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite(ev.Keys))
+				assert.Equal(t, []l1.Status{l1.OK}, e.finish(ev.Keys))
 				s, ok := e.m.State(ev.Keys[0])
 				assert.True(t, ok)
 				assert.True(t, s.Finished)
@@ -61,7 +61,7 @@ func TestListeners(t *testing.T) {
 		late := &recorder{}
 		e.m.AddListenerFunc(late.listen)
 		e.m.AddListener(nil)
-		e.m.FinishWrite([]int{1})
+		e.finish([]int{1})
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteFinished, Keys: []int{1}}}, late.take())
 	})
 	t.Run("a_panicking_listener_does_not_stop_delivery", func(t *testing.T) {
@@ -75,7 +75,7 @@ func TestListeners(t *testing.T) {
 		})
 		assert.Panics(t, func() { e.reserve(t, []int{1}, obj) })
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.finish([]int{1}))
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteFinished, Keys: []int{1}}}, e.rec.take())
 	})
 	t.Run("serialized_and_ordered_under_concurrency", func(t *testing.T) {
@@ -109,10 +109,10 @@ func TestListeners(t *testing.T) {
 						t.Errorf("reserve %d: %v %v", k, rs, err)
 						return
 					}
-					e.m.FinishWrite([]int{k})
+					e.finish([]int{k})
 					e.m.ReserveRead([]int{k}, 1)
-					e.m.FinishRead([]int{k}, 1)
-					e.m.Delete([]int{k}, false)
+					e.fr([]int{k}, 1)
+					e.del([]int{k}, false)
 				}
 			}()
 		}
@@ -150,14 +150,14 @@ func TestListenerInterfaceCallbacks(t *testing.T) {
 	res, err := e.m.ReserveWrite([]int{1, 2, 3, 4}, nil, obj, l1.ModeAll)
 	require.NoError(t, err)
 	require.Equal(t, l1.OutOfMemory, res[3].Status)
-	e.m.FinishWrite([]int{1, 9})
-	_, err = e.m.FinishWriteAndReserveRead([]int{2}, 1)
+	e.finish([]int{1, 9})
+	_, err = e.fwrr([]int{2}, 1)
 	require.NoError(t, err)
 	e.read(t, []int{1}, 2)
 	e.finishRead(t, []int{1}, 2)
-	e.m.Touch([]int{1, 2})
-	e.m.AbortWrite([]int{3})
-	e.m.Delete([]int{1, 2}, true)
+	e.touch([]int{1, 2})
+	e.abort([]int{3})
+	e.del([]int{1, 2}, true)
 	assert.Equal(t, []string{
 		"WriteReserved[1 2 3]",
 		"WriteFinished[1]",

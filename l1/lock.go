@@ -1,5 +1,7 @@
 package l1
 
+import "math"
+
 // Lock counts and their lifetimes.
 //
 // A lock is a count and one expiry, as LMCache's TTLLock is: taking n holds
@@ -29,9 +31,21 @@ package l1
 // (Stats excepted): write-locked objects wait in a queue ordered by expiry,
 // and read-locked temporary objects in another, so a sweep pops only what
 // has expired and costs O(1) when nothing has. The queues are ordered
-// because every lock of a kind has the same TTL and the clock does not go
-// backwards; each call also checks the keys it names, so a clock that does
-// go backwards delays a reclaim but never exposes an expired object.
+// because every lock of a kind has the same TTL and the manager's time never
+// goes backwards, even when the clock does (see tick).
+//
+// TTLs and time. Any TTL from 1 ns to math.MaxInt64 (NoExpiry) works: an
+// expiry is now+TTL saturated at math.MaxInt64, and a lock whose expiry
+// saturated never lapses. The manager keeps its own time: the sum of the
+// clock's forward steps, saturated. A clock jumping backwards by any amount
+// neither revives a lapsed lock nor lapses a live one; locks then lapse as
+// the clock moves forward again by what remained of their TTL. A clock
+// jumping forward by any amount lapses every lock with a finite TTL.
+//
+// Leases. Each hold is also named by a lease (see Lease): a write lock has
+// the lease of the ReserveWrite that took it, and a read lock the epoch it
+// got when it went from not held to held. A finishing call must present the
+// lease; a stale one changes nothing (StaleLease).
 
 // ttlLock is a hold count and one expiry, in nanoseconds of the manager's
 // clock since the manager was made.
@@ -46,14 +60,42 @@ func (l *ttlLock) held(now int64) bool { return l.count > 0 && now < l.expiry }
 // lapsed reports whether the lock has holders whose lifetime has run out.
 func (l *ttlLock) lapsed(now int64) bool { return l.count > 0 && now >= l.expiry }
 
-// lock adds n holds and moves the expiry to now+ttl. Holds that had lapsed
-// are dropped first.
+// lock adds n holds and moves the expiry to now+ttl, saturated at
+// math.MaxInt64 (never: see tick). Holds that had lapsed are dropped first.
 func (l *ttlLock) lock(n int, now, ttl int64) {
 	if !l.held(now) {
 		l.count = 0
 	}
 	l.count += int64(n)
-	l.expiry = now + ttl
+	l.expiry = satAdd(now, ttl)
+}
+
+// satAdd returns a+b for b ≥ 0, saturated at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// endOfTime is the expiry of a lock that never lapses: the manager's
+// clock stops one nanosecond short of it (see tick).
+const endOfTime = math.MaxInt64
+
+// tick reads the clock and advances the manager's time, in nanoseconds
+// since New, by how far the clock moved forward since the last reading.
+// A clock that jumps backwards leaves the manager's time where it was, and
+// time moves on from there as the clock moves on, so the expiry queues stay
+// ordered; a jump forward by any amount saturates. The manager's time stops
+// one nanosecond before endOfTime, so a lock whose expiry saturated never
+// lapses.
+func (m *Manager[K]) tick() int64 {
+	t := m.cfg.Now()
+	if d := t.Sub(m.last); d > 0 {
+		m.now = min(satAdd(m.now, int64(d)), endOfTime-1)
+	}
+	m.last = t
+	return m.now
 }
 
 // unlock releases n holds, never going below zero.

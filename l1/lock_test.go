@@ -25,15 +25,15 @@ func TestWriteLockExpiry(t *testing.T) {
 	t.Run("reclaimed_by_the_next_call_and_never_readable", func(t *testing.T) {
 		for name, call := range map[string]func(e *env) l1.Status{
 			"ReserveRead": func(e *env) l1.Status { return e.read(t, []int{1}, 1)[0].Status },
-			"UnsafeRead":  func(e *env) l1.Status { return e.m.UnsafeRead([]int{1})[0].Status },
-			"FinishWrite": func(e *env) l1.Status { return e.m.FinishWrite([]int{1})[0] },
+			"UnsafeRead":  func(e *env) l1.Status { return e.unsafeRead([]int{1})[0].Status },
+			"FinishWrite": func(e *env) l1.Status { return e.finish([]int{1})[0] },
 			"FinishWriteAndReserveRead": func(e *env) l1.Status {
-				rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+				rs, err := e.fwrr([]int{1}, 1)
 				require.NoError(t, err)
 				return rs[0].Status
 			},
-			"Delete":     func(e *env) l1.Status { return e.m.Delete([]int{1}, true)[0] },
-			"AbortWrite": func(e *env) l1.Status { return e.m.AbortWrite([]int{1})[0] },
+			"Delete":     func(e *env) l1.Status { return e.del([]int{1}, true)[0] },
+			"AbortWrite": func(e *env) l1.Status { return e.abort([]int{1})[0] },
 			"Len": func(e *env) l1.Status {
 				assert.Zero(t, e.m.Len())
 				return l1.KeyNotExist
@@ -101,7 +101,7 @@ func TestReadLockExpiry(t *testing.T) {
 		assert.Zero(t, s.ReadLocks)
 		assert.True(t, s.Evictable)
 		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.finishRead(t, []int{1}, 1))
-		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.KeyNotReadable, e.unsafeRead([]int{1})[0].Status)
 	})
 	t.Run("each_lock_refreshes_the_expiry_for_every_holder", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{ReadTTL: time.Minute})

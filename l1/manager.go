@@ -3,6 +3,7 @@ package l1
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -18,6 +19,9 @@ type object[K comparable] struct {
 	read      ttlLock
 	temporary bool
 	finished  bool // a write of this object has been finished
+	// wlease is the lease of the write reservation that holds (or last
+	// held) the write lock; rlease is the read-lock epoch (see Lease).
+	wlease, rlease Lease
 	// stamp is the Manager.stamp of the last ReserveWrite that named the
 	// key: within one call it marks the keys already seen (see reserve.go).
 	stamp uint64
@@ -58,7 +62,6 @@ type Manager[K comparable] struct {
 	upTo  UpToAllocator // nil when mem has no AllocateUpTo
 	fit   Fitter        // nil when mem has no Fit
 	cfg   Config
-	epoch time.Time
 	wttl  int64 // nanoseconds
 	rttl  int64
 
@@ -75,6 +78,11 @@ type Manager[K comparable] struct {
 	stats       Counters
 	held        int64 // bytes in the objects' blocks
 	lastFreeErr error
+	// The manager's time (see tick): now is nanoseconds since New, last
+	// the clock's last reading.
+	now  int64
+	last time.Time
+	gen  uint64 // the last lease handed out
 
 	// Scratch space, reused under the lock so that the hot paths allocate
 	// little beyond the slices they return.
@@ -84,28 +92,26 @@ type Manager[K comparable] struct {
 	picks   []pick[K]         // ReserveWrite's keys to allocate
 	relocks []pick[K]         // ReserveWrite's keys to re-lock
 
-	listeners  []Listener[K]
-	queue      []queued[K] // events waiting for delivery, in operation order
-	opStart    int         // len(queue) when the current operation began
-	delivering bool        // a goroutine is draining queue
+	listeners []Listener[K]
+	delivery  delivery[K] // events waiting for delivery (see listener.go)
 }
 
 // New returns a manager over mem. The manager does not own mem: Close frees
 // the manager's blocks but leaves mem open.
 func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
-	if mem == nil {
-		return nil, fmt.Errorf("%w: nil memory", ErrInvalidArgument)
+	if isNil(mem) {
+		return nil, fmt.Errorf("%w: nil memory (%T)", ErrInvalidArgument, mem)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager[K]{
-		mem:   mem,
-		cfg:   cfg,
-		epoch: cfg.Now(),
-		wttl:  int64(cfg.WriteTTL),
-		rttl:  int64(cfg.ReadTTL),
+		mem:  mem,
+		cfg:  cfg,
+		last: cfg.Now(),
+		wttl: int64(cfg.WriteTTL),
+		rttl: int64(cfg.ReadTTL),
 	}
 	m.alloc, _ = mem.(*allocator.Allocator)
 	m.upTo, _ = mem.(UpToAllocator)
@@ -117,7 +123,27 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.tempQ.init(&m.objects, setExp)
 	m.readQ.init(&m.objects, setExp)
 	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
+	m.delivery.init(&m.mu)
 	return m, nil
+}
+
+// isNil reports whether mem is nil or a nil pointer, map, slice, func or
+// channel wrapped in the interface, such as a typed-nil *allocator.Allocator.
+func isNil(mem Memory) bool {
+	if mem == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(mem); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
+// nextLease hands out the next lease.
+func (m *Manager[K]) nextLease() Lease {
+	m.gen++
+	return Lease(m.gen)
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -127,9 +153,9 @@ func (m *Manager[K]) Config() Config { return m.cfg }
 // reclaims expired objects. It returns the time in manager nanoseconds.
 func (m *Manager[K]) lock() int64 {
 	m.mu.Lock()
-	m.opStart = len(m.queue)
+	m.delivery.begin()
 	m.ev.begin()
-	now := int64(m.cfg.Now().Sub(m.epoch))
+	now := m.tick()
 	m.sweepLocked(now)
 	return now
 }
@@ -229,11 +255,16 @@ func (m *Manager[K]) flushLocked() {
 // Delete removes the keys and frees their memory. Without force a locked
 // object is left alone (KeyIsLocked); with force it is removed anyway, and a
 // reader or writer still using its block then races with the block's next
-// owner, as in LMCache.
-func (m *Manager[K]) Delete(keys []K, force bool) []Status {
-	out := make([]Status, len(keys))
+// owner, as in LMCache (the holder's lease is then stale: its finishing
+// call answers KeyNotExist, or StaleLease once the key is reserved again).
+// After Close it returns ErrClosed.
+func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Status, len(keys))
 	for i, k := range keys {
 		o := m.lookupLocked(k, now)
 		switch {
@@ -245,7 +276,7 @@ func (m *Manager[K]) Delete(keys []K, force bool) []Status {
 			m.removeLocked(o, CauseDeleted)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Clear removes every unlocked object, or every object with force, and
@@ -270,10 +301,13 @@ func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	return n
 }
 
-// Close frees every object, locked or not, and makes later ReserveWrite and
-// EvictTo calls fail with ErrClosed; other calls then see an empty manager.
-// It leaves the Memory open. It is idempotent. The error reports blocks the
-// memory refused to free.
+// Close frees every object, locked or not. Every later call that names keys
+// or changes anything (ReserveWrite, FinishWrite, FinishWriteAndReserveRead,
+// AbortWrite, ReserveRead, UnsafeRead, FinishRead, Delete, Touch, EvictTo)
+// then fails with ErrClosed, so "closed" never looks like a miss; the
+// observers (State, Snapshot, IsEvictable, Len, Clear, Stats, Usage) see an
+// empty manager. It leaves the Memory open. It is idempotent. The error
+// reports blocks the memory refused to free.
 func (m *Manager[K]) Close() error {
 	now := m.lock()
 	defer m.unlock()
@@ -295,10 +329,14 @@ func (m *Manager[K]) Close() error {
 }
 
 // Touch marks the existing keys as recently used and reports them
-// (EventAccessed). Missing keys are ignored.
-func (m *Manager[K]) Touch(keys []K) {
+// (EventAccessed). Missing keys are ignored. After Close it returns
+// ErrClosed.
+func (m *Manager[K]) Touch(keys []K) error {
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return ErrClosed
+	}
 	var touched []K
 	for _, k := range keys {
 		if o := m.lookupLocked(k, now); o != nil {
@@ -309,6 +347,7 @@ func (m *Manager[K]) Touch(keys []K) {
 		}
 	}
 	m.emitLocked(EventAccessed, touched)
+	return nil
 }
 
 // Len returns the number of objects, after reclaiming expired ones.

@@ -44,13 +44,13 @@ func TestNew(t *testing.T) {
 func TestDelete(t *testing.T) {
 	t.Run("non_existing_key_returns_key_not_exist", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.del([]int{1}, false))
 	})
 	t.Run("success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.OK}, e.del([]int{1}, false))
 		_, ok := e.m.State(1)
 		assert.False(t, ok)
 		assert.Zero(t, e.used())
@@ -59,14 +59,14 @@ func TestDelete(t *testing.T) {
 	t.Run("write_locked_returns_key_is_locked", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.del([]int{1}, false))
 		assert.True(t, e.state(t, 1).WriteLocked)
 	})
 	t.Run("read_locked_returns_key_is_locked", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.del([]int{1}, false))
 	})
 	t.Run("multiple_keys", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -74,14 +74,14 @@ func TestDelete(t *testing.T) {
 		e.read(t, []int{2}, 1)
 		e.rec.take()
 		assert.Equal(t, []l1.Status{l1.OK, l1.KeyIsLocked, l1.KeyNotExist, l1.KeyNotExist},
-			e.m.Delete([]int{1, 2, 3, 1}, false))
+			e.del([]int{1, 2, 3, 1}, false))
 		assert.Equal(t, 1, e.m.Len())
 		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventRemoved, Cause: l1.CauseDeleted, Keys: []int{1}}}, e.rec.take())
 	})
 	t.Run("force_delete_removes_write_locked_key", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, true))
+		assert.Equal(t, []l1.Status{l1.OK}, e.del([]int{1}, true))
 		assert.Zero(t, e.m.Len())
 		assert.Zero(t, e.used())
 		assert.Zero(t, e.m.Stats().WriteLocked)
@@ -90,13 +90,13 @@ func TestDelete(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.putTemp(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, true))
+		assert.Equal(t, []l1.Status{l1.OK}, e.del([]int{1}, true))
 		assert.Zero(t, e.m.Len())
 		assert.Zero(t, e.m.Stats().TemporaryReadLocked)
 	})
 	t.Run("force_delete_missing_key_still_key_not_exist", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.Delete([]int{1}, true))
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.del([]int{1}, true))
 	})
 }
 
@@ -119,23 +119,23 @@ func TestGetObjectState(t *testing.T) {
 		s := e.state(t, 1)
 		assert.Equal(t, l1.ObjectState{
 			Block: w[0].Block, Size: obj, WriteLocked: true,
-			WriteExpiry: e.clk.Now().Add(l1.DefaultWriteTTL),
+			WriteExpiry: e.clk.Now().Add(l1.DefaultWriteTTL), WriteLease: w[0].Lease,
 		}, s)
 	})
 	t.Run("read_locked", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
-		e.read(t, []int{1}, 2)
+		r := e.read(t, []int{1}, 2)
 		assert.Equal(t, l1.ObjectState{
 			Block: w[0].Block, Size: obj, ReadLocks: 2, Finished: true,
-			ReadExpiry: e.clk.Now().Add(l1.DefaultReadTTL),
+			ReadExpiry: e.clk.Now().Add(l1.DefaultReadTTL), ReadLease: r[0].Lease,
 		}, e.state(t, 1))
 	})
 	t.Run("snapshot_in_lru_order", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1, 2, 3}, obj)
 		e.read(t, []int{1}, 1)
-		e.m.Touch([]int{2, 9})
+		e.touch([]int{2, 9})
 		snap := e.m.Snapshot()
 		var got []int
 		for _, en := range snap {
@@ -171,8 +171,9 @@ func TestClose(t *testing.T) {
 		e.put(t, []int{1, 2}, obj)
 		require.NoError(t, e.m.Close())
 		assert.Zero(t, e.m.Len())
-		assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, e.read(t, []int{1}, 1))
-		_, err := e.m.EvictTo(0)
+		_, err := e.m.ReserveRead([]int{1}, 1)
+		require.ErrorIs(t, err, l1.ErrClosed, "closed is not a miss")
+		_, err = e.m.EvictTo(0)
 		require.ErrorIs(t, err, l1.ErrClosed)
 	})
 	t.Run("reports_blocks_the_memory_refused", func(t *testing.T) {
@@ -214,7 +215,7 @@ func TestStateMachine(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.reserve(t, []int{1}, obj)
 		copy(e.a.Bytes(w[0].Block), "kv data")
-		require.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite([]int{1}))
+		require.Equal(t, []l1.Status{l1.OK}, e.finish([]int{1}))
 		r := e.read(t, []int{1}, 1)
 		require.Equal(t, l1.OK, r[0].Status)
 		assert.Equal(t, "kv data", string(e.a.Bytes(r[0].Block)[:7]))
@@ -225,16 +226,16 @@ func TestStateMachine(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, w[0].Block, e.m.UnsafeRead([]int{1})[0].Block)
+		assert.Equal(t, w[0].Block, e.unsafeRead([]int{1})[0].Block)
 		e.finishRead(t, []int{1}, 1)
-		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.KeyNotReadable, e.unsafeRead([]int{1})[0].Status)
 	})
 	t.Run("delete_from_ready_state", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
 		e.finishRead(t, []int{1}, 1)
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.Delete([]int{1}, false))
+		assert.Equal(t, []l1.Status{l1.OK}, e.del([]int{1}, false))
 		assert.Equal(t, l1.KeyNotExist, e.read(t, []int{1}, 1)[0].Status)
 	})
 	t.Run("temporary_object_lifecycle", func(t *testing.T) {
@@ -243,7 +244,7 @@ func TestStateMachine(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, l1.OK, rs[0].Status)
 		assert.True(t, e.state(t, 1).Temporary)
-		_, err = e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		_, err = e.fwrr([]int{1}, 1)
 		require.NoError(t, err)
 		assert.Equal(t, 1, e.m.Stats().TemporaryReadLocked)
 		e.finishRead(t, []int{1}, 1)
@@ -255,11 +256,11 @@ func TestStateMachine(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		_, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
-		f, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		f, err := e.fwrr([]int{1}, 1)
 		require.NoError(t, err)
-		assert.Equal(t, f, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, f, e.unsafeRead([]int{1}))
 		e.finishRead(t, []int{1}, 1)
-		assert.Equal(t, l1.KeyNotExist, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.KeyNotExist, e.unsafeRead([]int{1})[0].Status)
 	})
 	t.Run("multi_reader_lifecycle_with_shared_key", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -268,7 +269,7 @@ func TestStateMachine(t *testing.T) {
 		e.read(t, []int{1}, 1)
 		e.finishRead(t, []int{1}, 1)
 		assert.Equal(t, l1.KeyNotWritable, e.reserve(t, []int{1}, obj)[0].Status)
-		assert.Equal(t, l1.OK, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.OK, e.unsafeRead([]int{1})[0].Status)
 		e.finishRead(t, []int{1}, 1)
 		assert.Equal(t, l1.OK, e.reserve(t, []int{1}, obj)[0].Status)
 	})
@@ -316,7 +317,7 @@ func TestIsKeyEvictable(t *testing.T) {
 	t.Run("after_write_unlock", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		e.m.FinishWrite([]int{1})
+		e.finish([]int{1})
 		assert.True(t, e.m.IsEvictable(1))
 	})
 	t.Run("mixed", func(t *testing.T) {
@@ -330,7 +331,7 @@ func TestIsKeyEvictable(t *testing.T) {
 	t.Run("deleted", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
-		e.m.Delete([]int{1}, false)
+		e.del([]int{1}, false)
 		assert.False(t, e.m.IsEvictable(1))
 	})
 	t.Run("multiple_read_locks", func(t *testing.T) {
@@ -345,8 +346,10 @@ func TestIsKeyEvictable(t *testing.T) {
 	t.Run("unlocked_temporary", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.putTemp(t, []int{1}, obj)
-		assert.False(t, e.m.IsEvictable(1), "a temporary object waits for its reader")
-		assert.False(t, e.state(t, 1).Evictable)
+		assert.True(t, e.m.IsEvictable(1), "finished and unlocked: nothing else would free it")
+		assert.True(t, e.state(t, 1).Evictable)
+		e.read(t, []int{1}, 1)
+		assert.False(t, e.m.IsEvictable(1), "a read-locked temporary object waits for its reader")
 	})
 }
 

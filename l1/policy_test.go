@@ -85,7 +85,7 @@ func (e *env) request(t *testing.T, chain []int, hit int, positions bool) {
 	rs, err := e.m.ReserveWriteChain(miss, pos, nil, obj, l1.ModeNew)
 	require.NoError(t, err)
 	require.Equal(t, repeat(l1.OK, len(miss)), statuses(rs))
-	require.Equal(t, repeat(l1.OK, len(miss)), e.m.FinishWrite(miss))
+	require.Equal(t, repeat(l1.OK, len(miss)), e.finish(miss))
 	if hit > 0 {
 		require.Equal(t, repeat(l1.OK, hit), e.finishRead(t, chain[:hit], 1))
 	}
@@ -94,7 +94,7 @@ func (e *env) request(t *testing.T, chain []int, hit int, positions bool) {
 func TestEvictLRUOrder(t *testing.T) {
 	e := newEnv(t, 16*obj, l1.Config{Eviction: l1.EvictLRU})
 	e.put(t, keys(0, 6), obj)
-	e.m.Touch([]int{2})
+	e.touch([]int{2})
 	e.read(t, []int{0}, 1) // locked: skipped
 	e.finishRead(t, []int{0}, 1)
 	// 1, 3, 4, 5 by age, then 2 (touched), then 0 (released last).
@@ -128,14 +128,14 @@ func TestEvictPrefixTailFirst(t *testing.T) {
 		rs, err := e.m.ReserveWriteChain(ks, []uint32{3, 0, 4, 1, 2, 5}, nil, obj, l1.ModeAll)
 		require.NoError(t, err)
 		require.Equal(t, repeat(l1.OK, 6), statuses(rs))
-		require.Equal(t, repeat(l1.OK, 6), e.m.FinishWrite(ks))
+		require.Equal(t, repeat(l1.OK, 6), e.finish(ks))
 		assert.Equal(t, []int{5, 4, 3, 2, 1, 0}, e.evictAll(t))
 		// Falling positions, and ties (later keys first).
 		ks = []int{9, 8, 7, 6, 16, 17}
 		rs, err = e.m.ReserveWriteChain(ks, []uint32{9, 8, 7, 6, 6, 6}, nil, obj, l1.ModeAll)
 		require.NoError(t, err)
 		require.Equal(t, repeat(l1.OK, 6), statuses(rs))
-		require.Equal(t, repeat(l1.OK, 6), e.m.FinishWrite(ks))
+		require.Equal(t, repeat(l1.OK, 6), e.finish(ks))
 		assert.Equal(t, []int{9, 8, 7, 17, 16, 6}, e.evictAll(t))
 	})
 	t.Run("on_demand_evicts_the_old_chain_tail_first", func(t *testing.T) {

@@ -47,7 +47,7 @@ func fragment(run int) func(t *testing.T, e *env) {
 				del = append(del, 1000+p)
 			}
 		}
-		require.Equal(t, repeat(l1.OK, len(del)), e.m.Delete(del, false))
+		require.Equal(t, repeat(l1.OK, len(del)), e.del(del, false))
 	}
 }
 
@@ -193,7 +193,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	}
 
 	// [PA] test_partial_prefix_remains_committable: finish, then read.
-	require.Equal(t, repeat(l1.OK, len(granted)), e.m.FinishWrite(granted))
+	require.Equal(t, repeat(l1.OK, len(granted)), e.finish(granted))
 	r, err := e.m.ReserveRead(ks, 1)
 	require.NoError(t, err)
 	for i := range want {
@@ -334,7 +334,7 @@ func TestPrefixMatchesReference(t *testing.T) {
 					del = append(del, k)
 				}
 			}
-			e.m.Delete(del, false)
+			e.del(del, false)
 			aligned := (size + obj - 1) / obj * obj
 			ref := slotsFit(a.FreeExtents(), aligned, want, p)
 			rs := e.reserve(t, keys(0, want), size)

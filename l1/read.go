@@ -11,19 +11,24 @@ func checkLocks(locks int) error {
 }
 
 // ReserveRead takes locks read locks on each readable key and returns its
-// block. Per key: KeyNotExist; KeyNotReadable while the object is
-// write-locked; otherwise OK, the lock count raised by locks, the read
-// expiry refreshed for every holder, and the object made most recently used.
-// locks outside [1, MaxReadLocks] is an error wrapping ErrInvalidArgument,
-// and nothing changes. A key repeated in one call is locked once per
-// occurrence.
+// block and read lease. Per key: KeyNotExist; KeyNotReadable while the
+// object is write-locked; otherwise OK, the lock count raised by locks, the
+// read expiry refreshed for every holder, and the object made most recently
+// used. The lease is the read lock's epoch: new when the lock was not held,
+// the current holders' otherwise (see Lease). locks outside [1,
+// MaxReadLocks] is an error wrapping ErrInvalidArgument, and nothing
+// changes. A key repeated in one call is locked once per occurrence. After
+// Close it returns ErrClosed.
 func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
 	}
-	out := make([]Result, len(keys))
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Result, len(keys))
 	var ok []K
 	for i, k := range keys {
 		o := m.lookupLocked(k, now)
@@ -36,7 +41,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			m.readLockLocked(o, locks, now)
 			m.syncEvictLocked(o, now)
 			m.touchLocked(o, true)
-			out[i] = Result{Status: OK, Block: o.block}
+			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 			if m.listening() {
 				ok = append(ok, k)
 			}
@@ -46,9 +51,13 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	return out, nil
 }
 
-// readLockLocked adds read holds to o, queueing a temporary object for
-// reclaim at its read expiry.
+// readLockLocked adds read holds to o, starting a new epoch when the lock
+// was not held, and queues a temporary object for reclaim at its read
+// expiry.
 func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
+	if !o.read.held(now) {
+		o.rlease = m.nextLease()
+	}
 	o.read.lock(locks, now, m.rttl)
 	if o.temporary {
 		m.enqueueLocked(o, tempQueue)
@@ -61,11 +70,15 @@ func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
 // taking a lock: the caller must hold one, from ReserveRead or
 // FinishWriteAndReserveRead, until it is done. Per key: KeyNotExist;
 // KeyNotReadable unless the object is read-locked; otherwise OK. It
-// does not change recency and reports no event.
-func (m *Manager[K]) UnsafeRead(keys []K) []Result {
-	out := make([]Result, len(keys))
+// does not change recency and reports no event. After Close it returns
+// ErrClosed.
+func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Result, len(keys))
 	for i, k := range keys {
 		o := m.lookupLocked(k, now)
 		switch {
@@ -74,30 +87,40 @@ func (m *Manager[K]) UnsafeRead(keys []K) []Result {
 		case !o.read.held(now) || o.write.held(now):
 			out[i].Status = KeyNotReadable
 		default:
-			out[i] = Result{Status: OK, Block: o.block}
+			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 		}
 	}
-	return out
+	return out, nil
 }
 
-// FinishRead releases locks read locks on each key. Per key: KeyNotExist;
-// KeyInWrongState when the object is write-locked or not read-locked (a
-// reader that held no lock may have read inconsistent data); otherwise
-// OK, and the count drops by locks, not below zero. A temporary object
-// whose count reaches zero is removed and its memory freed
-// (CauseTemporaryRead). locks outside [1, MaxReadLocks] is an error
-// wrapping ErrInvalidArgument, and nothing changes.
+// FinishRead releases locks read locks on each key. leases[i] is the read
+// lease the caller got for keys[i]. Per key: KeyNotExist; KeyInWrongState
+// when the object is write-locked or not read-locked (a reader that held
+// no lock may have read inconsistent data); StaleLease when the lock is of
+// a later epoch than the caller's (the caller's lapsed and others locked
+// since: their holds are not the caller's to release); otherwise OK, and
+// the count drops by locks, not below zero. A temporary object whose count
+// reaches zero is removed and its memory freed (CauseTemporaryRead). locks
+// outside [1, MaxReadLocks], or len(leases) != len(keys), is an error
+// wrapping ErrInvalidArgument, and nothing changes. After Close it returns
+// ErrClosed.
 //
 // A temporary object whose read lock lapsed before FinishRead was already
 // reclaimed (CauseExpired), so FinishRead answers KeyNotExist for it;
 // LMCache answered KEY_IN_WRONG_STATE and leaked the object until eviction.
-func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
+func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
 	}
-	out := make([]Status, len(keys))
+	if err := checkLeases(len(keys), leases); err != nil {
+		return nil, err
+	}
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Status, len(keys))
 	var ok []K
 	var gone []K
 	for i, k := range keys {
@@ -107,6 +130,8 @@ func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
 			out[i] = KeyNotExist
 		case o.write.held(now) || !o.read.held(now):
 			out[i] = KeyInWrongState
+		case o.rlease != leases[i]:
+			out[i] = StaleLease
 		default:
 			o.read.unlock(locks)
 			if o.read.count == 0 {

@@ -29,7 +29,7 @@ func TestReserveRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
 		rs := e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block, Lease: w[0].Lease + 1}}, rs)
 		assert.Equal(t, []int{1}, e.rec.last(l1.EventReadReserved))
 	})
 	t.Run("multiple_keys", func(t *testing.T) {
@@ -84,29 +84,29 @@ func TestReserveRead(t *testing.T) {
 func TestUnsafeRead(t *testing.T) {
 	t.Run("non_existing_key_returns_key_not_exist", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, e.unsafeRead([]int{1}))
 	})
 	t.Run("non_read_locked_returns_key_not_readable", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
-		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.unsafeRead([]int{1}))
 	})
 	t.Run("write_locked_returns_key_not_readable", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.unsafeRead([]int{1}))
 	})
 	t.Run("read_locked_returns_success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
-		e.read(t, []int{1}, 1)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+		r := e.read(t, []int{1}, 1)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block, Lease: r[0].Lease}}, e.unsafeRead([]int{1}))
 	})
 	t.Run("returns_same_memory_obj_as_reserve_read", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1, 2}, obj)
 		rs := e.read(t, []int{1, 2}, 1)
-		assert.Equal(t, rs, e.m.UnsafeRead([]int{1, 2}))
+		assert.Equal(t, rs, e.unsafeRead([]int{1, 2}))
 	})
 	t.Run("multiple_times_without_adding_read_count", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -114,7 +114,7 @@ func TestUnsafeRead(t *testing.T) {
 		e.read(t, []int{1}, 1)
 		e.rec.take()
 		for range 3 {
-			assert.Equal(t, l1.OK, e.m.UnsafeRead([]int{1})[0].Status)
+			assert.Equal(t, l1.OK, e.unsafeRead([]int{1})[0].Status)
 		}
 		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
 		assert.Empty(t, e.rec.take(), "UnsafeRead reports no event")
@@ -124,17 +124,17 @@ func TestUnsafeRead(t *testing.T) {
 		e.put(t, []int{1, 2}, obj)
 		e.reserve(t, []int{3}, obj)
 		e.read(t, []int{1}, 1)
-		rs := e.m.UnsafeRead([]int{1, 2, 3, 4})
+		rs := e.unsafeRead([]int{1, 2, 3, 4})
 		assert.Equal(t, []l1.Status{l1.OK, l1.KeyNotReadable, l1.KeyNotReadable, l1.KeyNotExist}, statuses(rs))
 	})
 	t.Run("between_reserve_and_finish", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
-		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.KeyNotReadable, e.unsafeRead([]int{1})[0].Status)
 		e.read(t, []int{1}, 1)
-		assert.Equal(t, l1.OK, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.OK, e.unsafeRead([]int{1})[0].Status)
 		e.finishRead(t, []int{1}, 1)
-		assert.Equal(t, l1.KeyNotReadable, e.m.UnsafeRead([]int{1})[0].Status)
+		assert.Equal(t, l1.KeyNotReadable, e.unsafeRead([]int{1})[0].Status)
 	})
 }
 
@@ -242,7 +242,7 @@ func TestFinishRead(t *testing.T) {
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
 		for _, n := range []int{0, l1.MaxReadLocks + 1} {
-			st, err := e.m.FinishRead([]int{1}, n)
+			st, err := e.fr([]int{1}, n)
 			require.ErrorIs(t, err, l1.ErrInvalidArgument)
 			assert.Nil(t, st)
 		}

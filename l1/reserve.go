@@ -47,7 +47,10 @@ func ParseMode(s string) (Mode, error) {
 func (w Mode) valid() bool { return w <= ModeUpdate }
 
 // ReserveWrite write-locks the keys for a write of size bytes each and
-// returns their blocks, one Result per key in key order.
+// returns their blocks, one Result per key in key order. Each granted key
+// gets a new write lease (Result.Lease), which FinishWrite, AbortWrite or
+// FinishWriteAndReserveRead must present: newly allocated keys first, in
+// request order, then re-locked keys in request order.
 //
 // Validation comes first, and a bad call changes nothing: size must be
 // positive, mode known, and temporary either empty (no key temporary) or one
@@ -60,14 +63,15 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 //     or an existing key that is not writable (locked, temporary, or with
 //     a block smaller than size): KeyNotWritable;
 //   - a writable existing key in ModeAll or ModeUpdate mode: OK
-//     with its block, re-locked; its temporary flag and size become the
-//     call's;
+//     with its block, re-locked; its size becomes the call's, and it keeps
+//     its own temporary flag (as in LMCache: the call's flag is for new
+//     objects);
 //   - a missing key in ModeAll or ModeNew mode: allocated, see below.
 //
 // The missing keys are allocated together, n objects of size bytes, in one
 // AllocateBatch call. When that does not fit:
-//  1. With Config.EvictOnDemand, evictable objects (finished, not
-//     temporary, no live lock) are evicted, least recently used first,
+//  1. With Config.EvictOnDemand, evictable objects (finished, no live
+//     lock) are evicted, least recently used first,
 //     until the batch fits or nothing evictable is left. Keys named in
 //     the call are never evicted.
 //  2. If it still does not fit, the largest prefix that fits is granted,
@@ -196,16 +200,16 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		m.held += o.block.Size
 		m.lru.pushBack(o)
 		m.writeLockLocked(o, now)
-		out[p.i] = Result{Status: OK, Block: o.block}
+		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	for _, p := range relock {
 		o := p.o
-		o.size, o.temporary = size, flag(temporary, p.i)
+		o.size = size // the object keeps its own temporary flag
 		o.pos = position(positions, p.i)
 		m.writeLockLocked(o, now)
 		m.syncEvictLocked(o, now)
 		m.touchLocked(o, true)
-		out[p.i] = Result{Status: OK, Block: o.block}
+		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
 	if m.listening() {
@@ -242,7 +246,9 @@ func (m *Manager[K]) writableLocked(o *object[K], size int64, now int64) bool {
 	return !o.write.held(now) && !o.read.held(now) && !o.temporary && o.block.Size >= size
 }
 
+// writeLockLocked write-locks o under a new lease.
 func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
+	o.wlease = m.nextLease()
 	o.write.lock(1, now, m.wttl)
 	m.enqueueLocked(o, writeQueue)
 }

@@ -24,11 +24,17 @@ type ObjectState struct {
 	// reserved in ModeAll or ModeUpdate mode leaves it true while
 	// WriteLocked.
 	Finished bool
-	// Evictable: Finished, not Temporary and no live lock.
+	// Evictable: Finished and no live lock.
 	Evictable bool
-	// WriteExpiry and ReadExpiry are when the locks lapse; zero when the
-	// lock is not held.
+	// WriteExpiry and ReadExpiry are when the locks lapse, by the clock's
+	// last reading plus the time the lock has left; zero when the lock is
+	// not held. A lock that never lapses (NoExpiry) reports the clock's
+	// reading plus about 292 years.
 	WriteExpiry, ReadExpiry time.Time
+	// WriteLease and ReadLease are the current holders' leases; 0 when
+	// the lock is not held. They are for observers and tests: a holder
+	// must present the lease its own call returned, never one read here.
+	WriteLease, ReadLease Lease
 }
 
 // Entry is one object of a Snapshot.
@@ -77,11 +83,13 @@ func (m *Manager[K]) stateLocked(o *object[K], now int64) ObjectState {
 	}
 	if o.write.held(now) {
 		s.WriteLocked = true
-		s.WriteExpiry = m.epoch.Add(time.Duration(o.write.expiry))
+		s.WriteExpiry = m.last.Add(time.Duration(o.write.expiry - now))
+		s.WriteLease = o.wlease
 	}
 	if o.read.held(now) {
 		s.ReadLocks = int(o.read.count)
-		s.ReadExpiry = m.epoch.Add(time.Duration(o.read.expiry))
+		s.ReadExpiry = m.last.Add(time.Duration(o.read.expiry - now))
+		s.ReadLease = o.rlease
 	}
 	return s
 }

@@ -28,6 +28,9 @@ type Counters struct {
 	// FreeErrors counts frees the memory refused. It stays 0 unless the
 	// memory is closed or misbehaves under the manager.
 	FreeErrors uint64
+	// PeakPendingEvents is the most events ever waiting for delivery to
+	// listeners at once (see Listener): a high-water mark.
+	PeakPendingEvents uint64
 }
 
 // Stats is a snapshot of the manager.
@@ -41,6 +44,9 @@ type Stats struct {
 	// Used and Capacity are the memory's. Used exceeds Held only when
 	// others allocate from the same memory.
 	Held, Used, Capacity int64
+	// PendingEvents is the number of events waiting for delivery to
+	// listeners (see Listener).
+	PendingEvents int
 	Counters
 }
 
@@ -58,6 +64,7 @@ func (m *Manager[K]) Stats() Stats {
 		Held:                m.held,
 		Used:                ms.Used,
 		Capacity:            ms.Capacity,
+		PendingEvents:       m.delivery.pending(),
 		Counters:            m.stats,
 	}
 }

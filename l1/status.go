@@ -35,6 +35,12 @@ const (
 	// OutOfMemory means ReserveWrite could not allocate the key: it lies in
 	// the tail after the largest prefix that fit.
 	OutOfMemory
+	// StaleLease means the lease a finishing call presented is not the one
+	// of the lock's current holder: the caller's lock lapsed (or was
+	// released, or its object deleted) and the key has been locked again
+	// since, by someone else. Nothing is committed, aborted, unlocked or
+	// freed. See Lease.
+	StaleLease
 )
 
 var statusNames = [...]string{
@@ -45,6 +51,7 @@ var statusNames = [...]string{
 	KeyInWrongState: "KEY_IN_WRONG_STATE",
 	KeyIsLocked:     "KEY_IS_LOCKED",
 	OutOfMemory:     "OUT_OF_MEMORY",
+	StaleLease:      "STALE_LEASE",
 }
 
 // String returns LMCache's name for the status, e.g. "KEY_NOT_EXIST"; OK
@@ -66,11 +73,27 @@ func ParseStatus(s string) (Status, error) {
 	return 0, fmt.Errorf("%w: unknown status %q", ErrInvalidArgument, s)
 }
 
-// Result is the outcome of one key of a call that hands out memory. Block is
-// the object's block when Status is OK and the zero Block otherwise.
+// Lease names one holder of a lock, so that a holder whose lock lapsed
+// cannot act on a lock someone else took since (see the package doc,
+// "Leases"). Leases come from one counter per manager, are unique and grow
+// with every lease handed out; 0 is never a valid lease.
+//
+//   - ReserveWrite hands each granted key a new write lease; FinishWrite,
+//     AbortWrite and FinishWriteAndReserveRead must present it.
+//   - ReserveRead and FinishWriteAndReserveRead hand out the key's read
+//     lease: the read lock's epoch, which changes whenever the lock goes
+//     from not held (never taken, released to zero, or lapsed) to held.
+//     Every holder of one epoch shares its lease; FinishRead must present
+//     it.
+type Lease uint64
+
+// Result is the outcome of one key of a call that hands out memory or
+// locks. Block is the object's block and Lease the caller's lease (see
+// Lease) when Status is OK; both are zero otherwise.
 type Result struct {
 	Status Status
 	Block  allocator.Block
+	Lease  Lease
 }
 
 // Errors. Per-key outcomes are Statuses; an error means the whole call was
@@ -80,6 +103,7 @@ var (
 	// ErrInvalidArgument wraps every rejection of a call's arguments or of
 	// a Config. Nothing has changed when it is returned.
 	ErrInvalidArgument = errors.New("l1: invalid argument")
-	// ErrClosed is returned by calls that need memory after Close.
+	// ErrClosed is returned by every call that names keys or changes
+	// anything after Close (see Close).
 	ErrClosed = errors.New("l1: manager closed")
 )

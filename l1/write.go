@@ -1,14 +1,36 @@
 package l1
 
+import "fmt"
+
+// checkLeases validates the leases of a finishing call: one per key.
+func checkLeases(keys int, leases []Lease) error {
+	if len(leases) != keys {
+		return fmt.Errorf("%w: %d leases for %d keys", ErrInvalidArgument, len(leases), keys)
+	}
+	return nil
+}
+
 // FinishWrite commits the keys' writes: the write lock is released and the
-// object becomes readable and most recently used. Per key: KeyNotExist;
+// object becomes readable and most recently used. leases[i] is the write
+// lease ReserveWrite returned for keys[i]. Per key: KeyNotExist;
 // KeyInWrongState when the object is not write-locked (or is read-locked);
-// otherwise OK. A key whose write lock lapsed was reclaimed, so it
-// answers KeyNotExist: its data never becomes readable.
-func (m *Manager[K]) FinishWrite(keys []K) []Status {
-	out := make([]Status, len(keys))
+// StaleLease when the write lock is someone else's; otherwise OK. A key
+// whose write lock lapsed was reclaimed, so it answers KeyNotExist, or
+// StaleLease once another writer reserved it again: either way its data
+// never becomes readable, and the other writer's reservation stands.
+//
+// len(leases) != len(keys) is an error wrapping ErrInvalidArgument, and
+// nothing changes. After Close it returns ErrClosed.
+func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
+	if err := checkLeases(len(keys), leases); err != nil {
+		return nil, err
+	}
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Status, len(keys))
 	var ok []K
 	for i, k := range keys {
 		o := m.lookupLocked(k, now)
@@ -17,6 +39,8 @@ func (m *Manager[K]) FinishWrite(keys []K) []Status {
 			out[i] = KeyNotExist
 		case !o.write.held(now) || o.read.held(now):
 			out[i] = KeyInWrongState
+		case o.wlease != leases[i]:
+			out[i] = StaleLease
 		default:
 			m.finishWriteLocked(o)
 			m.syncEvictLocked(o, now)
@@ -26,7 +50,7 @@ func (m *Manager[K]) FinishWrite(keys []K) []Status {
 		}
 	}
 	m.emitLocked(EventWriteFinished, ok)
-	return out
+	return out, nil
 }
 
 func (m *Manager[K]) finishWriteLocked(o *object[K]) {
@@ -38,17 +62,26 @@ func (m *Manager[K]) finishWriteLocked(o *object[K]) {
 
 // FinishWriteAndReserveRead commits the keys' writes and takes locks read
 // locks on them in one step, so that nothing can evict or rewrite an object
-// between the two; prefetch uses it. Per key: KeyNotExist; KeyInWrongState
-// when the object is not write-locked or is already read-locked; otherwise
-// OK with the block. locks outside [1, MaxReadLocks] is an error
-// wrapping ErrInvalidArgument, and nothing changes.
-func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, error) {
+// between the two; prefetch uses it. leases[i] is keys[i]'s write lease.
+// Per key: KeyNotExist; KeyInWrongState when the object is not
+// write-locked or is already read-locked; StaleLease when the write lock
+// is someone else's; otherwise OK with the block and the new read lease.
+// locks outside [1, MaxReadLocks], or len(leases) != len(keys), is an
+// error wrapping ErrInvalidArgument, and nothing changes. After Close it
+// returns ErrClosed.
+func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks int) ([]Result, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
 	}
-	out := make([]Result, len(keys))
+	if err := checkLeases(len(keys), leases); err != nil {
+		return nil, err
+	}
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Result, len(keys))
 	var ok []K
 	for i, k := range keys {
 		o := m.lookupLocked(k, now)
@@ -57,11 +90,13 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 			out[i].Status = KeyNotExist
 		case !o.write.held(now) || o.read.held(now):
 			out[i].Status = KeyInWrongState
+		case o.wlease != leases[i]:
+			out[i].Status = StaleLease
 		default:
 			m.finishWriteLocked(o)
 			m.readLockLocked(o, locks, now)
 			m.syncEvictLocked(o, now)
-			out[i] = Result{Status: OK, Block: o.block}
+			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 			if m.listening() {
 				ok = append(ok, k)
 			}
@@ -74,13 +109,22 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 // AbortWrite discards write reservations: each write-locked object is
 // removed and its memory freed (CauseAborted), whether it was newly
 // allocated or a rewrite of a finished object, since its buffer may hold a
-// partial write. Per key: KeyNotExist; KeyInWrongState when the object is
-// not write-locked, and a finished object is then left as it is; otherwise
-// OK.
-func (m *Manager[K]) AbortWrite(keys []K) []Status {
-	out := make([]Status, len(keys))
+// partial write. leases[i] is keys[i]'s write lease. Per key: KeyNotExist;
+// KeyInWrongState when the object is not write-locked, and a finished
+// object is then left as it is; StaleLease when the write lock is someone
+// else's, whose reservation stands; otherwise OK. len(leases) !=
+// len(keys) is an error wrapping ErrInvalidArgument, and nothing changes.
+// After Close it returns ErrClosed.
+func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
+	if err := checkLeases(len(keys), leases); err != nil {
+		return nil, err
+	}
 	now := m.lock()
 	defer m.unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Status, len(keys))
 	for i, k := range keys {
 		o := m.lookupLocked(k, now)
 		switch {
@@ -88,9 +132,11 @@ func (m *Manager[K]) AbortWrite(keys []K) []Status {
 			out[i] = KeyNotExist
 		case !o.write.held(now):
 			out[i] = KeyInWrongState
+		case o.wlease != leases[i]:
+			out[i] = StaleLease
 		default:
 			m.removeLocked(o, CauseAborted)
 		}
 	}
-	return out
+	return out, nil
 }

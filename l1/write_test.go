@@ -18,7 +18,7 @@ func TestReserveWrite(t *testing.T) {
 	t.Run("new_key_returns_success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		rs := e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: allocator.Block{Offset: 0, Size: obj}}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: allocator.Block{Offset: 0, Size: obj}, Lease: 1}}, rs)
 		s := e.state(t, 1)
 		assert.True(t, s.WriteLocked)
 		assert.False(t, s.Finished)
@@ -76,7 +76,7 @@ func TestReserveWrite(t *testing.T) {
 		before := e.a.Stats().Allocs
 		rs, err := e.m.ReserveWrite([]int{1, 2}, nil, obj, l1.ModeUpdate)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}, {Status: l1.KeyNotWritable}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block, Lease: w[0].Lease + 1}, {Status: l1.KeyNotWritable}}, rs)
 		assert.Equal(t, before, e.a.Stats().Allocs, "update mode allocates nothing")
 		s := e.state(t, 1)
 		assert.True(t, s.WriteLocked)
@@ -100,13 +100,13 @@ func TestReserveWrite(t *testing.T) {
 		assert.Equal(t, []l1.Status{l1.OK}, statuses(e.reserve(t, []int{1}, obj/2)))
 		assert.Equal(t, obj/2, e.state(t, 1).Size)
 	})
-	t.Run("rewrite_takes_the_temporary_flag_of_the_call", func(t *testing.T) {
+	t.Run("rewrite_keeps_the_objects_temporary_flag", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		rs, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
 		require.NoError(t, err)
 		assert.Equal(t, l1.OK, rs[0].Status)
-		assert.True(t, e.state(t, 1).Temporary)
+		assert.False(t, e.state(t, 1).Temporary)
 	})
 	t.Run("empty_batch", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -221,12 +221,12 @@ func (f *failAfter) AllocateBatch(size int64, n int, p allocator.Placement) ([]a
 func TestFinishWrite(t *testing.T) {
 	t.Run("non_existing_key_returns_key_not_exist", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.m.FinishWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.finish([]int{1}))
 	})
 	t.Run("success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.FinishWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.finish([]int{1}))
 		s := e.state(t, 1)
 		assert.False(t, s.WriteLocked)
 		assert.True(t, s.Finished)
@@ -235,7 +235,7 @@ func TestFinishWrite(t *testing.T) {
 	t.Run("non_write_locked_returns_wrong_state", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.m.FinishWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.finish([]int{1}))
 	})
 }
 
@@ -244,7 +244,7 @@ func TestAbortWrite(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
 		e.rec.take()
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.AbortWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.abort([]int{1}))
 		_, ok := e.m.State(1)
 		assert.False(t, ok)
 		assert.Zero(t, e.used())
@@ -253,7 +253,7 @@ func TestAbortWrite(t *testing.T) {
 	t.Run("preserves_finished_object", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.put(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.KeyInWrongState, l1.KeyNotExist}, e.m.AbortWrite([]int{1, 2}))
+		assert.Equal(t, []l1.Status{l1.KeyInWrongState, l1.KeyNotExist}, e.abort([]int{1, 2}))
 		s := e.state(t, 1)
 		assert.True(t, s.Finished)
 		assert.Equal(t, w[0].Block, s.Block)
@@ -262,7 +262,7 @@ func TestAbortWrite(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Status{l1.OK}, e.m.AbortWrite([]int{1}))
+		assert.Equal(t, []l1.Status{l1.OK}, e.abort([]int{1}))
 		assert.Zero(t, e.m.Len())
 		assert.Zero(t, e.used())
 	})
@@ -272,9 +272,10 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 	t.Run("normal_transition", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.reserve(t, []int{1}, obj)
-		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 2)
+		rs, err := e.fwrr([]int{1}, 2)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block, Lease: w[0].Lease + 1}}, rs)
+		assert.Equal(t, rs[0].Lease, e.state(t, 1).ReadLease, "a new read epoch")
 		s := e.state(t, 1)
 		assert.False(t, s.WriteLocked)
 		assert.True(t, s.Finished)
@@ -283,14 +284,14 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 	})
 	t.Run("key_not_exist", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
-		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		rs, err := e.fwrr([]int{1}, 1)
 		require.NoError(t, err)
 		assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, rs)
 	})
 	t.Run("not_write_locked", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
-		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		rs, err := e.fwrr([]int{1}, 1)
 		require.NoError(t, err)
 		assert.Equal(t, []l1.Result{{Status: l1.KeyInWrongState}}, rs)
 		assert.Equal(t, 0, e.state(t, 1).ReadLocks)
@@ -299,7 +300,7 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{1}, obj)
 		e.read(t, []int{1}, 1)
-		rs, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		rs, err := e.fwrr([]int{1}, 1)
 		require.NoError(t, err)
 		assert.Equal(t, []l1.Result{{Status: l1.KeyInWrongState}}, rs)
 		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
@@ -308,7 +309,7 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.put(t, []int{2}, obj)
 		e.reserve(t, []int{1, 3}, obj)
-		rs, err := e.m.FinishWriteAndReserveRead([]int{1, 2, 3, 4}, 1)
+		rs, err := e.fwrr([]int{1, 2, 3, 4}, 1)
 		require.NoError(t, err)
 		assert.Equal(t, []l1.Status{l1.OK, l1.KeyInWrongState, l1.OK, l1.KeyNotExist}, statuses(rs))
 		assert.Equal(t, []int{1, 3}, e.rec.last(l1.EventWriteFinishedReadReserved))
@@ -316,14 +317,14 @@ func TestFinishWriteAndReserveRead(t *testing.T) {
 	t.Run("can_unsafe_read_after_transition", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		w := e.reserve(t, []int{1}, obj)
-		_, err := e.m.FinishWriteAndReserveRead([]int{1}, 1)
+		rs, err := e.fwrr([]int{1}, 1)
 		require.NoError(t, err)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block}}, e.m.UnsafeRead([]int{1}))
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: w[0].Block, Lease: rs[0].Lease}}, e.unsafeRead([]int{1}))
 	})
 	t.Run("locks_outside_range_is_an_error", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		e.reserve(t, []int{1}, obj)
-		_, err := e.m.FinishWriteAndReserveRead([]int{1}, 0)
+		_, err := e.fwrr([]int{1}, 0)
 		require.ErrorIs(t, err, l1.ErrInvalidArgument)
 		assert.True(t, e.state(t, 1).WriteLocked)
 	})

@@ -200,9 +200,26 @@ type object struct {
 	wlocked  bool
 	temp     bool
 	rlocks   int
+	// The leases the runner holds: it acts as every writer and reader.
+	wlease, rlease l1.Lease
 }
 
-func (o *object) evictable() bool { return o.finished && !o.temp && !o.wlocked && o.rlocks == 0 }
+func (o *object) evictable() bool { return o.finished && !o.wlocked && o.rlocks == 0 }
+
+// leases returns the runner's write (or read) leases of the keys, 0 for
+// keys it does not know.
+func (r *runner) leases(keys []uint64, write bool) []l1.Lease {
+	out := make([]l1.Lease, len(keys))
+	for i, k := range keys {
+		if o := r.objs[k]; o != nil {
+			out[i] = o.rlease
+			if write {
+				out[i] = o.wlease
+			}
+		}
+	}
+	return out
+}
 
 type evKind uint8
 
@@ -572,15 +589,24 @@ func (r *runner) selOp(op *Op, keys []uint64) {
 	case OpFinishWriteReserveRead:
 		r.finishWriteReserveRead(keys, op.Locks)
 	case OpAbortWrite:
-		for i, s := range r.m.AbortWrite(keys) {
+		st, err := r.m.AbortWrite(keys, r.leases(keys, true))
+		if err != nil {
+			r.err = err
+			return
+		}
+		for i, s := range st {
 			if o := r.objs[keys[i]]; s == l1.OK && o != nil {
 				r.set(o, func(o *object) { o.wlocked = false })
 			}
 		}
 	case OpDelete:
-		r.m.Delete(keys, op.Force)
+		if _, err := r.m.Delete(keys, op.Force); err != nil {
+			r.err = err
+		}
 	case OpTouch:
-		r.m.Touch(keys)
+		if err := r.m.Touch(keys); err != nil {
+			r.err = err
+		}
 	}
 }
 
@@ -632,9 +658,9 @@ func (r *runner) reserve(keys []uint64, layout int, temp bool, mode WriteMode) [
 		case l1.OK:
 			ok = append(ok, k)
 			if o := r.objs[k]; o != nil && existed[i] {
-				r.set(o, func(o *object) { o.wlocked, o.temp = true, temp })
+				r.set(o, func(o *object) { o.wlocked, o.wlease = true, x.Lease }) // a re-lock keeps the object's flag
 			} else {
-				r.objs[k] = &object{size: x.Block.Size, wlocked: true, temp: temp}
+				r.objs[k] = &object{size: x.Block.Size, wlocked: true, temp: temp, wlease: x.Lease}
 				granted++
 			}
 			r.fill(x.Block, k)
@@ -685,7 +711,12 @@ func (r *runner) finishWrite(keys []uint64) {
 	if len(keys) == 0 {
 		return
 	}
-	for i, s := range r.m.FinishWrite(keys) {
+	st, err := r.m.FinishWrite(keys, r.leases(keys, true))
+	if err != nil {
+		r.err = err
+		return
+	}
+	for i, s := range st {
 		if o := r.objs[keys[i]]; s == l1.OK && o != nil {
 			r.set(o, func(o *object) { o.wlocked, o.finished = false, true })
 		}
@@ -696,14 +727,14 @@ func (r *runner) finishWriteReserveRead(keys []uint64, locks int) {
 	if len(keys) == 0 {
 		return
 	}
-	res, err := r.m.FinishWriteAndReserveRead(keys, locks)
+	res, err := r.m.FinishWriteAndReserveRead(keys, r.leases(keys, true), locks)
 	if err != nil {
 		r.err = err
 		return
 	}
 	for i, x := range res {
 		if o := r.objs[keys[i]]; x.Status == l1.OK && o != nil {
-			r.set(o, func(o *object) { o.wlocked, o.finished, o.rlocks = false, true, o.rlocks+locks })
+			r.set(o, func(o *object) { o.wlocked, o.finished, o.rlocks, o.rlease = false, true, o.rlocks+locks, x.Lease })
 		}
 	}
 }
@@ -719,7 +750,7 @@ func (r *runner) reserveRead(keys []uint64, locks int) []uint64 {
 	var ok []uint64
 	for i, x := range res {
 		if o := r.objs[keys[i]]; x.Status == l1.OK && o != nil {
-			r.set(o, func(o *object) { o.rlocks += locks })
+			r.set(o, func(o *object) { o.rlocks, o.rlease = o.rlocks+locks, x.Lease })
 			ok = append(ok, keys[i])
 		}
 	}
@@ -732,7 +763,7 @@ func (r *runner) finishRead(keys []uint64, locks int) {
 	if len(keys) == 0 {
 		return
 	}
-	st, err := r.m.FinishRead(keys, locks)
+	st, err := r.m.FinishRead(keys, r.leases(keys, false), locks)
 	if err != nil {
 		r.err = err
 		return
