@@ -75,6 +75,7 @@ type ManagerConfig struct {
 	Placement     allocator.Placement
 	AllOrNothing  bool // l1.PrefixNone
 	EvictOnDemand bool
+	Eviction      Policy
 	WriteTTL      time.Duration
 	ReadTTL       time.Duration
 }
@@ -113,6 +114,12 @@ type ObjectModel struct {
 	read      lock
 	used      uint64 // LRU: higher is more recent
 	readSeq   uint64 // when the read lock was last taken: the read queue's order
+	// The eviction policy's (policy.go).
+	op    uint64 // the call of the last use
+	Pos   uint32 // position in its chain
+	home  uint8  // S3-FIFO queue
+	freq  uint8  // S3-FIFO use count
+	inSet bool   // evictable as of the last reconciliation
 }
 
 // ModelState mirrors l1.ObjectState, with expiries as durations since the
@@ -149,6 +156,8 @@ type Manager[K comparable] struct {
 	objects  map[K]*ObjectModel
 	tick     uint64
 	seq      uint64 // read locks taken
+	opN      uint64 // calls so far (Sweeps, in fact: one or more per call)
+	pol      policyState[K]
 	closed   bool
 }
 
@@ -209,7 +218,7 @@ func (m *Manager[K]) TemporaryReadLocked() int {
 	return n
 }
 
-func (m *Manager[K]) touch(o *ObjectModel) { m.tick++; o.used = m.tick }
+func (m *Manager[K]) touch(o *ObjectModel) { m.tick++; o.used, o.op = m.tick, m.opN }
 
 // lru returns the keys, least recently used first.
 func (m *Manager[K]) lru() []K {
@@ -232,6 +241,9 @@ func (m *Manager[K]) remove(k K) {
 // lock counts as a release: the object becomes most recently used, the
 // earliest expiry first, ties in the order the locks were last taken.
 func (m *Manager[K]) Sweep() {
+	m.opN++
+	m.syncPolicy()
+	defer m.syncPolicy()
 	var lapsed []K
 	for k, o := range m.objects {
 		switch {
@@ -354,7 +366,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 			out[i].Status = OutOfMemory
 			continue
 		}
-		o := &ObjectModel{Block: blocks[j], Size: size, Temporary: flag(i)}
+		o := &ObjectModel{Block: blocks[j], Size: size, Temporary: flag(i), Pos: m.position(i)}
 		m.objects[keys[i]] = o
 		m.touch(o)
 		o.write.take(1, m.Now, m.Cfg.WriteTTL)
@@ -363,6 +375,8 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	for _, i := range relock {
 		o := m.objects[keys[i]]
 		o.Size, o.Temporary = size, flag(i)
+		o.Pos = m.position(i)
+		m.hit(o)
 		m.touch(o)
 		o.write.take(1, m.Now, m.Cfg.WriteTTL)
 		out[i] = Result{OK, o.Block}
@@ -397,13 +411,14 @@ func (m *Manager[K]) allocate(size int64, n int, request map[K]int) []allocator.
 // whenever free bytes would allow it.
 func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator.Block, bool) {
 	useFit := m.Cfg.Placement != allocator.Contiguous
-	for _, k := range m.lru() {
-		o := m.objects[k]
-		if _, named := request[k]; named || !o.evictable(m.Now) {
-			continue
+	var aside []s3Entry[K]
+	defer func() { m.restore(aside) }()
+	for {
+		k, ok := m.victim(request, &aside)
+		if !ok {
+			break
 		}
-		m.remove(k)
-		m.Counters.Evictions++
+		m.evict(k)
 		m.Counters.OnDemandEvictions++
 		if useFit && m.Mem.MaxSlots(size, n) >= n {
 			break
@@ -511,6 +526,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
 			m.seq++
 			o.readSeq = m.seq
+			m.hit(o)
 			m.touch(o)
 			out[i] = Result{OK, o.Block}
 		}
@@ -604,6 +620,7 @@ func (m *Manager[K]) Touch(keys []K) {
 	m.Sweep()
 	for _, k := range keys {
 		if o, ok := m.objects[k]; ok {
+			m.hit(o)
 			m.touch(o)
 		}
 	}
@@ -627,15 +644,13 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 	}
 	limit := ratio * float64(m.Mem.Capacity())
 	n := 0
-	for _, k := range m.lru() {
-		if float64(m.Used()) <= limit {
+	for float64(m.Used()) > limit {
+		k, ok := m.victim(nil, nil)
+		if !ok {
 			break
 		}
-		if m.objects[k].evictable(m.Now) {
-			m.remove(k)
-			m.Counters.Evictions++
-			n++
-		}
+		m.evict(k)
+		n++
 	}
 	return n, nil
 }
@@ -649,5 +664,6 @@ func (m *Manager[K]) Clone() *Manager[K] {
 		cp := *o
 		c.objects[k] = &cp
 	}
+	m.clonePolicy(&c)
 	return &c
 }
