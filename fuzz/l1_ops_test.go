@@ -137,7 +137,7 @@ func (r l1Record) count() int {
 // op decodes the record for a system of the header's shape.
 func (r l1Record) op(h l1Header) l1check.Op {
 	op := l1check.Op{Kind: r.kind(), Observe: r.Flags&0x80 != 0,
-		Actor: int(r.Flags>>2&3), Lease: l1check.LeaseMode(r.Flags >> 4 & 3 % 3)}
+		Actor: int(r.Flags >> 2 & 3), Lease: l1check.LeaseMode(r.Flags >> 4 & 3 % 3)}
 	space := 1 + int(h.KeySpace)
 	op.Keys = make([]l1check.Key, r.count())
 	for i := range op.Keys {
