@@ -3,7 +3,9 @@ package fuzz
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 	"github.com/kvalloc/kvalloc/l1"
@@ -60,7 +62,49 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"OutOfMemory for a middle key", everywhere(mutant.VariantOOMMiddle), "request-order locking"},
 		{"prefix granted one short", everywhere(mutant.VariantUpToOneShort), "prefix maximality"},
 		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
+		{"leases ignored", everywhere(mutant.VariantLeasesIgnored), "model STALE_LEASE"},
+		{"TTL overflow", everywhere(mutant.VariantTTLOverflow), "Len() = 0, model 2"},
+		{"listeners share Keys", everywhere(mutant.VariantSharedKeys), "listeners got write-reserved"},
 	})
+}
+
+// TestListenerDelivery runs the delivery stress check on the manager: a
+// 20 µs listener and 8 callers.
+func TestListenerDelivery(t *testing.T) {
+	m, cleanup := deliveryManager(t)
+	defer cleanup()
+	if err := l1check.CheckDelivery(m, 8, 64, 20*time.Microsecond, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListenerDeliveryBites proves the stress check fails on the delivery
+// the manager had before issue 9: callers return at once and one goroutine
+// delivers everything, however far behind.
+func TestListenerDeliveryBites(t *testing.T) {
+	m, cleanup := deliveryManager(t)
+	defer cleanup()
+	err := l1check.CheckDelivery(mutant.NewUnboundedDelivery(m), 8, 64, 20*time.Microsecond, 200*time.Millisecond)
+	if err == nil {
+		t.Fatal("the delivery check passed on unbounded delivery")
+	}
+	t.Logf("caught: %v", err)
+}
+
+func deliveryManager(t *testing.T) (*l1.Manager[l1check.Key], func()) {
+	r, err := allocator.NewHeapRegion(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := allocator.New(r, allocator.Options{Align: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := l1.New[l1check.Key](a, l1.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, func() { m.Close(); a.Close() }
 }
 
 // TestFuzzReserveWriteBites proves FuzzReserveWrite's checker fails on

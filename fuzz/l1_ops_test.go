@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"encoding/binary"
+	"math"
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
@@ -17,7 +18,7 @@ import (
 type l1Header struct {
 	Units    uint16 // capacity in 64-byte units: 1 + Units % 512, or with the top three bits set 1 + Units & 0x1fff
 	Place    uint8  // placement: Place % 3
-	Flags    uint8  // bit 0: evict on demand; bits 1-2: prefix strategy % 3; bits 3-4: TTLs
+	Flags    uint8  // bit 0: evict on demand; bits 1-2: prefix strategy % 3; bits 3-5: TTLs
 	KeySpace uint16 // keys are taken modulo 1 + KeySpace
 }
 
@@ -32,7 +33,7 @@ type l1Record struct {
 	Op     uint8  // kind: Op % 14, or Close for 0xff
 	Arg    uint8  // mode, lock count, ratio or clock step, by kind
 	Stride uint8  // key i is (Start + i*Stride) mod the key space
-	Flags  uint8  // bit 0: temporary flags / force / fine clock; bit 1: mismatched flags; bit 7: observe
+	Flags  uint8  // bit 0: temporary flags / force / fine clock; bit 1: mismatched flags; bits 2-3: actor, or for Advance backwards / huge; bits 4-5: lease mode; bit 7: observe
 	Start  uint16 // first key
 	Count  uint16 // number of keys: Count & 0x3f, or Count & 0x1fff when bit 15 is set
 	Size   uint16 // ReserveWrite size in bytes, or an edge case when bit 15 is set
@@ -50,17 +51,25 @@ func (h l1Header) units() int {
 }
 
 // ttls are the TTL pairs the header can pick: the defaults, short ones,
-// and a write TTL shorter and longer than the read TTL.
-var ttls = [4][2]time.Duration{
+// a write TTL shorter and longer than the read TTL, and the edges: 1 ns
+// and math.MaxInt64 (never lapses), alone and mixed.
+var ttls = [8][2]time.Duration{
 	{0, 0},
 	{10 * time.Second, 5 * time.Second},
 	{5 * time.Second, 10 * time.Second},
 	{10 * time.Second, 10 * time.Second},
+	{l1.NoExpiry, l1.NoExpiry},
+	{1, 1},
+	{l1.NoExpiry, 5 * time.Second},
+	{10 * time.Second, l1.NoExpiry},
 }
+
+// hugeSteps are the clock jumps of an Advance record with bit 3 set.
+var hugeSteps = [4]time.Duration{math.MaxInt64, 200 * 365 * 24 * time.Hour, 1 << 62, time.Nanosecond}
 
 // setup decodes the header into a Setup.
 func (h l1Header) setup() l1check.Setup {
-	t := ttls[h.Flags>>3&3]
+	t := ttls[h.Flags>>3&7]
 	return l1check.Setup{
 		Units:         h.units(),
 		Align:         l1Align,
@@ -127,7 +136,8 @@ func (r l1Record) count() int {
 
 // op decodes the record for a system of the header's shape.
 func (r l1Record) op(h l1Header) l1check.Op {
-	op := l1check.Op{Kind: r.kind(), Observe: r.Flags&0x80 != 0}
+	op := l1check.Op{Kind: r.kind(), Observe: r.Flags&0x80 != 0,
+		Actor: int(r.Flags >> 2 & 3), Lease: l1check.LeaseMode(r.Flags >> 4 & 3 % 3)}
 	space := 1 + int(h.KeySpace)
 	op.Keys = make([]l1check.Key, r.count())
 	for i := range op.Keys {
@@ -156,9 +166,16 @@ func (r l1Record) op(h l1Header) l1check.Op {
 	case l1check.OpEvictTo:
 		op.Ratio = float64(r.Arg) / 200 // above 1 past 200
 	case l1check.OpAdvance:
+		op.Actor, op.Lease = 0, 0
 		op.Advance = time.Duration(r.Arg) * 5 * time.Second
 		if r.Flags&1 != 0 {
 			op.Advance = time.Duration(r.Arg) * 100 * time.Millisecond
+		}
+		if r.Flags&8 != 0 {
+			op.Advance = hugeSteps[r.Arg%4]
+		}
+		if r.Flags&4 != 0 {
+			op.Advance = -op.Advance
 		}
 	}
 	return op

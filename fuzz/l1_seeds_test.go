@@ -32,6 +32,8 @@ func (r l1Record) obs() l1Record                       { r.Flags |= 0x80; return
 func (r l1Record) stride(s int) l1Record               { r.Stride = uint8(s); return r }
 func (r l1Record) force() l1Record                     { r.Flags |= 1; return r }
 func (r l1Record) edgeSize(v uint16) l1Record          { r.Size = 0x8000 | v; return r }
+func (r l1Record) by(actor int) l1Record               { r.Flags |= uint8(actor) << 2; return r }
+func (r l1Record) lease(m l1check.LeaseMode) l1Record  { r.Flags |= uint8(m) << 4; return r }
 func keyRec(op l1check.OpKind, start, count int) l1Record {
 	c := uint16(count)
 	if count >= 64 {
@@ -83,6 +85,19 @@ func adv(d time.Duration) l1Record {
 		r.Arg = uint8(d / (5 * time.Second))
 	} else {
 		r.Arg, r.Flags = uint8(d/(100*time.Millisecond)), 1
+	}
+	return r
+}
+
+// back moves the clock backwards by d (as adv encodes it).
+func back(d time.Duration) l1Record { r := adv(d); r.Flags |= 4; return r }
+
+// huge jumps the clock by hugeSteps[i], forward, or backwards with neg.
+func huge(i int, neg bool) l1Record {
+	r := keyRec(l1check.OpAdvance, 0, 0)
+	r.Arg, r.Flags = uint8(i), 8
+	if neg {
+		r.Flags |= 4
 	}
 	return r
 }
@@ -193,6 +208,54 @@ func init() {
 		{"every-lock-state", encodeL1(lifeHdr, append(everyLockState(), obsAll(
 			rw(0, 20, 256, l1.ModeAll), isEv(0, 20), adv(300*time.Second), length(), adv(300*time.Second), length(),
 		)...))},
+		// Issue 9: two actors on one key, one late.
+		{"late-writer", encodeL1(lifeHdr.ttl(1), obsAll(
+			rw(0, 3, 256, l1.ModeAll), adv(11*time.Second), rw(0, 2, 256, l1.ModeAll).by(1),
+			fw(0, 3), abort(0, 2), fwrr(0, 2, 1), fw(0, 2).by(1), fw(0, 2).by(1), fw(0, 2),
+			rw(0, 2, 256, l1.ModeAll).by(2), abort(0, 2).by(1), fwrr(0, 2, 1).by(2),
+		))},
+		{"late-reader", encodeL1(lifeHdr.ttl(1), obsAll(
+			rw(0, 2, 256, l1.ModeAll).temp(0b10), fw(0, 2), rr(0, 2, 1).by(1), adv(6*time.Second),
+			rr(0, 1, 2).by(2), fr(0, 2, 1).by(1), rr(0, 1, 1).by(3), fr(0, 1, 3).by(3), fr(0, 1, 1).by(2),
+			rr(0, 1, 1).by(1), fr(0, 1, 1).by(2), fr(0, 1, 1).by(1),
+		))},
+		{"lease-edges", encodeL1(lifeHdr, obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 2).lease(l1check.LeaseZero), fw(0, 2).lease(l1check.LeaseShort),
+			abort(0, 2).lease(l1check.LeaseZero), fwrr(0, 2, 1).lease(l1check.LeaseShort), fw(0, 0).lease(l1check.LeaseShort),
+			fw(0, 2), rr(0, 2, 1), fr(0, 2, 1).lease(l1check.LeaseZero), fr(0, 2, 1).lease(l1check.LeaseShort), fr(0, 2, 1),
+		))},
+		{"ttl-max", encodeL1(lifeHdr.ttl(4), []l1Record{
+			rw(0, 2, 256, l1.ModeAll), adv(5 * time.Second), length(), huge(1, false), length(), huge(0, false), fw(0, 1).obs(),
+			rr(0, 1, 1), huge(0, false), del(0, 1).obs(), evictTo(0).obs(), fw(1, 1).obs(), isEv(0, 2),
+		})},
+		{"ttl-max-reads", encodeL1(lifeHdr.ttl(7), []l1Record{
+			rw(0, 2, 256, l1.ModeAll).temp(2), fw(0, 2), rr(0, 2, 1), huge(1, false), length().obs(), huge(2, false),
+			evictTo(0).obs(), del(0, 2).obs(), fr(0, 2, 1).obs(),
+		})},
+		{"ttl-1ns", encodeL1(lifeHdr.ttl(5), []l1Record{
+			rw(0, 2, 256, l1.ModeAll).obs(), fw(0, 1).obs(), rr(0, 1, 1).obs(), huge(3, false), fw(1, 1).obs(),
+			ur(0, 1).obs(), fr(0, 1, 1).obs(), length().obs(),
+		})},
+		{"clock-jumps", encodeL1(lifeHdr.ttl(1), []l1Record{
+			rw(0, 1, 256, l1.ModeAll), adv(4 * time.Second), length(), back(3 * time.Second), rw(1, 1, 256, l1.ModeAll).obs(),
+			huge(1, true), length().obs(), adv(5 * time.Second), isEv(0, 2).obs(), huge(0, true), huge(0, true), length().obs(),
+			adv(1 * time.Second), fw(0, 2).obs(), rw(2, 1, 256, l1.ModeAll), huge(2, false), huge(0, false), length().obs(),
+			rw(3, 1, 256, l1.ModeAll).obs(), huge(0, true), adv(9 * time.Second), fw(3, 1).obs(),
+		})},
+		{"temporary-evictable", encodeL1(lifeHdr, obsAll(
+			rw(0, 4, 256, l1.ModeAll).temp(0b1111), fw(0, 3), rr(2, 1, 1), adv(1200*time.Second), isEv(0, 4), evictTo(0), length(),
+		))},
+		{"temporary-evicted-on-demand", encodeL1(lifeHdr.evict(), obsAll(
+			rw(0, 16, 256, l1.ModeAll).temp(0xffff), fw(0, 16), rr(0, 2, 1), rw(20, 4, 256, l1.ModeAll), length(),
+		))},
+		{"relock-keeps-flag", encodeL1(lifeHdr, obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(0, 4, 256, l1.ModeAll).temp(0b1111), fw(0, 4), rr(0, 4, 1), fr(0, 4, 1),
+			isEv(0, 4),
+		))},
+		{"closed-read-side", encodeL1(lifeHdr, obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 1), rr(0, 1, 1), closeRec(), rr(0, 2, 1), fr(0, 1, 1), fw(1, 1), abort(1, 1),
+			fwrr(1, 1, 1), ur(0, 1), del(0, 2), touch(0, 2), fr(0, 1, 0), fw(0, 1).lease(l1check.LeaseShort), evictTo(0.5),
+		))},
 	}
 
 	rwHdr := hdr(64, allocator.ContiguousFirst, 65536)

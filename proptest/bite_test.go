@@ -74,5 +74,7 @@ func TestPropL1StateMachineBites(t *testing.T) {
 		{"OutOfMemory for a middle key", commands.Prop(l1Commands(mutant.VariantOOMMiddle))},
 		{"prefix granted one short", commands.Prop(l1Commands(mutant.VariantUpToOneShort))},
 		{"mismatched flags truncated", commands.Prop(l1Commands(mutant.VariantTruncateFlags))},
+		{"leases ignored", commands.Prop(l1Commands(mutant.VariantLeasesIgnored))},
+		{"TTL overflow", commands.Prop(l1Commands(mutant.VariantTTLOverflow))},
 	}, 150, 60)
 }

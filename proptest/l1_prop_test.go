@@ -2,6 +2,7 @@ package proptest
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 type l1State struct {
 	setup l1check.Setup
 	md    *reference.Manager[l1check.Key]
+	book  *l1check.Book // the leases each actor got from the model
 	want  l1check.Outcome
 }
 
@@ -40,8 +42,8 @@ func (c l1Cmd) Run(sut commands.SystemUnderTest) commands.Result {
 
 func (c l1Cmd) NextState(state commands.State) commands.State {
 	s := state.(*l1State)
-	next := &l1State{setup: s.setup, md: s.md.Clone()}
-	next.want = l1check.ModelDo(next.md, c.op)
+	next := &l1State{setup: s.setup, md: s.md.Clone(), book: s.book.Clone()}
+	next.want = l1check.ModelDo(next.md, next.book, c.op)
 	return next
 }
 
@@ -54,14 +56,17 @@ func (c l1Cmd) PostCondition(state commands.State, result commands.Result) *gopt
 	return gopter.NewPropResult(true, "")
 }
 
-// genL1Cmd generates every Manager method over keys 0 to 11, lock counts
-// (rarely invalid ones), sizes as genSize (rarely invalid, or with
-// mismatched temporary flags), and clock advances that land just before,
-// on and just after each TTL.
+// genL1Cmd generates every Manager method over keys 0 to 11, by four
+// actors that each present their own leases (rarely a zero or a short
+// lease list), lock counts (rarely invalid ones), sizes as genSize (rarely
+// invalid, or with mismatched temporary flags), and clock steps that land
+// just before, on and just after each TTL, jump back, or jump by up to the
+// int64 range either way.
 func genL1Cmd(state commands.State) gopter.Gen {
 	s := state.(*l1State)
 	w, r := s.setup.WriteTTL, s.setup.ReadTTL
-	advances := []time.Duration{time.Second, r / 2, r - time.Second, r, r + time.Second, w - time.Second, w, w + time.Second, 2 * w}
+	advances := []time.Duration{time.Second, r / 2, r - time.Second, r, r + time.Second, w - time.Second, w, w + time.Second, 2 * w,
+		-time.Second, -w, math.MaxInt64, math.MinInt64, 200 * 365 * 24 * time.Hour}
 	kind := gen.Weighted([]gen.WeightedGen{
 		{Weight: 6, Gen: gen.Const(l1check.OpReserveWrite)}, {Weight: 4, Gen: gen.Const(l1check.OpFinishWrite)},
 		{Weight: 1, Gen: gen.Const(l1check.OpFinishWriteAndReserveRead)}, {Weight: 1, Gen: gen.Const(l1check.OpAbortWrite)},
@@ -90,6 +95,13 @@ func genL1Cmd(state commands.State) gopter.Gen {
 		}
 		op.Force = bits&0x8000 != 0
 		op.Observe = bits&0x30000 != 0
+		op.Actor = int(bits >> 18 & 3)
+		switch bits >> 20 & 0x1f {
+		case 0:
+			op.Lease = l1check.LeaseZero
+		case 1:
+			op.Lease = l1check.LeaseShort
+		}
 		op.Advance = advances[v[5].(int)]
 		op.Ratio = v[6].(float64)
 		return l1Cmd{op}
@@ -103,17 +115,22 @@ func l1Commands(v l1check.Variant) *commands.ProtoCommands {
 			return l1check.MustNew(initial.(*l1State).setup, v)
 		},
 		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) { sut.(*l1check.System).Close() },
-		InitialStateGen: gopter.CombineGens(genSetup(true), gen.Bool()).Map(func(v []any) *l1State {
+		InitialStateGen: gopter.CombineGens(genSetup(true), gen.IntRange(0, 4)).Map(func(v []any) *l1State {
 			setup := v[0].(l1check.Setup)
-			if v[1].(bool) { // short TTLs, so that advances matter at every size
+			switch v[1].(int) {
+			case 0, 1: // short TTLs, so that advances matter at every size
 				setup.WriteTTL, setup.ReadTTL = 10*time.Second, 5*time.Second
-			} else {
+			case 2:
 				setup.WriteTTL, setup.ReadTTL = l1.DefaultWriteTTL, l1.DefaultReadTTL
+			case 3: // the int64 limit: never lapses
+				setup.WriteTTL, setup.ReadTTL = l1.NoExpiry, l1.NoExpiry
+			case 4:
+				setup.WriteTTL, setup.ReadTTL = 10*time.Second, l1.NoExpiry
 			}
 			// The model starts from the same Setup New uses.
 			sys := l1check.MustNew(setup, l1check.Variant{})
 			defer sys.Close()
-			return &l1State{setup: sys.Setup, md: sys.Model}
+			return &l1State{setup: sys.Setup, md: sys.Model, book: l1check.NewBook()}
 		}),
 		GenCommandFunc: genL1Cmd,
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -31,9 +32,10 @@ const (
 	KeyInWrongState
 	KeyIsLocked
 	OutOfMemory
+	StaleLease
 )
 
-var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY"}
+var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE"}
 
 // String returns LMCache's name, as l1.Status.String does.
 func (s Status) String() string {
@@ -63,10 +65,14 @@ var (
 // MaxReadLocks mirrors l1.MaxReadLocks.
 const MaxReadLocks = 128
 
+// Lease mirrors l1.Lease: one counter per manager, never 0.
+type Lease uint64
+
 // Result mirrors l1.Result.
 type Result struct {
 	Status Status
 	Block  allocator.Block
+	Lease  Lease
 }
 
 // ManagerConfig is the part of l1.Config the model needs, with defaults
@@ -80,10 +86,20 @@ type ManagerConfig struct {
 	ReadTTL       time.Duration
 }
 
-// lock is a hold count and one expiry: LMCache's TTLLock.
+// lock is a hold count and one expiry: LMCache's TTLLock. An expiry of
+// math.MaxInt64 (a saturated now+ttl) is never reached: the model's time
+// stops one nanosecond short of it (see Advance).
 type lock struct {
 	n      int64
 	expiry time.Duration
+}
+
+// satAdd is a+b for b ≥ 0, saturated at math.MaxInt64.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func (l lock) held(now time.Duration) bool   { return l.n > 0 && now < l.expiry }
@@ -94,7 +110,7 @@ func (l *lock) take(n int, now, ttl time.Duration) {
 		l.n = 0
 	}
 	l.n += int64(n)
-	l.expiry = now + ttl
+	l.expiry = satAdd(now, ttl)
 }
 
 func (l *lock) release(n int) {
@@ -120,10 +136,13 @@ type ObjectModel struct {
 	home  uint8  // S3-FIFO queue
 	freq  uint8  // S3-FIFO use count
 	inSet bool   // evictable as of the last reconciliation
+	// WLease is the lease of the last write reservation, RLease the read
+	// lock's epoch.
+	WLease, RLease Lease
 }
 
-// ModelState mirrors l1.ObjectState, with expiries as durations since the
-// manager was made (zero when the lock is not held).
+// ModelState mirrors l1.ObjectState, with expiries as the time each lock
+// has left (zero when the lock is not held).
 type ModelState struct {
 	Block                   allocator.Block
 	Size                    int64
@@ -133,6 +152,7 @@ type ModelState struct {
 	Finished                bool
 	Evictable               bool
 	WriteExpiry, ReadExpiry time.Duration
+	WriteLease, ReadLease   Lease
 }
 
 // ModelEntry is one object of Snapshot.
@@ -151,13 +171,16 @@ type ManagerCounters struct {
 type Manager[K comparable] struct {
 	Mem      *Alloc
 	Cfg      ManagerConfig
-	Now      time.Duration // the clock, since the manager was made
+	Clock    time.Duration // the clock's reading, since the manager was made
+	seen     time.Duration // the reading the last call saw
+	Now      time.Duration // the manager's time: the clock's forward steps
 	Counters ManagerCounters
 	objects  map[K]*ObjectModel
 	tick     uint64
 	seq      uint64 // read locks taken
 	opN      uint64 // calls so far (Sweeps, in fact: one or more per call)
 	pol      policyState[K]
+	gen      Lease
 	closed   bool
 }
 
@@ -167,8 +190,38 @@ func NewManager[K comparable](mem *Alloc, cfg ManagerConfig) *Manager[K] {
 	return &Manager[K]{Mem: mem, Cfg: cfg, objects: map[K]*ObjectModel{}}
 }
 
-// Advance moves the clock forward.
-func (m *Manager[K]) Advance(d time.Duration) { m.Now += d }
+// AddClock returns the clock reading c moved by d, either way, saturated
+// at the int64 range of nanoseconds. l1check's clock moves the same way.
+func AddClock(c, d time.Duration) time.Duration {
+	next := c + d
+	switch {
+	case d > 0 && next < c:
+		return math.MaxInt64
+	case d < 0 && next > c:
+		return math.MinInt64
+	}
+	return next
+}
+
+// Advance moves the clock by d, either way (see AddClock). The manager's
+// time moves at the next call that reads the clock (see observe).
+func (m *Manager[K]) Advance(d time.Duration) { m.Clock = AddClock(m.Clock, d) }
+
+// observe is l1's tick: the manager's time moves by how far the clock moved
+// forward since the last call read it, saturated, and stops one nanosecond
+// short of math.MaxInt64, so a saturated expiry is never reached.
+func (m *Manager[K]) observe() {
+	if m.Clock > m.seen {
+		step := m.Clock - m.seen
+		if step < 0 { // the difference overflows: saturate, as time.Sub does
+			step = math.MaxInt64
+		}
+		m.Now = min(satAdd(m.Now, step), math.MaxInt64-1)
+	}
+	m.seen = m.Clock
+}
+
+func (m *Manager[K]) nextLease() Lease { m.gen++; return m.gen }
 
 // Object returns the model's record of key without sweeping, for tests
 // that need to look before a call.
@@ -235,14 +288,16 @@ func (m *Manager[K]) remove(k K) {
 	delete(m.objects, k)
 }
 
-// Sweep reclaims every object whose write lock lapsed and every temporary
-// object whose read lock lapsed, and drops lapsed read holds of the rest.
-// Every manager call but Stats and Usage begins with it. A dropped read
-// lock counts as a release: the object becomes most recently used, the
-// earliest expiry first, ties in the order the locks were last taken.
+// Sweep reads the clock (see observe), then reclaims every object whose
+// write lock lapsed and every temporary object whose read lock lapsed, and
+// drops lapsed read holds of the rest. Every manager call but Stats and
+// Usage begins with it. A dropped read lock counts as a release: the
+// object becomes most recently used, the earliest expiry first, ties in
+// the order the locks were last taken.
 func (m *Manager[K]) Sweep() {
+	m.syncPolicy() // the last call's changes, at the clock they saw
+	m.observe()
 	m.opN++
-	m.syncPolicy()
 	defer m.syncPolicy()
 	var lapsed []K
 	for k, o := range m.objects {
@@ -265,9 +320,9 @@ func (m *Manager[K]) Sweep() {
 	}
 }
 
-// evictable is l1's predicate: finished, not temporary, no live lock.
+// evictable is l1's predicate: finished, no live lock.
 func (o *ObjectModel) evictable(now time.Duration) bool {
-	return o.Finished && !o.Temporary && !o.write.held(now) && !o.read.held(now)
+	return o.Finished && !o.write.held(now) && !o.read.held(now)
 }
 
 // State returns key's state after a sweep.
@@ -283,10 +338,10 @@ func (m *Manager[K]) State(key K) (ModelState, bool) {
 func (m *Manager[K]) state(o *ObjectModel) ModelState {
 	s := ModelState{Block: o.Block, Size: o.Size, Temporary: o.Temporary, Finished: o.Finished, Evictable: o.evictable(m.Now)}
 	if o.write.held(m.Now) {
-		s.WriteLocked, s.WriteExpiry = true, o.write.expiry
+		s.WriteLocked, s.WriteExpiry, s.WriteLease = true, o.write.expiry-m.Now, o.WLease
 	}
 	if o.read.held(m.Now) {
-		s.ReadLocks, s.ReadExpiry = int(o.read.n), o.read.expiry
+		s.ReadLocks, s.ReadExpiry, s.ReadLease = int(o.read.n), o.read.expiry-m.Now, o.RLease
 	}
 	return s
 }
@@ -369,17 +424,19 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 		o := &ObjectModel{Block: blocks[j], Size: size, Temporary: flag(i), Pos: m.position(i)}
 		m.objects[keys[i]] = o
 		m.touch(o)
+		o.WLease = m.nextLease()
 		o.write.take(1, m.Now, m.Cfg.WriteTTL)
-		out[i] = Result{OK, o.Block}
+		out[i] = Result{OK, o.Block, o.WLease}
 	}
 	for _, i := range relock {
 		o := m.objects[keys[i]]
-		o.Size, o.Temporary = size, flag(i)
+		o.Size = size // a re-lock keeps the object's own temporary flag
 		o.Pos = m.position(i)
 		m.hit(o)
 		m.touch(o)
+		o.WLease = m.nextLease()
 		o.write.take(1, m.Now, m.Cfg.WriteTTL)
-		out[i] = Result{OK, o.Block}
+		out[i] = Result{OK, o.Block, o.WLease}
 	}
 	m.Counters.WriteReservations += uint64(len(relock) + len(blocks))
 	return out, nil
@@ -445,9 +502,17 @@ func firsts[K comparable](keys []K) map[K]int {
 
 func badLocks(locks int) bool { return locks < 1 || locks > MaxReadLocks }
 
+func badLeases(keys int, leases []Lease) bool { return len(leases) != keys }
+
 // FinishWrite models l1.Manager.FinishWrite.
-func (m *Manager[K]) FinishWrite(keys []K) []Status {
+func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
+	if badLeases(len(keys), leases) {
+		return nil, ErrInvalidArgument
+	}
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Status, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -456,20 +521,35 @@ func (m *Manager[K]) FinishWrite(keys []K) []Status {
 			out[i] = KeyNotExist
 		case !o.write.held(m.Now) || o.read.held(m.Now):
 			out[i] = KeyInWrongState
+		case o.WLease != leases[i]:
+			out[i] = StaleLease
 		default:
 			o.write, o.Finished = lock{}, true
 			m.touch(o)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// readLock takes read holds, starting a new epoch when none was held.
+func (m *Manager[K]) readLock(o *ObjectModel, locks int) {
+	if !o.read.held(m.Now) {
+		o.RLease = m.nextLease()
+	}
+	o.read.take(locks, m.Now, m.Cfg.ReadTTL)
+	m.seq++
+	o.readSeq = m.seq
 }
 
 // FinishWriteAndReserveRead models l1.Manager.FinishWriteAndReserveRead.
-func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, error) {
-	if badLocks(locks) {
+func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks int) ([]Result, error) {
+	if badLocks(locks) || badLeases(len(keys), leases) {
 		return nil, ErrInvalidArgument
 	}
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -478,21 +558,27 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, locks int) ([]Result, e
 			out[i].Status = KeyNotExist
 		case !o.write.held(m.Now) || o.read.held(m.Now):
 			out[i].Status = KeyInWrongState
+		case o.WLease != leases[i]:
+			out[i].Status = StaleLease
 		default:
 			o.write, o.Finished = lock{}, true
 			m.touch(o)
-			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
-			m.seq++
-			o.readSeq = m.seq
-			out[i] = Result{OK, o.Block}
+			m.readLock(o, locks)
+			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
 	return out, nil
 }
 
 // AbortWrite models l1.Manager.AbortWrite.
-func (m *Manager[K]) AbortWrite(keys []K) []Status {
+func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
+	if badLeases(len(keys), leases) {
+		return nil, ErrInvalidArgument
+	}
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Status, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -501,11 +587,13 @@ func (m *Manager[K]) AbortWrite(keys []K) []Status {
 			out[i] = KeyNotExist
 		case !o.write.held(m.Now):
 			out[i] = KeyInWrongState
+		case o.WLease != leases[i]:
+			out[i] = StaleLease
 		default:
 			m.remove(k)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // ReserveRead models l1.Manager.ReserveRead.
@@ -514,6 +602,9 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		return nil, ErrInvalidArgument
 	}
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -523,20 +614,21 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		case o.write.held(m.Now):
 			out[i].Status = KeyNotReadable
 		default:
-			o.read.take(locks, m.Now, m.Cfg.ReadTTL)
-			m.seq++
-			o.readSeq = m.seq
+			m.readLock(o, locks)
 			m.hit(o)
 			m.touch(o)
-			out[i] = Result{OK, o.Block}
+			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
 	return out, nil
 }
 
 // UnsafeRead models l1.Manager.UnsafeRead.
-func (m *Manager[K]) UnsafeRead(keys []K) []Result {
+func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -546,18 +638,21 @@ func (m *Manager[K]) UnsafeRead(keys []K) []Result {
 		case !o.read.held(m.Now) || o.write.held(m.Now):
 			out[i].Status = KeyNotReadable
 		default:
-			out[i] = Result{OK, o.Block}
+			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // FinishRead models l1.Manager.FinishRead.
-func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
-	if badLocks(locks) {
+func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, error) {
+	if badLocks(locks) || badLeases(len(keys), leases) {
 		return nil, ErrInvalidArgument
 	}
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Status, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -566,6 +661,8 @@ func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
 			out[i] = KeyNotExist
 		case o.write.held(m.Now) || !o.read.held(m.Now):
 			out[i] = KeyInWrongState
+		case o.RLease != leases[i]:
+			out[i] = StaleLease
 		default:
 			o.read.release(locks)
 			if o.read.n == 0 && o.Temporary {
@@ -579,8 +676,11 @@ func (m *Manager[K]) FinishRead(keys []K, locks int) ([]Status, error) {
 }
 
 // Delete models l1.Manager.Delete.
-func (m *Manager[K]) Delete(keys []K, force bool) []Status {
+func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 	m.Sweep()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	out := make([]Status, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -593,7 +693,7 @@ func (m *Manager[K]) Delete(keys []K, force bool) []Status {
 			m.remove(k)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Clear models l1.Manager.Clear.
@@ -616,14 +716,18 @@ func (m *Manager[K]) Close() {
 }
 
 // Touch models l1.Manager.Touch.
-func (m *Manager[K]) Touch(keys []K) {
+func (m *Manager[K]) Touch(keys []K) error {
 	m.Sweep()
+	if m.closed {
+		return ErrClosed
+	}
 	for _, k := range keys {
 		if o, ok := m.objects[k]; ok {
 			m.hit(o)
 			m.touch(o)
 		}
 	}
+	return nil
 }
 
 // IsEvictable models l1.Manager.IsEvictable.

@@ -56,7 +56,7 @@ func fromModel(rs []reference.Result) []l1.Result {
 	}
 	out := make([]l1.Result, len(rs))
 	for i, r := range rs {
-		out[i] = l1.Result{Status: l1.Status(r.Status), Block: r.Block}
+		out[i] = l1.Result{Status: l1.Status(r.Status), Block: r.Block, Lease: l1.Lease(r.Lease)}
 	}
 	return out
 }
@@ -78,34 +78,35 @@ func (s *System) Do(op Op) Outcome {
 	var o Outcome
 	var err error
 	m := s.M
+	leases := s.Book.Leases(op)
 	switch op.Kind {
 	case OpReserveWrite:
 		o.Results, err = m.ReserveWrite(op.Keys, op.Temporary, op.Size, op.Mode)
 	case OpFinishWrite:
-		o.Statuses = m.FinishWrite(op.Keys)
+		o.Statuses, err = m.FinishWrite(op.Keys, leases)
 	case OpFinishWriteAndReserveRead:
-		o.Results, err = m.FinishWriteAndReserveRead(op.Keys, op.Locks)
+		o.Results, err = m.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
 	case OpAbortWrite:
-		o.Statuses = m.AbortWrite(op.Keys)
+		o.Statuses, err = m.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
 		o.Results, err = m.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
-		o.Results = m.UnsafeRead(op.Keys)
+		o.Results, err = m.UnsafeRead(op.Keys)
 	case OpFinishRead:
-		o.Statuses, err = m.FinishRead(op.Keys, op.Locks)
+		o.Statuses, err = m.FinishRead(op.Keys, leases, op.Locks)
 	case OpDelete:
-		o.Statuses = m.Delete(op.Keys, op.Force)
+		o.Statuses, err = m.Delete(op.Keys, op.Force)
 	case OpClear:
 		o.N = m.Clear(op.Force)
 	case OpTouch:
-		m.Touch(op.Keys)
+		err = m.Touch(op.Keys)
 	case OpEvictTo:
 		o.N, err = m.EvictTo(op.Ratio)
 	case OpIsEvictable:
 		for _, k := range op.Keys {
 			o.Evictable = append(o.Evictable, m.IsEvictable(k))
 			st, ok := m.State(k)
-			o.KeyStates = append(o.KeyStates, keyState{stateOf(st), ok})
+			o.KeyStates = append(o.KeyStates, keyState{s.stateOf(st), ok})
 		}
 	case OpLen:
 		o.N = m.Len()
@@ -115,6 +116,7 @@ func (s *System) Do(op Op) Outcome {
 		err = m.Close()
 	}
 	o.Err = errClass(err)
+	s.Book.Record(op, o.Results, err)
 	st := m.Stats()
 	o.Held, o.Capacity = m.Usage()
 	o.Objects, o.WriteLocked, o.TempReadLocked = st.Objects, st.WriteLocked, st.TemporaryReadLocked
@@ -124,47 +126,42 @@ func (s *System) Do(op Op) Outcome {
 	}
 	if op.Observe {
 		for _, e := range m.Snapshot() {
-			o.States = append(o.States, reference.ModelEntry[Key]{Key: e.Key, ModelState: stateOf(e.ObjectState)})
+			o.States = append(o.States, reference.ModelEntry[Key]{Key: e.Key, ModelState: s.stateOf(e.ObjectState)})
 		}
 		o.Extents = s.A.FreeExtents()
 	}
 	return o
 }
 
-// ModelDo runs op on the model md and returns the Outcome the manager must
-// produce.
-func ModelDo(md *reference.Manager[Key], op Op) Outcome {
+// ModelDo runs op on the model md, with the leases of the model's book,
+// and returns the Outcome the manager must produce.
+func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	var o Outcome
 	var err error
+	var rs []reference.Result
+	var ss []reference.Status
+	leases := modelLeases(book.Leases(op))
 	switch op.Kind {
 	case OpReserveWrite:
-		var rs []reference.Result
 		rs, err = md.ReserveWrite(op.Keys, op.Temporary, op.Size, mode(op.Mode))
-		o.Results = fromModel(rs)
 	case OpFinishWrite:
-		o.Statuses = fromModelStatuses(md.FinishWrite(op.Keys))
+		ss, err = md.FinishWrite(op.Keys, leases)
 	case OpFinishWriteAndReserveRead:
-		var rs []reference.Result
-		rs, err = md.FinishWriteAndReserveRead(op.Keys, op.Locks)
-		o.Results = fromModel(rs)
+		rs, err = md.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
 	case OpAbortWrite:
-		o.Statuses = fromModelStatuses(md.AbortWrite(op.Keys))
+		ss, err = md.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
-		var rs []reference.Result
 		rs, err = md.ReserveRead(op.Keys, op.Locks)
-		o.Results = fromModel(rs)
 	case OpUnsafeRead:
-		o.Results = fromModel(md.UnsafeRead(op.Keys))
+		rs, err = md.UnsafeRead(op.Keys)
 	case OpFinishRead:
-		var ss []reference.Status
-		ss, err = md.FinishRead(op.Keys, op.Locks)
-		o.Statuses = fromModelStatuses(ss)
+		ss, err = md.FinishRead(op.Keys, leases, op.Locks)
 	case OpDelete:
-		o.Statuses = fromModelStatuses(md.Delete(op.Keys, op.Force))
+		ss, err = md.Delete(op.Keys, op.Force)
 	case OpClear:
 		o.N = md.Clear(op.Force)
 	case OpTouch:
-		md.Touch(op.Keys)
+		err = md.Touch(op.Keys)
 	case OpEvictTo:
 		o.N, err = md.EvictTo(op.Ratio)
 	case OpIsEvictable:
@@ -181,7 +178,9 @@ func ModelDo(md *reference.Manager[Key], op Op) Outcome {
 	case OpClose:
 		md.Close()
 	}
+	o.Results, o.Statuses = fromModel(rs), fromModelStatuses(ss)
 	o.Err = errClass(err)
+	book.Record(op, o.Results, err)
 	o.Held, o.Capacity = md.Used(), md.Mem.Capacity()
 	o.Objects, o.WriteLocked, o.TempReadLocked = md.Len(), md.WriteLocked(), md.TemporaryReadLocked()
 	o.Counters = md.Counters

@@ -77,12 +77,14 @@ func (s *System) modelStates() map[Key]l1.ObjectState {
 		st := l1.ObjectState{
 			Block: e.Block, Size: e.Size, WriteLocked: e.WriteLocked, ReadLocks: e.ReadLocks,
 			Temporary: e.Temporary, Finished: e.Finished, Evictable: e.Evictable,
+			WriteLease: l1.Lease(e.WriteLease), ReadLease: l1.Lease(e.ReadLease),
 		}
+		now := s.clock()
 		if e.WriteLocked {
-			st.WriteExpiry = Epoch.Add(e.WriteExpiry)
+			st.WriteExpiry = now.Add(e.WriteExpiry)
 		}
 		if e.ReadLocks > 0 {
-			st.ReadExpiry = Epoch.Add(e.ReadExpiry)
+			st.ReadExpiry = now.Add(e.ReadExpiry)
 		}
 		out[e.Key] = st
 	}
@@ -369,5 +371,5 @@ func sameStates(before, after map[Key]l1.ObjectState, skip func(k Key, before l1
 
 // equalState compares two states, expiries as instants.
 func equalState(a, b l1.ObjectState) bool {
-	return a.WriteExpiry.Equal(b.WriteExpiry) && a.ReadExpiry.Equal(b.ReadExpiry) && stateOf(a) == stateOf(b)
+	return a.WriteExpiry.Equal(b.WriteExpiry) && a.ReadExpiry.Equal(b.ReadExpiry) && stateAt(a, Epoch) == stateAt(b, Epoch)
 }

@@ -36,15 +36,15 @@ type Key = int
 // variants wrap a real manager and override some of them.
 type Manager interface {
 	ReserveWrite(keys []Key, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error)
-	FinishWrite(keys []Key) []l1.Status
-	FinishWriteAndReserveRead(keys []Key, locks int) ([]l1.Result, error)
-	AbortWrite(keys []Key) []l1.Status
+	FinishWrite(keys []Key, leases []l1.Lease) ([]l1.Status, error)
+	FinishWriteAndReserveRead(keys []Key, leases []l1.Lease, locks int) ([]l1.Result, error)
+	AbortWrite(keys []Key, leases []l1.Lease) ([]l1.Status, error)
 	ReserveRead(keys []Key, locks int) ([]l1.Result, error)
-	UnsafeRead(keys []Key) []l1.Result
-	FinishRead(keys []Key, locks int) ([]l1.Status, error)
-	Delete(keys []Key, force bool) []l1.Status
+	UnsafeRead(keys []Key) ([]l1.Result, error)
+	FinishRead(keys []Key, leases []l1.Lease, locks int) ([]l1.Status, error)
+	Delete(keys []Key, force bool) ([]l1.Status, error)
 	Clear(force bool) int
-	Touch(keys []Key)
+	Touch(keys []Key) error
 	EvictTo(ratio float64) (int, error)
 	IsEvictable(key Key) bool
 	State(key Key) (l1.ObjectState, bool)
@@ -87,11 +87,15 @@ type Variant struct {
 var Epoch = time.Unix(1_700_000_000, 0)
 
 // System is one manager under test, its allocator, its clock and the model.
+// Several actors share it: each keeps the leases its own calls got (Book),
+// so an actor whose lock lapsed presents a stale lease, as a late writer or
+// reader would.
 type System struct {
 	Setup Setup
 	M     Manager
 	A     *allocator.Allocator
 	Model *reference.Manager[Key]
+	Book  *Book
 
 	mu     sync.Mutex
 	now    time.Duration
@@ -117,7 +121,7 @@ func New(s Setup, v Variant) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	sys := &System{Setup: s, A: a}
+	sys := &System{Setup: s, A: a, Book: NewBook()}
 	var mem l1.Memory = a
 	if v.Memory != nil {
 		mem = v.Memory(a)
@@ -138,6 +142,7 @@ func New(s Setup, v Variant) (*System, error) {
 	if v.Manager != nil {
 		sys.M = v.Manager(m, a)
 	}
+	sys.M.AddListenerFunc(scribble)
 	sys.M.AddListenerFunc(sys.listen)
 	sys.Model = reference.NewManager[Key](reference.NewAlloc(int64(s.Units)*s.Align, s.Align), reference.ManagerConfig{
 		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
@@ -164,12 +169,23 @@ func (s *System) clock() time.Time {
 	return Epoch.Add(s.now)
 }
 
-// Advance moves the clock of the manager and of the model.
+// Advance moves the clock of the manager and of the model, either way,
+// saturating at the int64 range of nanoseconds.
 func (s *System) Advance(d time.Duration) {
 	s.mu.Lock()
-	s.now += d
+	s.now = reference.AddClock(s.now, d)
 	s.mu.Unlock()
 	s.Model.Advance(d)
+}
+
+// scribble is the first listener of every System: it overwrites the keys
+// of every event it gets, as a listener that owns its slice may. The
+// recording listener after it must still see the keys the operation
+// changed, so a manager that hands every listener one slice fails.
+func scribble(e l1.Event[Key]) {
+	for i := range e.Keys {
+		e.Keys[i] = -1 - e.Keys[i]
+	}
 }
 
 func (s *System) listen(e l1.Event[Key]) {
@@ -221,9 +237,29 @@ func (k OpKind) String() string {
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
 
+// LeaseMode says which leases a finishing call presents.
+type LeaseMode uint8
+
+const (
+	// LeaseOwn presents the actor's own lease of each key (0 where it has
+	// none): what an honest, possibly late, holder presents.
+	LeaseOwn LeaseMode = iota
+	// LeaseZero presents 0 for every key: never valid.
+	LeaseZero
+	// LeaseShort presents one lease fewer than keys: rejected.
+	LeaseShort
+)
+
+// Actors is the number of actors an Op may name.
+const Actors = 4
+
 // Op is one call. Each kind reads only its own fields.
 type Op struct {
-	Kind      OpKind
+	Kind OpKind
+	// Actor makes the call (0 to Actors-1): its leases are presented and
+	// the leases the call hands out are its own.
+	Actor     int
+	Lease     LeaseMode // FinishWrite, FinishWriteAndReserveRead, AbortWrite, FinishRead
 	Keys      []Key
 	Size      int64         // ReserveWrite
 	Temporary []bool        // ReserveWrite
@@ -243,6 +279,9 @@ func (o Op) String() string {
 	keys := fmt.Sprint(o.Keys)
 	if len(o.Keys) > 12 {
 		keys = fmt.Sprintf("[%d keys: %v…]", len(o.Keys), o.Keys[:12])
+	}
+	if o.Actor != 0 || o.Lease != LeaseOwn {
+		keys = fmt.Sprintf("%s actor=%d lease=%d", keys, o.Actor, o.Lease)
 	}
 	switch o.Kind {
 	case OpReserveWrite:
@@ -300,8 +339,8 @@ func compareResults(got []l1.Result, want []reference.Result) error {
 		return fmt.Errorf("%d results for %d keys", len(got), len(want))
 	}
 	for i := range got {
-		if !sameStatus(got[i].Status, want[i].Status) || got[i].Block != want[i].Block {
-			return fmt.Errorf("key #%d: %v %+v, model %v %+v", i, got[i].Status, got[i].Block, want[i].Status, want[i].Block)
+		if !sameStatus(got[i].Status, want[i].Status) || got[i].Block != want[i].Block || uint64(got[i].Lease) != uint64(want[i].Lease) {
+			return fmt.Errorf("key #%d: status %v %+v lease %d, model %v %+v lease %d", i, got[i].Status, got[i].Block, got[i].Lease, want[i].Status, want[i].Block, want[i].Lease)
 		}
 	}
 	return nil
@@ -324,45 +363,72 @@ func (s *System) Apply(op Op) error {
 
 func (s *System) apply(op Op) error {
 	md := s.Model
+	leases := s.Book.Leases(op)
+	mleases := modelLeases(leases)
 	switch op.Kind {
 	case OpReserveWrite:
-		return s.CheckReserveWithModel(s.ObserveReserve(op.Keys, op.Temporary, op.Size, op.Mode, op.Observe))
+		o := s.ObserveReserve(op.Keys, op.Temporary, op.Size, op.Mode, op.Observe)
+		s.Book.Record(op, o.Results, o.Err)
+		return s.CheckReserveWithModel(o)
 	case OpFinishWrite:
-		return compareStatuses(s.M.FinishWrite(op.Keys), md.FinishWrite(op.Keys))
+		got, err := s.M.FinishWrite(op.Keys, leases)
+		want, wantErr := md.FinishWrite(op.Keys, mleases)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareStatuses(got, want)
 	case OpFinishWriteAndReserveRead:
-		got, err := s.M.FinishWriteAndReserveRead(op.Keys, op.Locks)
-		want, wantErr := md.FinishWriteAndReserveRead(op.Keys, op.Locks)
+		got, err := s.M.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
+		s.Book.Record(op, got, err)
+		want, wantErr := md.FinishWriteAndReserveRead(op.Keys, mleases, op.Locks)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
 		return compareResults(got, want)
 	case OpAbortWrite:
-		return compareStatuses(s.M.AbortWrite(op.Keys), md.AbortWrite(op.Keys))
+		got, err := s.M.AbortWrite(op.Keys, leases)
+		want, wantErr := md.AbortWrite(op.Keys, mleases)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareStatuses(got, want)
 	case OpReserveRead:
 		got, err := s.M.ReserveRead(op.Keys, op.Locks)
+		s.Book.Record(op, got, err)
 		want, wantErr := md.ReserveRead(op.Keys, op.Locks)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
 		return compareResults(got, want)
 	case OpUnsafeRead:
-		return compareResults(s.M.UnsafeRead(op.Keys), md.UnsafeRead(op.Keys))
+		got, err := s.M.UnsafeRead(op.Keys)
+		want, wantErr := md.UnsafeRead(op.Keys)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareResults(got, want)
 	case OpFinishRead:
-		got, err := s.M.FinishRead(op.Keys, op.Locks)
-		want, wantErr := md.FinishRead(op.Keys, op.Locks)
+		got, err := s.M.FinishRead(op.Keys, leases, op.Locks)
+		want, wantErr := md.FinishRead(op.Keys, mleases, op.Locks)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
 		return compareStatuses(got, want)
 	case OpDelete:
-		return compareStatuses(s.M.Delete(op.Keys, op.Force), md.Delete(op.Keys, op.Force))
+		got, err := s.M.Delete(op.Keys, op.Force)
+		want, wantErr := md.Delete(op.Keys, op.Force)
+		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+			return err
+		}
+		return compareStatuses(got, want)
 	case OpClear:
 		if got, want := s.M.Clear(op.Force), md.Clear(op.Force); got != want {
 			return fmt.Errorf("cleared %d, model %d", got, want)
 		}
 	case OpTouch:
-		s.M.Touch(op.Keys)
-		md.Touch(op.Keys)
+		if err := checkErr(s.M.Touch(op.Keys), md.Touch(op.Keys)); err != nil {
+			return err
+		}
 	case OpEvictTo:
 		got, err := s.M.EvictTo(op.Ratio)
 		want, wantErr := md.EvictTo(op.Ratio)
@@ -379,8 +445,8 @@ func (s *System) apply(op Op) error {
 			}
 			got, ok := s.M.State(k)
 			want, wok := md.State(k)
-			if ok != wok || stateOf(got) != want {
-				return fmt.Errorf("State(%d) = %+v, %v; model %+v, %v", k, stateOf(got), ok, want, wok)
+			if ok != wok || s.stateOf(got) != want {
+				return fmt.Errorf("State(%d) = %+v, %v; model %+v, %v", k, s.stateOf(got), ok, want, wok)
 			}
 		}
 	case OpLen:
@@ -399,6 +465,18 @@ func (s *System) apply(op Op) error {
 		return fmt.Errorf("unknown op kind %d", op.Kind)
 	}
 	return nil
+}
+
+// modelLeases converts leases for the model; nil stays nil.
+func modelLeases(ls []l1.Lease) []reference.Lease {
+	if ls == nil {
+		return nil
+	}
+	out := make([]reference.Lease, len(ls))
+	for i, l := range ls {
+		out[i] = reference.Lease(l)
+	}
+	return out
 }
 
 // CheckReserveWithModel applies the ReserveWrite that o observed to the
@@ -477,25 +555,29 @@ func (s *System) CompareState() error {
 		if g.Key != w.Key {
 			return fmt.Errorf("LRU order %v, model %v", entryKeys(got), modelKeys(want))
 		}
-		if gs, ws := stateOf(g.ObjectState), w.ModelState; gs != ws {
+		if gs, ws := s.stateOf(g.ObjectState), w.ModelState; gs != ws {
 			return fmt.Errorf("key %d: state %+v, model %+v", g.Key, gs, ws)
 		}
 	}
 	return nil
 }
 
-// stateOf converts an l1 state to the model's form: expiries as durations
-// since Epoch.
-func stateOf(o l1.ObjectState) reference.ModelState {
+// stateOf converts an l1 state, read just now, to the model's form.
+func (s *System) stateOf(o l1.ObjectState) reference.ModelState { return stateAt(o, s.clock()) }
+
+// stateAt converts an l1 state to the model's form: expiries as the time
+// left after now.
+func stateAt(o l1.ObjectState, now time.Time) reference.ModelState {
 	s := reference.ModelState{
 		Block: o.Block, Size: o.Size, WriteLocked: o.WriteLocked, ReadLocks: o.ReadLocks,
 		Temporary: o.Temporary, Finished: o.Finished, Evictable: o.Evictable,
+		WriteLease: reference.Lease(o.WriteLease), ReadLease: reference.Lease(o.ReadLease),
 	}
 	if !o.WriteExpiry.IsZero() {
-		s.WriteExpiry = o.WriteExpiry.Sub(Epoch)
+		s.WriteExpiry = o.WriteExpiry.Sub(now)
 	}
 	if !o.ReadExpiry.IsZero() {
-		s.ReadExpiry = o.ReadExpiry.Sub(Epoch)
+		s.ReadExpiry = o.ReadExpiry.Sub(now)
 	}
 	return s
 }

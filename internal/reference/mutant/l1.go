@@ -3,6 +3,7 @@ package mutant
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
@@ -33,7 +34,7 @@ func (m OOMMiddle[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode 
 	}
 	if len(fresh) >= 3 {
 		i := fresh[len(fresh)/2]
-		m.AbortWrite([]K{keys[i]})
+		_, _ = m.AbortWrite([]K{keys[i]}, []l1.Lease{res[i].Lease})
 		res[i] = l1.Result{Status: l1.OutOfMemory}
 	}
 	return res, nil
@@ -111,6 +112,151 @@ func (m TruncateFlags[K]) ReserveWrite(keys []K, temporary []bool, size int64, m
 		res = append(res, l1.Result{Status: l1.KeyNotWritable})
 	}
 	return res, nil
+}
+
+// LeasesIgnored accepts any lease: each finishing call presents the
+// current holder's lease instead of the caller's, as a manager whose locks
+// have no owner does. A late writer then commits (or aborts) another
+// writer's reservation, and a late reader releases holds taken after its
+// own lapsed.
+type LeasesIgnored[K comparable] struct{ *l1.Manager[K] }
+
+// current returns the holders' leases of keys, write or read.
+func (m LeasesIgnored[K]) current(keys []K, leases []l1.Lease, write bool) []l1.Lease {
+	if len(leases) != len(keys) {
+		return leases // still rejected
+	}
+	out := make([]l1.Lease, len(keys))
+	for i, k := range keys {
+		s, _ := m.State(k)
+		out[i] = s.ReadLease
+		if write {
+			out[i] = s.WriteLease
+		}
+	}
+	return out
+}
+
+// FinishWrite commits whoever holds the lock.
+func (m LeasesIgnored[K]) FinishWrite(keys []K, leases []l1.Lease) ([]l1.Status, error) {
+	return m.Manager.FinishWrite(keys, m.current(keys, leases, true))
+}
+
+// AbortWrite aborts whoever holds the lock.
+func (m LeasesIgnored[K]) AbortWrite(keys []K, leases []l1.Lease) ([]l1.Status, error) {
+	return m.Manager.AbortWrite(keys, m.current(keys, leases, true))
+}
+
+// FinishWriteAndReserveRead commits whoever holds the lock.
+func (m LeasesIgnored[K]) FinishWriteAndReserveRead(keys []K, leases []l1.Lease, locks int) ([]l1.Result, error) {
+	return m.Manager.FinishWriteAndReserveRead(keys, m.current(keys, leases, true), locks)
+}
+
+// FinishRead releases whoever holds the lock.
+func (m LeasesIgnored[K]) FinishRead(keys []K, leases []l1.Lease, locks int) ([]l1.Status, error) {
+	return m.Manager.FinishRead(keys, m.current(keys, leases, false), locks)
+}
+
+// TTLOverflow configures a manager as an unsaturated now+ttl would run it:
+// a TTL so long that now+ttl overflows wraps the expiry into the past, so
+// the lock lapses at once. Here a TTL of a century or more becomes 1 ns,
+// which lapses at the next tick of the clock.
+func TTLOverflow(c *l1.Config) {
+	const century = 100 * 365 * 24 * time.Hour
+	if c.WriteTTL >= century {
+		c.WriteTTL = time.Nanosecond
+	}
+	if c.ReadTTL >= century {
+		c.ReadTTL = time.Nanosecond
+	}
+}
+
+// SharedKeys hands every listener the same Event.Keys slice: listeners
+// registered through it share one underlying listener, so a listener that
+// modifies its keys changes what the next one sees.
+type SharedKeys[K comparable] struct {
+	*l1.Manager[K]
+	fns *[]func(l1.Event[K])
+}
+
+// NewSharedKeys wraps m.
+func NewSharedKeys[K comparable](m *l1.Manager[K]) SharedKeys[K] {
+	fns := &[]func(l1.Event[K]){}
+	m.AddListenerFunc(func(e l1.Event[K]) {
+		for _, f := range *fns {
+			f(e)
+		}
+	})
+	return SharedKeys[K]{Manager: m, fns: fns}
+}
+
+// AddListenerFunc adds f to the shared listener. Not safe for concurrent
+// use with operations (tests add listeners first).
+func (m SharedKeys[K]) AddListenerFunc(f func(l1.Event[K])) { *m.fns = append(*m.fns, f) }
+
+// UnboundedDelivery delivers events the way the manager did before issue
+// 9: callers hand their events to a queue and return at once, and one
+// goroutine delivers them, however far behind it falls. Listeners
+// registered through it get the manager's events through that queue.
+type UnboundedDelivery[K comparable] struct {
+	*l1.Manager[K]
+	q *eventQueue[K]
+}
+
+type eventQueue[K comparable] struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	events  []l1.Event[K]
+	fns     []func(l1.Event[K])
+	running bool
+}
+
+// NewUnboundedDelivery wraps m.
+func NewUnboundedDelivery[K comparable](m *l1.Manager[K]) UnboundedDelivery[K] {
+	q := &eventQueue[K]{}
+	q.cond = sync.NewCond(&q.mu)
+	m.AddListenerFunc(func(e l1.Event[K]) {
+		q.mu.Lock()
+		q.events = append(q.events, e)
+		if !q.running {
+			q.running = true
+			go q.drain()
+		}
+		q.mu.Unlock()
+	})
+	return UnboundedDelivery[K]{Manager: m, q: q}
+}
+
+func (q *eventQueue[K]) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.events) > 0 {
+		e := q.events[0]
+		q.events = q.events[1:]
+		fns := q.fns
+		q.mu.Unlock()
+		for _, f := range fns {
+			f(e)
+		}
+		q.mu.Lock()
+	}
+	q.running = false
+}
+
+// AddListenerFunc adds f behind the queue.
+func (m UnboundedDelivery[K]) AddListenerFunc(f func(l1.Event[K])) {
+	m.q.mu.Lock()
+	m.q.fns = append(m.q.fns, f)
+	m.q.mu.Unlock()
+}
+
+// Stats reports the queue's backlog as PendingEvents.
+func (m UnboundedDelivery[K]) Stats() l1.Stats {
+	st := m.Manager.Stats()
+	m.q.mu.Lock()
+	st.PendingEvents += len(m.q.events)
+	m.q.mu.Unlock()
+	return st
 }
 
 // forever is a lock lifetime no test reaches.

@@ -41,4 +41,14 @@ var (
 	VariantReadsNeverExpire = l1check.Variant{Config: ReadsNeverExpire}
 	// VariantPrefixNoneIgnored configures PrefixNoneIgnored.
 	VariantPrefixNoneIgnored = l1check.Variant{Config: PrefixNoneIgnored}
+	// VariantLeasesIgnored wraps the manager in LeasesIgnored.
+	VariantLeasesIgnored = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return LeasesIgnored[l1check.Key]{Manager: m}
+	}}
+	// VariantTTLOverflow configures TTLOverflow.
+	VariantTTLOverflow = l1check.Variant{Config: TTLOverflow}
+	// VariantSharedKeys wraps the manager in SharedKeys.
+	VariantSharedKeys = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return NewSharedKeys(m)
+	}}
 )
