@@ -48,12 +48,22 @@ func FuzzPrefixStrategies(f *testing.F) {
 // checkL1Lifecycle is FuzzL1Lifecycle's body: it runs ops against one
 // system configured by setup and its model, comparing after every op.
 func checkL1Lifecycle(setup l1check.Setup, ops []l1check.Op, v variants) error {
-	sys, err := l1check.New(setup, v(setup.Prefix))
-	if err != nil {
-		return err
+	// One suite, every eviction policy: only the order of victims differs,
+	// and the model knows each policy's.
+	for _, p := range l1.EvictionPolicies {
+		setup.Eviction = p
+		if err := func() error {
+			sys, err := l1check.New(setup, v(setup.Prefix))
+			if err != nil {
+				return err
+			}
+			defer sys.Close()
+			return sys.Run(ops)
+		}(); err != nil {
+			return fmt.Errorf("policy %v: %w", p, err)
+		}
 	}
-	defer sys.Close()
-	return sys.Run(ops)
+	return nil
 }
 
 // checkReserveWrite is FuzzReserveWrite's body. Under each prefix strategy

@@ -197,6 +197,13 @@ func init() {
 		{"evict-on-demand", encodeL1(lifeHdr.evict(), append(fillAndFinish, obsAll(
 			touch(0, 4), rr(4, 2, 1), rw(20, 4, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),
 		)...))},
+		// Under S3-FIFO, touched objects leave the small queue for the main
+		// one in FIFO order (0 before 1), where LRU evicts 1 before 0; the
+		// prefix policy ranks the keys of one call tail first.
+		{"evict-policies", encodeL1(hdr(10, allocator.ContiguousFirst, 65536), obsAll(
+			rw(0, 4, 64, l1.ModeAll), fw(0, 4), touch(1, 1), touch(0, 1), evictTo(0.1), evictTo(0),
+			rw(0, 6, 64, l1.ModeAll), fw(0, 6), rr(0, 3, 1), fr(0, 3, 1), evictTo(0.3), evictTo(0),
+		))},
 		{"evict-on-demand-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536).evict(), append(fillAndFinish, obsAll(
 			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),
 		)...))},

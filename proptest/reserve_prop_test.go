@@ -34,7 +34,8 @@ func (s scenario) String() string {
 }
 
 // genSetup generates small pools (8 to 128 units of 64 bytes) under every
-// placement and prefix strategy, sometimes with on-demand eviction.
+// placement, prefix strategy and eviction policy, sometimes with on-demand
+// eviction.
 func genSetup(evict bool) gopter.Gen {
 	evictGen := gen.Const(false)
 	if evict {
@@ -45,8 +46,10 @@ func genSetup(evict bool) gopter.Gen {
 		gen.OneConstOf(allocator.ContiguousFirst, allocator.Scattered, allocator.Contiguous),
 		gen.OneConstOf(l1.PrefixOnePass, l1.PrefixBinarySearch, l1.PrefixNone),
 		evictGen,
+		gen.OneConstOf(l1.EvictLRU, l1.EvictPrefix, l1.EvictS3FIFO),
 	).Map(func(v []any) l1check.Setup {
-		return l1check.Setup{Units: v[0].(int), Align: 64, Placement: v[1].(allocator.Placement), Prefix: v[2].(l1.PrefixStrategy), EvictOnDemand: v[3].(bool)}
+		return l1check.Setup{Units: v[0].(int), Align: 64, Placement: v[1].(allocator.Placement), Prefix: v[2].(l1.PrefixStrategy),
+			EvictOnDemand: v[3].(bool), Eviction: v[4].(l1.EvictionPolicy)}
 	})
 }
 

@@ -64,13 +64,15 @@ type Setup struct {
 	Placement     allocator.Placement
 	Prefix        l1.PrefixStrategy
 	EvictOnDemand bool
+	// Eviction is the eviction policy, on demand and in EvictTo.
+	Eviction l1.EvictionPolicy
 	// WriteTTL and ReadTTL; 0 means l1's defaults.
 	WriteTTL, ReadTTL time.Duration
 }
 
 // String describes the setup in one line.
 func (s Setup) String() string {
-	return fmt.Sprintf("{%d×%dB %v prefix=%v evict=%v wttl=%v rttl=%v}", s.Units, s.Align, s.Placement, s.Prefix, s.EvictOnDemand, s.WriteTTL, s.ReadTTL)
+	return fmt.Sprintf("{%d×%dB %v prefix=%v evict=%v policy=%v wttl=%v rttl=%v}", s.Units, s.Align, s.Placement, s.Prefix, s.EvictOnDemand, s.Eviction, s.WriteTTL, s.ReadTTL)
 }
 
 // Variant replaces parts of a System. The zero Variant is the real thing.
@@ -127,7 +129,7 @@ func New(s Setup, v Variant) (*System, error) {
 		mem = v.Memory(a)
 	}
 	cfg := l1.Config{
-		Placement: s.Placement, Prefix: s.Prefix, EvictOnDemand: s.EvictOnDemand,
+		Placement: s.Placement, Prefix: s.Prefix, EvictOnDemand: s.EvictOnDemand, Eviction: s.Eviction,
 		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Now: sys.clock,
 	}
 	if v.Config != nil {
@@ -146,7 +148,7 @@ func New(s Setup, v Variant) (*System, error) {
 	sys.M.AddListenerFunc(sys.listen)
 	sys.Model = reference.NewManager[Key](reference.NewAlloc(int64(s.Units)*s.Align, s.Align), reference.ManagerConfig{
 		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
-		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL,
+		Eviction: reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL,
 	})
 	return sys, nil
 }

@@ -1,0 +1,78 @@
+package mutant
+
+import (
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/l1check"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Broken eviction policies.
+
+// HeadsFirst passes every ReserveWrite to ReserveWriteChain with the
+// keys' positions reversed, the last key at position 0: the prefix-aware
+// policy then ranks a chain's head as its tail and evicts heads first,
+// orphaning the tails (Mooncake issue #492's complaint).
+type HeadsFirst[K comparable] struct{ *l1.Manager[K] }
+
+// ReserveWrite reserves with reversed chain positions.
+func (m HeadsFirst[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	pos := make([]uint32, len(keys))
+	for i := range pos {
+		pos[i] = uint32(len(keys) - 1 - i)
+	}
+	return m.Manager.ReserveWriteChain(keys, pos, temporary, size, mode)
+}
+
+// EvictsLocked is an EvictTo that also takes an object that is not
+// evictable, the least recently used locked one, as a victim.
+type EvictsLocked[K comparable] struct{ *l1.Manager[K] }
+
+// EvictTo evicts one locked object (removing it by force), then evicts as
+// the manager does.
+func (m EvictsLocked[K]) EvictTo(ratio float64) (int, error) {
+	extra := 0
+	if ratio >= 0 && ratio <= 1 {
+		for _, e := range m.Snapshot() {
+			if e.WriteLocked || e.ReadLocks > 0 {
+				if st, err := m.Delete([]K{e.Key}, true); err == nil && st[0] == l1.OK {
+					extra = 1
+				}
+				break
+			}
+		}
+	}
+	n, err := m.Manager.EvictTo(ratio)
+	return n + extra, err
+}
+
+// S3FIFOIsLRU configures EvictS3FIFO to behave as EvictLRU: no small queue,
+// so a scan of one-hit objects flushes the cache.
+func S3FIFOIsLRU(c *l1.Config) {
+	if c.Eviction == l1.EvictS3FIFO {
+		c.Eviction = l1.EvictLRU
+	}
+}
+
+// PrefixIsLRU configures EvictPrefix to behave as EvictLRU: heads first
+// within each call.
+func PrefixIsLRU(c *l1.Config) {
+	if c.Eviction == l1.EvictPrefix {
+		c.Eviction = l1.EvictLRU
+	}
+}
+
+// The broken policies as l1check Variants.
+var (
+	// VariantHeadsFirst wraps the manager in HeadsFirst.
+	VariantHeadsFirst = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return HeadsFirst[l1check.Key]{Manager: m}
+	}}
+	// VariantEvictsLocked wraps the manager in EvictsLocked.
+	VariantEvictsLocked = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return EvictsLocked[l1check.Key]{Manager: m}
+	}}
+	// VariantS3FIFOIsLRU configures S3FIFOIsLRU.
+	VariantS3FIFOIsLRU = l1check.Variant{Config: S3FIFOIsLRU}
+	// VariantPrefixIsLRU configures PrefixIsLRU.
+	VariantPrefixIsLRU = l1check.Variant{Config: PrefixIsLRU}
+)

@@ -1,0 +1,21 @@
+package proptest
+
+import (
+	"testing"
+
+	"github.com/leanovate/gopter/commands"
+
+	"github.com/kvalloc/kvalloc/internal/reference/mutant"
+)
+
+// TestPropL1PolicyBites proves the eviction state machine, whose setups
+// draw an eviction policy and whose model follows that policy, fails on a
+// broken policy.
+func TestPropL1PolicyBites(t *testing.T) {
+	assertFails(t, []bite{
+		{"prefix evicts heads first", commands.Prop(policyCommands(mutant.VariantHeadsFirst))},
+		{"eviction takes a locked object", commands.Prop(policyCommands(mutant.VariantEvictsLocked))},
+		{"S3-FIFO is LRU", commands.Prop(policyCommands(mutant.VariantS3FIFOIsLRU))},
+		{"prefix is LRU", commands.Prop(policyCommands(mutant.VariantPrefixIsLRU))},
+	}, 300, 60)
+}
