@@ -17,7 +17,7 @@ import (
 // JSON object of the Mooncake format, a missing or out-of-range field, or a
 // hash_ids list that does not match input_length. The message names the
 // file and the line.
-var ErrFormat = errors.New("trace: bad trace")
+var ErrFormat = errors.New("trace: malformed trace file")
 
 // DefaultBlockTokens is the tokens per KV block of the Mooncake traces: one
 // hash id stands for 512 prompt tokens.
@@ -109,7 +109,7 @@ func Parse(name string, r io.Reader, blockTokens int64) (*Trace, error) {
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: gzip: %v", ErrFormat, name, err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<16)
