@@ -24,7 +24,7 @@ func TestConversationTrace(t *testing.T) {
 	require.EqualValues(t, 288500, tr.Refs)
 
 	o := Options{MaxRequests: 3000}
-	tables, err := Sweep(tr, []Pool{{Fraction: 0.02}}, Policies, o, 2)
+	tables, err := Sweep(tr, []Pool{{Fraction: 0.02}}, Policies, o, 2, 2)
 	require.NoError(t, err)
 	tab := tables[0]
 	require.EqualValues(t, 3655, tab.Slots)

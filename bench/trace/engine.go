@@ -154,10 +154,34 @@ type Result struct {
 	L1Calls int64
 	// Busy is the wall time spent in the cache's calls: l1 and the
 	// allocator under it, or the bound's own structure. The replay's own
-	// bookkeeping and the metrics are outside it.
-	Busy time.Duration
+	// bookkeeping and the metrics are outside it. Phases splits it by
+	// step of the request model.
+	Busy   time.Duration
+	Phases [NumPhases]time.Duration
 	// Sim is the simulated time covered; Wall the real time of the replay.
 	Sim, Wall time.Duration
+}
+
+// Phase is a step of the request model, for Result.Phases.
+type Phase uint8
+
+// The phases.
+const (
+	PhaseLookup Phase = iota // read-lock the hit prefix
+	PhaseStore               // reserve the missing blocks
+	PhaseFinish              // finish the writes, release the reads
+	PhaseSweep               // the periodic controller
+	NumPhases
+)
+
+var phaseNames = [NumPhases]string{"lookup", "store", "finish", "sweep"}
+
+// String returns "lookup", "store", "finish" or "sweep".
+func (p Phase) String() string {
+	if p < NumPhases {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("Phase(%d)", uint8(p))
 }
 
 // HitRate returns Hits ÷ Refs.
@@ -237,10 +261,12 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 	if len(reqs) > 0 {
 		last = arrival(&reqs[len(reqs)-1])
 	}
-	timed := func(f func() error) error {
+	timed := func(p Phase, f func() error) error {
 		t0 := time.Now()
 		err := f()
-		res.Busy += time.Since(t0)
+		d := time.Since(t0)
+		res.Busy += d
+		res.Phases[p] += d
 		return err
 	}
 	// run handles one event; it reports whether the loop should go on
@@ -250,7 +276,7 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 		switch e.kind {
 		case evSweep:
 			res.Sweeps++
-			if err := timed(c.sweep); err != nil {
+			if err := timed(PhaseSweep, c.sweep); err != nil {
 				return false, err
 			}
 			if e.t < last || q.len() > 0 {
@@ -259,7 +285,7 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 		case evFinish:
 			f := e.f
 			var stored []int32
-			err := timed(func() (err error) { stored, err = c.finish(f); return })
+			err := timed(PhaseFinish, func() (err error) { stored, err = c.finish(f); return })
 			if err != nil {
 				return false, err
 			}
@@ -288,7 +314,7 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 			f = new(flight)
 		}
 		f.req, f.idx, f.hits = r, i, 0
-		if err := timed(func() error { return c.lookup(f) }); err != nil {
+		if err := timed(PhaseLookup, func() error { return c.lookup(f) }); err != nil {
 			return err
 		}
 		// Classify the misses before the store changes anything.
@@ -302,7 +328,7 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 				res.EvictPrefill++
 			}
 		}
-		if err := timed(func() error { return c.store(f) }); err != nil {
+		if err := timed(PhaseStore, func() error { return c.store(f) }); err != nil {
 			return err
 		}
 		c.observe(f)

@@ -41,7 +41,7 @@ var handOptions = Options{Slots: 4, BlockSize: 4096, PrefillRate: 512}
 // counts is what the hand-worked tests compare.
 type counts struct {
 	Hits, HitTokens, Cold, EvictPrefill, Orphans, Stored int64
-	Evictions                                        uint64
+	Evictions                                            uint64
 }
 
 func countsOf(r *Result) counts {

@@ -118,3 +118,32 @@ func WriteMarkdown(w io.Writer, tables []*Table, preamble string) error {
 	}
 	return nil
 }
+
+// WritePhases writes, per pool size, each row's cache time per block
+// reference split by phase of the request model, and the share of each.
+func WritePhases(w io.Writer, tables []*Table) error {
+	for _, t := range tables {
+		fmt.Fprintf(w, "== ns per block reference by phase: %s\n", t.Heading())
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		head := []string{"policy", "calls/request"}
+		for p := range NumPhases {
+			head = append(head, p.String())
+		}
+		head = append(head, "total")
+		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+		for _, r := range t.Rows() {
+			cells := []string{r.Policy, strconv.FormatFloat(float64(r.L1Calls)/float64(max(r.Requests, 1)), 'f', 1, 64)}
+			for p := range NumPhases {
+				ns := float64(r.Phases[p].Nanoseconds()) / float64(max(r.Refs, 1))
+				cells = append(cells, fmt.Sprintf("%.0f (%s)", ns, pct(float64(r.Phases[p])/float64(max(r.Busy, 1)))))
+			}
+			cells = append(cells, strconv.FormatFloat(r.NsPerBlockOp(), 'f', 0, 64))
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}

@@ -31,6 +31,10 @@
 //	-out DIR            where NAME.md and, with two or more pools, NAME-hitrate.{svg,png}
 //	                    go, NAME being the file's base name; "" writes none (default "")
 //	-j N                concurrent replays (default GOMAXPROCS)
+//	-rounds N           replays of each row; they must agree, and the timing columns keep
+//	                    the fastest (default 3)
+//	-phases             also print ns per block reference by phase (lookup, store, finish,
+//	                    sweep) for every row
 //
 // Example, as make trace runs it:
 //
@@ -76,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	maxReq := fs.Int("max-requests", 0, "replay only the first N requests (0: all)")
 	out := fs.String("out", "", "directory for NAME.md and the plots; empty: none")
 	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "concurrent replays")
+	rounds := fs.Int("rounds", 3, "replays of each row; the timing columns keep the fastest")
+	phases := fs.Bool("phases", false, "also print each row's ns per block reference by phase of the request model")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: trace [flags] FILE...")
 		fs.PrintDefaults()
@@ -110,15 +116,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		parse := time.Since(start)
-		tables, err := trace.Sweep(tr, ps, pols, o, *jobs)
+		tables, err := trace.Sweep(tr, ps, pols, o, *jobs, *rounds)
 		if err != nil {
 			return err
 		}
 		if err := trace.WriteText(stdout, tables); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: parsed in %s; %d replays in %s on %d goroutines (%d CPUs)\n\n",
-			path, parse.Round(time.Millisecond), len(tables)*(len(pols)+2), time.Since(start).Round(time.Millisecond), *jobs, runtime.NumCPU())
+		if *phases {
+			if err := trace.WritePhases(stdout, tables); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "%s: parsed in %s; %d replays (%d rounds of %d rows) in %s on %d goroutines (%d CPUs)\n\n",
+			path, parse.Round(time.Millisecond), *rounds*len(tables)*(len(pols)+2), *rounds, len(tables)*(len(pols)+2),
+			time.Since(start).Round(time.Millisecond), *jobs, runtime.NumCPU())
 		if *out == "" {
 			continue
 		}
