@@ -57,7 +57,8 @@ func WritePlot(w io.Writer, format string, tables []*Table) error {
 		}
 	}
 	p.Y.Min = 0
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.YOffs = vg.Points(20)
 	wt, err := p.WriterTo(8*vg.Inch, 6*vg.Inch, format)
 	if err != nil {
 		return err

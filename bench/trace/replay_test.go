@@ -187,3 +187,35 @@ func TestPeriodicFailsWithFree(t *testing.T) {
 	require.Zero(t, r.FailedCalls)
 	require.EqualValues(t, 6, r.Granted)
 }
+
+// inflightTrace: two requests for the same two blocks half a second apart,
+// and a third at 3 s. At 512 tokens/s the first prefills until 2 s.
+const inflightTrace = `{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}
+{"timestamp": 500, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}
+{"timestamp": 3000, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}
+`
+
+// TestInFlightBlocksMissAndAreStoredOnce: at the trace's rate the second
+// request arrives while the first is still writing both blocks, so it
+// misses them (a block is readable only once its store finishes) and
+// stores nothing (the blocks exist); the third hits both. At a tenth of
+// the rate (-rate 0.1: 5 s apart) the second request hits too.
+func TestInFlightBlocksMissAndAreStoredOnce(t *testing.T) {
+	tr := parseString(t, inflightTrace)
+	o := Options{Slots: 4, BlockSize: 4096, PrefillRate: 512}
+	for _, rate := range []float64{1, 0.1} {
+		hits := int64(2)
+		if rate < 1 {
+			hits = 4
+		}
+		l1r, err := Run(tr, Policies[0], Options{Slots: o.Slots, BlockSize: o.BlockSize, PrefillRate: o.PrefillRate, Rate: rate})
+		require.NoError(t, err)
+		lru, err := RunLRU(tr, Options{Slots: o.Slots, BlockSize: o.BlockSize, PrefillRate: o.PrefillRate, Rate: rate})
+		require.NoError(t, err)
+		for _, r := range []*Result{l1r, lru} {
+			require.Equal(t, counts{Hits: hits, HitTokens: 512 * hits, Cold: 6 - hits, Stored: 2}, countsOf(r), "rate %v %s", rate, r.Policy)
+		}
+		require.EqualValues(t, 2, l1r.Granted)
+		require.EqualValues(t, 2, l1r.Requested)
+	}
+}
