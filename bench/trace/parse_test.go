@@ -120,3 +120,14 @@ func TestOptionsRejected(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ps, 4)
 }
+
+func TestKeepFastestCatchesNondeterminism(t *testing.T) {
+	var best *Result
+	require.NoError(t, keepFastest(&best, &Result{Policy: "p", Hits: 5, Busy: 30}))
+	require.NoError(t, keepFastest(&best, &Result{Policy: "p", Hits: 5, Busy: 10}))
+	require.NoError(t, keepFastest(&best, &Result{Policy: "p", Hits: 5, Busy: 20}))
+	require.EqualValues(t, 10, best.Busy)
+	err := keepFastest(&best, &Result{Policy: "p", Hits: 6, Busy: 5})
+	require.ErrorContains(t, err, "not deterministic")
+	require.EqualValues(t, 10, best.Busy)
+}

@@ -173,19 +173,20 @@ type Table struct {
 
 // Sweep replays tr at every pool size under every policy and both bounds,
 // jobs replays at a time (each replay is single-threaded and independent).
-// o.Slots is ignored; each pool sets it. Each replay runs rounds times
-// (at least once): every round must give the same outcome, or Sweep fails
-// (the replay is deterministic), and the result keeps the round whose
-// cache calls took the least wall time, the least disturbed by the rest
-// of the machine.
+// o.Slots is ignored; each pool sets it. Every row is replayed rounds
+// times (at least once), the rounds interleaved in time (all rows once,
+// then all again), so that a slow phase of the machine slows a row and
+// the ideal LRU it is compared with alike. All rounds of a row must have
+// the same outcome, or Sweep fails (the replay is deterministic); the row
+// keeps the round whose cache calls took the least wall time.
 func Sweep(tr *Trace, pools []Pool, policies []Policy, o Options, jobs, rounds int) ([]*Table, error) {
 	jobs, rounds = max(jobs, 1), max(rounds, 1)
 	tables := make([]*Table, len(pools))
-	type job struct {
-		run func() (*Result, error)
-		put func(*Result)
+	type row struct {
+		run  func() (*Result, error)
+		best **Result
 	}
-	var todo []job
+	var rows []row
 	for i, p := range pools {
 		t := &Table{Trace: tr, Pool: p, Slots: p.Slots(tr, o), Policies: make([]*Result, len(policies))}
 		tables[i] = t
@@ -193,11 +194,11 @@ func Sweep(tr *Trace, pools []Pool, policies []Policy, o Options, jobs, rounds i
 		po.Slots = t.Slots
 		// The bounds first: they are quick, and a slow l1 row then runs
 		// beside other rows rather than alone at the end.
-		todo = append(todo,
-			job{func() (*Result, error) { return RunLRU(tr, po) }, func(r *Result) { t.LRU = r }},
-			job{func() (*Result, error) { return RunBelady(tr, po) }, func(r *Result) { t.Belady = r }})
+		rows = append(rows,
+			row{func() (*Result, error) { return RunLRU(tr, po) }, &t.LRU},
+			row{func() (*Result, error) { return RunBelady(tr, po) }, &t.Belady})
 		for j, pol := range policies {
-			todo = append(todo, job{func() (*Result, error) { return Run(tr, pol, po) }, func(r *Result) { t.Policies[j] = r }})
+			rows = append(rows, row{func() (*Result, error) { return Run(tr, pol, po) }, &t.Policies[j]})
 		}
 	}
 	var (
@@ -206,26 +207,27 @@ func Sweep(tr *Trace, pools []Pool, policies []Policy, o Options, jobs, rounds i
 		first error
 		next  int
 	)
+	total := rounds * len(rows)
 	for range jobs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				mu.Lock()
-				if next == len(todo) || first != nil {
+				if next == total || first != nil {
 					mu.Unlock()
 					return
 				}
-				jb := todo[next]
+				rw := rows[next%len(rows)]
 				next++
 				mu.Unlock()
-				r, err := repeat(jb.run, rounds)
+				r, err := rw.run()
 				mu.Lock()
+				if err == nil {
+					err = keepFastest(rw.best, r)
+				}
 				if err != nil && first == nil {
 					first = err
-				}
-				if err == nil {
-					jb.put(r)
 				}
 				mu.Unlock()
 			}
@@ -238,27 +240,20 @@ func Sweep(tr *Trace, pools []Pool, policies []Policy, o Options, jobs, rounds i
 	return tables, nil
 }
 
-// repeat runs a replay rounds times, checks that every round had the same
-// outcome, and returns the one with the least Busy time.
-func repeat(run func() (*Result, error), rounds int) (*Result, error) {
-	var best *Result
-	for range rounds {
-		r, err := run()
-		if err != nil {
-			return nil, err
-		}
-		if best == nil {
-			best = r
-			continue
-		}
-		if a, b := outcome(best), outcome(r); a != b {
-			return nil, fmt.Errorf("trace: %s under %s is not deterministic:\n%+v\n%+v", r.Trace, r.Policy, a, b)
-		}
-		if r.Busy < best.Busy {
-			best = r
-		}
+// keepFastest stores r in *best when *best is nil or slower, after
+// checking that both had the same outcome.
+func keepFastest(best **Result, r *Result) error {
+	if *best == nil {
+		*best = r
+		return nil
 	}
-	return best, nil
+	if a, b := outcome(*best), outcome(r); a != b {
+		return fmt.Errorf("trace: %s under %s is not deterministic:\n%+v\n%+v", r.Trace, r.Policy, a, b)
+	}
+	if r.Busy < (*best).Busy {
+		*best = r
+	}
+	return nil
 }
 
 // outcome is r without its wall times.
