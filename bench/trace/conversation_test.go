@@ -23,13 +23,13 @@ func TestConversationTrace(t *testing.T) {
 	require.Equal(t, 182790, tr.Distinct)
 	require.EqualValues(t, 288500, tr.Refs)
 
-	o := Options{MaxRequests: 3000}
+	o := Options{MaxRequests: 2000}
 	tables, err := Sweep(tr, []Pool{{Fraction: 0.02}}, Policies, o, 2, 2)
 	require.NoError(t, err)
 	tab := tables[0]
 	require.EqualValues(t, 3655, tab.Slots)
 	for _, r := range tab.Rows() {
-		require.Equal(t, 3000, r.Requests, r.Policy)
+		require.Equal(t, 2000, r.Requests, r.Policy)
 		require.Equal(t, r.Refs-r.Hits, r.Cold+r.EvictPrefill+r.Orphans, r.Policy)
 		require.GreaterOrEqual(t, tab.Belady.Hits, r.Hits, r.Policy)
 		require.Positive(t, r.Hits, r.Policy)

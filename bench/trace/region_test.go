@@ -17,7 +17,7 @@ func TestOutcomeIndependentOfBlockSize(t *testing.T) {
 	}
 	tr, err := ReadFile(conversation, 0)
 	require.NoError(t, err)
-	big := Options{BlockSize: 8 << 20, MaxRequests: 1500}
+	big := Options{BlockSize: 8 << 20, MaxRequests: 1000}
 	big.Slots = Pool{Bytes: 45 << 30}.Slots(tr, big)
 	require.EqualValues(t, 5760, big.Slots)
 	small := big
