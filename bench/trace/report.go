@@ -66,7 +66,21 @@ func (t *Table) Heading() string {
 		what = fmt.Sprintf("pool %s of %d distinct blocks", t.Pool, t.Trace.Distinct)
 	}
 	return fmt.Sprintf("%s: %s = %d blocks (%s); %d requests, %d block references, %s simulated",
-		t.Trace.Name, what, t.Slots, formatSize(r.PoolBytes), r.Requests, r.Refs, r.Sim.Round(time.Second))
+		t.Trace.Name, what, t.Slots, humanSize(r.PoolBytes), r.Requests, r.Refs, r.Sim.Round(time.Second))
+}
+
+// humanSize writes a byte count in the largest IEC unit it reaches, with
+// two decimals when not whole ("1.12GiB").
+func humanSize(b int64) string {
+	for _, u := range sizeUnits {
+		if b >= u.mult {
+			if b%u.mult == 0 {
+				return strconv.FormatInt(b/u.mult, 10) + u.suffix
+			}
+			return strconv.FormatFloat(float64(b)/float64(u.mult), 'f', 2, 64) + u.suffix
+		}
+	}
+	return strconv.FormatInt(b, 10) + "B"
 }
 
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) + "%" }
