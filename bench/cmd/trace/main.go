@@ -50,6 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,12 +102,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bs, err := trace.ParsePool(*blockSize)
-	if err != nil || bs.Bytes == 0 {
-		return fmt.Errorf("-block-size %q: want a byte size such as 64KiB", *blockSize)
+	bs, err := parseBytes(*blockSize)
+	if err != nil {
+		return err
 	}
 	o := trace.Options{
-		BlockSize: bs.Bytes, PrefillRate: *prefill, Rate: *rate,
+		BlockSize: bs, PrefillRate: *prefill, Rate: *rate,
 		SweepEvery: *every, Watermark: *watermark, SweepRatio: *ratio, MaxRequests: *maxReq,
 	}
 	for _, path := range fs.Args() {
@@ -154,6 +155,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// parseBytes parses -block-size: a whole number of bytes, with or without
+// a unit (4096, 64KiB, 8MiB).
+func parseBytes(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
+		return n, nil
+	}
+	p, err := trace.ParsePool(s)
+	if err != nil || p.Bytes == 0 {
+		return 0, fmt.Errorf("-block-size %q: want a byte size such as 4096 or 64KiB", s)
+	}
+	return p.Bytes, nil
 }
 
 // baseName is the file's name without directories and the .gz, .jsonl or

@@ -21,7 +21,7 @@ func TestRunWritesTablesAndPlots(t *testing.T) {
 	path := filepath.Join(dir, "tiny.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(tiny), 0o644))
 	var out, errb bytes.Buffer
-	err := run([]string{"-pool", "0.4,1,1MiB", "-out", dir, "-j", "2", path}, &out, &errb)
+	err := run([]string{"-pool", "0.4,1,1MiB", "-block-size", "65536", "-out", dir, "-j", "2", path}, &out, &errb)
 	require.NoError(t, err, errb.String())
 	s := out.String()
 	for _, want := range []string{"pool 0.4 of 5 distinct blocks = 2 blocks", "pool 1MiB = 16 blocks", "on-demand/scattered", "ideal LRU", "Belady", "hit rate"} {
@@ -51,6 +51,7 @@ func TestRunRejectsBadArguments(t *testing.T) {
 		{[]string{"-pool", "2", bad}, "pool \"2\""},
 		{[]string{"-policies", "lifo", bad}, "no policy matches \"lifo\""},
 		{[]string{"-block-size", "0.5", bad}, "-block-size"},
+		{[]string{"-block-size", "-4096", bad}, "-block-size"},
 		{[]string{"-pool", "1", "-rate", "-1", good}, "rate multiplier -1"},
 		{[]string{"-pool", "1", "-prefill-rate", "-1", good}, "prefill rate -1"},
 		{[]string{"-pool", "1B", good}, "pool of 0 blocks"},
