@@ -67,6 +67,7 @@ bench:
 	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
 	$(GO) run ./bench/cmd/benchratio $(BENCH_OUT)/bench.txt
 	@$(MAKE) --no-print-directory scenarios
+	$(GO) run ./bench/cmd/trace -pool $(TRACE_POOL) $(TRACE_FILE)
 
 .PHONY: scenarios
 ## scenarios: replay testdata/scenarios/*.scn under all 18 L1 policies: the
@@ -74,6 +75,20 @@ bench:
 scenarios:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) run ./bench/cmd/scenarios -out $(BENCH_OUT) testdata/scenarios/*.scn
+
+TRACE_FILE  ?= testdata/traces/mooncake-conversation.jsonl.gz
+TRACE_POOL  ?= 0.25
+TRACE_POOLS ?= 0.1,0.25,0.5
+
+.PHONY: trace
+## trace: replay the Mooncake conversation trace through every l1 policy and
+## the ideal-LRU and Belady bounds at pool fractions TRACE_POOLS: the tables
+## on stdout, bench/out/mooncake-conversation.md and
+## bench/out/mooncake-conversation-hitrate.{svg,png}. make bench runs it at
+## TRACE_POOL alone.
+trace:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/trace -out $(BENCH_OUT) -pool $(TRACE_POOLS) $(TRACE_FILE)
 
 ## bench-ci: the gate in git mode against HEAD~1 on the gated set. Fails on
 ## any allocs/op growth, and on sec/op only above 25 % with p < 0.01,

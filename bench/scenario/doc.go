@@ -72,7 +72,9 @@
 // call: what a policy could grant if it
 // could evict every evictable object and place objects anywhere in the
 // freed bytes. It is an upper bound (fragmentation can make it
-// unreachable), so Granted ≤ Ideal, and Share = Granted ÷ Ideal. It also
+// unreachable), so Granted ≤ Ideal, and GrantRatio = Granted ÷ Ideal (the
+// table's grant/oracle column). It scores stores, not reads: ReadHits and
+// ReadHitRate count the keys reads found resident. It also
 // reports l1's allocator calls, probes and evictions, periodic sweeps,
 // peak and mean fragmentation (1 − largest free extent ÷ free bytes, after
 // every operation and traffic event), wall time, a Step per operation, and

@@ -12,7 +12,7 @@ import (
 // Columns are the report's column headings, in order; Row formats a
 // Result to match.
 var Columns = []string{
-	"policy", "requested", "granted", "share", "OOM keys", "failed calls",
+	"policy", "requested", "granted", "grant/oracle", "read hits", "read hit rate", "OOM keys", "failed calls",
 	"failed w/ free", "alloc calls", "probes", "evictions", "peak frag", "mean frag", "wall",
 }
 
@@ -22,7 +22,9 @@ func Row(r *Result) []string {
 		r.Policy.String(),
 		strconv.FormatInt(r.Requested, 10),
 		strconv.FormatInt(r.Granted, 10),
-		pct(r.Share()),
+		pct(r.GrantRatio()),
+		strconv.FormatInt(r.ReadHits, 10),
+		readHitRate(r),
 		strconv.FormatInt(r.OOMKeys, 10),
 		strconv.FormatInt(r.FailedCalls, 10),
 		strconv.FormatInt(r.FailedWithFree, 10),
@@ -33,6 +35,14 @@ func Row(r *Result) []string {
 		pct(r.MeanFrag),
 		wall(r.Wall),
 	}
+}
+
+// readHitRate is the read hit rate, or "–" when the scenario reads nothing.
+func readHitRate(r *Result) string {
+	if r.Reads == 0 {
+		return "–"
+	}
+	return pct(r.ReadHitRate())
 }
 
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }

@@ -143,13 +143,23 @@ type Step struct {
 	Evictions                   uint64
 }
 
-// Share returns Granted ÷ Ideal, or 1 when Ideal is 0.
-func (r *Result) Share() float64 { return share(r.Granted, r.Ideal) }
+// GrantRatio returns Granted ÷ Ideal, the keys granted over what the
+// oracle could have granted, or 1 when Ideal is 0. It measures stores
+// only: it says nothing about reads (see ReadHitRate).
+func (r *Result) GrantRatio() float64 { return grantRatio(r.Granted, r.Ideal) }
 
-// Share returns Granted ÷ Ideal, or 1 when Ideal is 0.
-func (s *Step) Share() float64 { return share(s.Granted, s.Ideal) }
+// GrantRatio returns Granted ÷ Ideal, or 1 when Ideal is 0.
+func (s *Step) GrantRatio() float64 { return grantRatio(s.Granted, s.Ideal) }
 
-func share(granted, ideal int64) float64 {
+// ReadHitRate returns ReadHits ÷ Reads, or 0 when nothing was read.
+func (r *Result) ReadHitRate() float64 {
+	if r.Reads == 0 {
+		return 0
+	}
+	return float64(r.ReadHits) / float64(r.Reads)
+}
+
+func grantRatio(granted, ideal int64) float64 {
 	if ideal == 0 {
 		return 1
 	}

@@ -1,0 +1,92 @@
+package trace
+
+// Every call the replay makes into l1 is in this file, so that a change of
+// l1's API is a change here only.
+//
+// Leases. l1 is gaining leases: Result.Lease from ReserveRead and
+// ReserveWrite, passed back to FinishWrite, FinishRead and AbortWrite. The
+// replay already keeps one lease per reservation in its flight
+// (flight.readLeases, flight.writeLeases), in the order of the keys it will
+// finish; today a lease is empty and the calls below ignore it. The port:
+// make lease an alias of l1.Lease, take r.Lease where the results are read,
+// and pass the leases to the finishing calls.
+//
+// Chain order. A prefix-aware eviction policy needs each stored block's
+// position in its request's chain. reserveWrite is the only place that
+// stores, and it gets the position of its first key (the rest follow in
+// order), ready to hand to ReserveWrite.
+
+import (
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// lease is what a reservation hands back for its finish (see above).
+type lease struct{}
+
+// leaseOf returns the lease of one granted key.
+func leaseOf(l1.Result) lease { return lease{} }
+
+// newManager returns the l1 manager of a replay over mem.
+func newManager(mem *allocator.Allocator, cfg l1.Config) (*l1.Manager[int32], error) {
+	return l1.New[int32](mem, cfg)
+}
+
+// readPrefix read-locks the longest readable prefix of keys, one key per
+// ReserveRead so that nothing behind the first miss is locked or made more
+// recently used, and appends a lease per locked key to leases. It returns
+// the number of keys locked. l1 has no call that stops at the first miss;
+// one would make this a single call.
+func readPrefix(m *l1.Manager[int32], keys []int32, leases []lease) (int, []lease, error) {
+	for i := range keys {
+		rs, err := m.ReserveRead(keys[i:i+1], 1)
+		if err != nil {
+			return i, leases, err
+		}
+		if rs[0].Status != l1.OK {
+			return i, leases, nil
+		}
+		leases = append(leases, leaseOf(rs[0]))
+	}
+	return len(keys), leases, nil
+}
+
+// reserveWrite reserves the keys for writing, in one ReserveWrite in mode
+// ModeNew: keys that exist (resident behind a miss, or being written by
+// another request) are left alone. first is the position of keys[0] in its
+// request's chain of blocks; keys[i] is at first+i.
+func reserveWrite(m *l1.Manager[int32], keys []int32, first int, size int64) ([]l1.Result, error) {
+	_ = first // for a prefix-aware policy: the chain positions
+	return m.ReserveWrite(keys, nil, size, l1.ModeNew)
+}
+
+// finishWrite commits the granted keys.
+func finishWrite(m *l1.Manager[int32], keys []int32, leases []lease) ([]l1.Status, error) {
+	_ = leases
+	return m.FinishWrite(keys), nil
+}
+
+// finishRead releases one read lock on each key.
+func finishRead(m *l1.Manager[int32], keys []int32, leases []lease) ([]l1.Status, error) {
+	_ = leases
+	return m.FinishRead(keys, 1)
+}
+
+// evictTo is the periodic controller's eviction.
+func evictTo(m *l1.Manager[int32], ratio float64) (int, error) { return m.EvictTo(ratio) }
+
+// usage returns the bytes held and the capacity.
+func usage(m *l1.Manager[int32]) (used, capacity int64) { return m.Usage() }
+
+// readable reports whether key is resident and readable (not being
+// written).
+func readable(m *l1.Manager[int32], key int32) bool {
+	s, ok := m.State(key)
+	return ok && !s.WriteLocked
+}
+
+// stats returns l1's statistics.
+func stats(m *l1.Manager[int32]) l1.Stats { return m.Stats() }
+
+// closeManager closes the manager.
+func closeManager(m *l1.Manager[int32]) error { return m.Close() }

@@ -1,0 +1,163 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Columns are the report's column headings, in order; Row formats one
+// result to match.
+var Columns = []string{
+	"policy", "hit rate", "token hit", "evict prefill", "orphans", "Δ LRU", "Δ Belady",
+	"ns/op ÷ LRU", "granted", "OOM keys", "failed calls", "failed w/ free",
+	"alloc calls", "evictions", "frag mean", "frag peak", "usage mean", "usage peak", "ns/block op",
+}
+
+// Row formats r as the cells of one row of t, under Columns. Cells that do
+// not apply (the l1 counters of a bound) are "–".
+func (t *Table) Row(r *Result) []string {
+	na := "–"
+	l1 := r.Kind == KindL1
+	cell := func(ok bool, s string) string {
+		if ok {
+			return s
+		}
+		return na
+	}
+	return []string{
+		r.Policy,
+		pct(r.HitRate()),
+		pct(r.TokenHitRate()),
+		strconv.FormatInt(r.EvictPrefill, 10),
+		strconv.FormatInt(r.Orphans, 10),
+		cell(r.Kind != KindLRU, pp(r.HitRate()-t.LRU.HitRate())),
+		cell(r.Kind != KindBelady, pp(r.HitRate()-t.Belady.HitRate())),
+		cell(r.Kind != KindBelady, times(r.NsPerBlockOp()/t.LRU.NsPerBlockOp())),
+		cell(l1, strconv.FormatInt(r.Granted, 10)),
+		cell(l1, strconv.FormatInt(r.OOMKeys, 10)),
+		cell(l1, strconv.FormatInt(r.FailedCalls, 10)),
+		cell(l1, strconv.FormatInt(r.FailedWithFree, 10)),
+		cell(l1, strconv.FormatUint(r.AllocCalls, 10)),
+		strconv.FormatUint(r.Evictions, 10),
+		cell(l1, pct(r.MeanFrag)),
+		cell(l1, pct(r.PeakFrag)),
+		cell(l1, pct(r.MeanUsage)),
+		cell(l1, pct(r.PeakUsage)),
+		strconv.FormatFloat(r.NsPerBlockOp(), 'f', 0, 64),
+	}
+}
+
+// Rows returns the table's results in report order: the policies, then
+// the ideal LRU and Belady.
+func (t *Table) Rows() []*Result {
+	return append(append([]*Result(nil), t.Policies...), t.LRU, t.Belady)
+}
+
+// Heading describes the table: trace, pool and its size in blocks and
+// bytes.
+func (t *Table) Heading() string {
+	r := t.LRU
+	what := fmt.Sprintf("pool %s", t.Pool)
+	if t.Pool.Bytes == 0 {
+		what = fmt.Sprintf("pool %s of %d distinct blocks", t.Pool, t.Trace.Distinct)
+	}
+	return fmt.Sprintf("%s: %s = %d blocks (%s); %d requests, %d block references, %s simulated",
+		t.Trace.Name, what, t.Slots, humanSize(r.PoolBytes), r.Requests, r.Refs, r.Sim.Round(time.Second))
+}
+
+// humanSize writes a byte count in the largest IEC unit it reaches, with
+// two decimals when not whole ("1.12GiB").
+func humanSize(b int64) string {
+	for _, u := range sizeUnits {
+		if b >= u.mult {
+			if b%u.mult == 0 {
+				return strconv.FormatInt(b/u.mult, 10) + u.suffix
+			}
+			return strconv.FormatFloat(float64(b)/float64(u.mult), 'f', 2, 64) + u.suffix
+		}
+	}
+	return strconv.FormatInt(b, 10) + "B"
+}
+
+func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) + "%" }
+
+func pp(f float64) string {
+	s := strconv.FormatFloat(100*f, 'f', 2, 64)
+	if f >= 0 {
+		s = "+" + s
+	}
+	return s + "pp"
+}
+
+func times(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "×" }
+
+// WriteText writes one aligned table per pool size.
+func WriteText(w io.Writer, tables []*Table) error {
+	for _, t := range tables {
+		fmt.Fprintf(w, "== %s\n", t.Heading())
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, strings.Join(Columns, "\t")+"\t")
+		for _, r := range t.Rows() {
+			fmt.Fprintln(tw, strings.Join(t.Row(r), "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes the same tables in markdown, each under a level-3
+// heading, after preamble (if any) and a blank line.
+func WriteMarkdown(w io.Writer, tables []*Table, preamble string) error {
+	if preamble != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimRight(preamble, "\n"))
+	}
+	for _, t := range tables {
+		fmt.Fprintf(w, "### %s\n\n", t.Heading())
+		fmt.Fprintf(w, "| %s |\n|---|%s\n", strings.Join(Columns, " | "), strings.Repeat("--:|", len(Columns)-1))
+		for _, r := range t.Rows() {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(t.Row(r), " | "))
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WritePhases writes, per pool size, each row's cache time per block
+// reference split by phase of the request model, and the share of each.
+func WritePhases(w io.Writer, tables []*Table) error {
+	for _, t := range tables {
+		fmt.Fprintf(w, "== ns per block reference by phase: %s\n", t.Heading())
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		head := []string{"policy", "calls/request"}
+		for p := range NumPhases {
+			head = append(head, p.String())
+		}
+		head = append(head, "total")
+		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+		for _, r := range t.Rows() {
+			cells := []string{r.Policy, strconv.FormatFloat(float64(r.L1Calls)/float64(max(r.Requests, 1)), 'f', 1, 64)}
+			for p := range NumPhases {
+				ns := float64(r.Phases[p].Nanoseconds()) / float64(max(r.Refs, 1))
+				cells = append(cells, fmt.Sprintf("%.0f (%s)", ns, pct(float64(r.Phases[p])/float64(max(r.Busy, 1)))))
+			}
+			cells = append(cells, strconv.FormatFloat(r.NsPerBlockOp(), 'f', 0, 64))
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
