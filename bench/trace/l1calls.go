@@ -3,18 +3,15 @@ package trace
 // Every call the replay makes into l1 is in this file, so that a change of
 // l1's API is a change here only.
 //
-// Leases. l1 is gaining leases: Result.Lease from ReserveRead and
-// ReserveWrite, passed back to FinishWrite, FinishRead and AbortWrite. The
-// replay already keeps one lease per reservation in its flight
-// (flight.readLeases, flight.writeLeases), in the order of the keys it will
-// finish; today a lease is empty and the calls below ignore it. The port:
-// make lease an alias of l1.Lease, take r.Lease where the results are read,
-// and pass the leases to the finishing calls.
+// Leases. ReserveRead and ReserveWrite hand out a lease per key
+// (Result.Lease), which FinishWrite and FinishRead take back. The replay
+// keeps one lease per reservation in its flight (flight.readLeases,
+// flight.writeLeases), in the order of the keys it will finish.
 //
-// Chain order. A prefix-aware eviction policy needs each stored block's
-// position in its request's chain. reserveWrite is the only place that
-// stores, and it gets the position of its first key (the rest follow in
-// order), ready to hand to ReserveWrite.
+// Chain order. The prefix-aware eviction policy (l1.EvictPrefix) ranks a
+// chain's later blocks below its earlier ones. reserveWrite is the only
+// place that stores, and it passes each key's position in its request's
+// chain to ReserveWriteChain.
 
 import (
 	"github.com/kvalloc/kvalloc/allocator"
@@ -22,10 +19,10 @@ import (
 )
 
 // lease is what a reservation hands back for its finish (see above).
-type lease struct{}
+type lease = l1.Lease
 
 // leaseOf returns the lease of one granted key.
-func leaseOf(l1.Result) lease { return lease{} }
+func leaseOf(r l1.Result) lease { return r.Lease }
 
 // newManager returns the l1 manager of a replay over mem.
 func newManager(mem *allocator.Allocator, cfg l1.Config) (*l1.Manager[int32], error) {
@@ -56,20 +53,24 @@ func readPrefix(m *l1.Manager[int32], keys []int32, leases []lease) (int, []leas
 // another request) are left alone. first is the position of keys[0] in its
 // request's chain of blocks; keys[i] is at first+i.
 func reserveWrite(m *l1.Manager[int32], keys []int32, first int, size int64) ([]l1.Result, error) {
-	_ = first // for a prefix-aware policy: the chain positions
-	return m.ReserveWrite(keys, nil, size, l1.ModeNew)
+	if m.Config().Eviction != l1.EvictPrefix {
+		return m.ReserveWrite(keys, nil, size, l1.ModeNew)
+	}
+	pos := make([]uint32, len(keys))
+	for i := range pos {
+		pos[i] = uint32(first + i)
+	}
+	return m.ReserveWriteChain(keys, pos, nil, size, l1.ModeNew)
 }
 
 // finishWrite commits the granted keys.
 func finishWrite(m *l1.Manager[int32], keys []int32, leases []lease) ([]l1.Status, error) {
-	_ = leases
-	return m.FinishWrite(keys), nil
+	return m.FinishWrite(keys, leases)
 }
 
 // finishRead releases one read lock on each key.
 func finishRead(m *l1.Manager[int32], keys []int32, leases []lease) ([]l1.Status, error) {
-	_ = leases
-	return m.FinishRead(keys, 1)
+	return m.FinishRead(keys, leases, 1)
 }
 
 // evictTo is the periodic controller's eviction.

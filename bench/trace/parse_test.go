@@ -118,7 +118,7 @@ func TestOptionsRejected(t *testing.T) {
 	require.Error(t, err)
 	ps, err := SelectPolicies("periodic/*,on-demand/scattered")
 	require.NoError(t, err)
-	require.Len(t, ps, 4)
+	require.Len(t, ps, 6) // three placements under LRU, prefix and S3-FIFO; one on-demand
 }
 
 func TestKeepFastestCatchesNondeterminism(t *testing.T) {

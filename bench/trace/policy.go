@@ -55,9 +55,19 @@ var Policies = []Policy{
 	{Name: "on-demand/scattered", Placement: allocator.Scattered, Eviction: OnDemand},
 	{Name: "on-demand/contiguous-first", Placement: allocator.ContiguousFirst, Eviction: OnDemand},
 	{Name: "on-demand/contiguous", Placement: allocator.Contiguous, Eviction: OnDemand},
+	{Name: "on-demand/scattered/prefix", Placement: allocator.Scattered, Eviction: OnDemand, Configure: evictWith(l1.EvictPrefix)},
+	{Name: "on-demand/scattered/s3fifo", Placement: allocator.Scattered, Eviction: OnDemand, Configure: evictWith(l1.EvictS3FIFO)},
 	{Name: "periodic/scattered", Placement: allocator.Scattered, Eviction: Periodic},
 	{Name: "periodic/contiguous-first", Placement: allocator.ContiguousFirst, Eviction: Periodic},
 	{Name: "periodic/contiguous", Placement: allocator.Contiguous, Eviction: Periodic},
+	{Name: "periodic/scattered/prefix", Placement: allocator.Scattered, Eviction: Periodic, Configure: evictWith(l1.EvictPrefix)},
+	{Name: "periodic/scattered/s3fifo", Placement: allocator.Scattered, Eviction: Periodic, Configure: evictWith(l1.EvictS3FIFO)},
+}
+
+// evictWith returns a Configure that sets l1's eviction policy. The rows
+// without one use l1's default, LRU.
+func evictWith(p l1.EvictionPolicy) func(*l1.Config) {
+	return func(c *l1.Config) { c.Eviction = p }
 }
 
 // config returns the l1.Config of p on the clock now.
