@@ -11,6 +11,7 @@
 // Memory (an *allocator.Allocator, or any Memory) for blocks:
 //
 //	ReserveWrite(keys, temporary, size, mode)        write-lock; allocate missing keys; write leases
+//	ReserveWriteChain(keys, positions, ...)           the same, with each key's place in its prefix chain
 //	    FinishWrite(keys, leases)                     commit: readable
 //	    FinishWriteAndReserveRead(keys, leases, locks) commit and read-lock at once; read leases
 //	    AbortWrite(keys, leases)                      discard the reservation
@@ -18,7 +19,7 @@
 //	    UnsafeRead(keys)                              blocks of read-locked keys
 //	    FinishRead(keys, leases, locks)               unlock; temporary objects go
 //	Delete(keys, force), Clear(force), Close()        remove
-//	Touch(keys), EvictTo(ratio)                  recency; eviction
+//	Touch(keys), EvictTo(ratio)                       recency; eviction, in Config.Eviction's order
 //	State(key), Snapshot(), IsEvictable(key), Len(), Stats(), Usage()
 //
 // Every batch method returns one Status (or Result) per key, in the order of
@@ -118,8 +119,17 @@
 // one call; PrefixBinarySearch is LMCache's search with trial allocations,
 // kept as the reference and for memories without AllocateUpTo;
 // PrefixNone keeps the old all-or-nothing answer. With
-// Config.EvictOnDemand, least recently used evictable objects not named in
-// the call are evicted first, until the batch fits.
+// Config.EvictOnDemand, evictable objects not named in the call are
+// evicted first, in the order of the eviction policy (Config.Eviction:
+// LRU, prefix-aware tail first, or S3-FIFO), until the batch fits.
+//
+// # Eviction
+//
+// The policy's structures hold the evictable objects only, so eviction
+// never walks a locked or unread object, and on-demand eviction over the
+// allocator counts what each victim frees in O(1) (allocator.FreeAround)
+// instead of calling Fit after each victim: O(victims) per call, scattered
+// victims as cheap as adjacent ones. See policy.go and evict.go.
 //
 // # What differs from LMCache
 //

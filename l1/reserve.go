@@ -71,9 +71,9 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 // The missing keys are allocated together, n objects of size bytes, in one
 // AllocateBatch call. When that does not fit:
 //  1. With Config.EvictOnDemand, evictable objects (finished, no live
-//     lock) are evicted, least recently used first,
-//     until the batch fits or nothing evictable is left. Keys named in
-//     the call are never evicted.
+//     lock) are evicted, in the order of Config.Eviction, until the
+//     batch fits or nothing evictable is left. Keys named in the call
+//     are never evicted.
 //  2. If it still does not fit, the largest prefix that fits is granted,
 //     as Config.Prefix says: the first k missing keys, in request order,
 //     get OK and the rest OutOfMemory. A one-key batch, and a size

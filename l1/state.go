@@ -56,7 +56,8 @@ func (m *Manager[K]) State(key K) (ObjectState, bool) {
 }
 
 // Snapshot returns every object, least recently used first: the order
-// eviction follows. It first reclaims expired objects.
+// EvictLRU evicts in (the other policies have their own, see
+// EvictionPolicy). It first reclaims expired objects.
 func (m *Manager[K]) Snapshot() []Entry[K] {
 	now := m.lock()
 	defer m.unlock()
