@@ -229,3 +229,31 @@ func TestEvictS3FIFO(t *testing.T) {
 		assert.Less(t, hits[l1.EvictLRU], 100)
 	})
 }
+
+// TestEvictCountsMergedRuns: on-demand eviction stops at the first victim
+// that makes the batch fit, counting what the victims' blocks hold once
+// merged with each other and with free neighbours. Every memory shape,
+// however it checks, stops at the same victim.
+func TestEvictCountsMergedRuns(t *testing.T) {
+	for _, mem := range evictMemories {
+		t.Run(mem.name, func(t *testing.T) {
+			a := newAlloc(t, 16*obj, obj)
+			e := newEnvOver(t, a, mem.wrap(a), l1.Config{EvictOnDemand: true})
+			e.put(t, keys(0, 16), obj)
+			// Coldest first: 0, 2, 4, 1, then the rest. A 3-page object
+			// fits only once 1 joins 0 and 2: four victims.
+			e.touch([]int{1})
+			e.touch(append(keys(5, 11), 3))
+			e.rec.take()
+			rs := e.reserve(t, []int{100}, 3*obj)
+			require.Equal(t, l1.OK, rs[0].Status)
+			assert.Equal(t, []int{0, 2, 4, 1}, evicted(e.rec.take()))
+			assert.Equal(t, int64(0), rs[0].Block.Offset)
+			// A 2-page object now: page 4 is still free, and the coldest
+			// object, 5, next to it makes a run of 2: one victim.
+			rs = e.reserve(t, []int{101}, 2*obj)
+			require.Equal(t, l1.OK, rs[0].Status)
+			assert.Equal(t, []int{5}, evicted(e.rec.take()))
+		})
+	}
+}
