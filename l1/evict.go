@@ -30,8 +30,8 @@ import (
 // FreeAround (the allocator), on-demand eviction asks Fit once how many
 // objects fit, then counts what each victim adds without freeing anything:
 // the victim's block, merged with the free extents on either side (from
-// FreeAround, or from earlier victims of the same call, kept in a map of
-// runs), holds ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ +
+// FreeAround, or from earlier victims of the same call, kept as runs:
+// a short slice, indexed by maps once it is long), holds ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ +
 // ⌊right/size⌋. For Contiguous placement the count is the longest run
 // instead. It stops at the first victim that makes the batch fit, frees the
 // victims in one Free call and allocates: O(1) per victim and one walk of
@@ -86,10 +86,97 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 }
 
 // freeRuns are the free runs on-demand eviction has planned so far: each
-// victim's block merged with its free neighbours and earlier victims,
-// indexed by both ends (byte offsets).
+// victim's block merged with its free neighbours and earlier victims. A
+// call usually has few victims, so the runs are a slice searched end to
+// end; past freeRunsLinear runs, maps index them by both ends.
 type freeRuns struct {
-	byStart, byEnd map[int64]int64
+	runs           []freeRun
+	byStart, byEnd map[int64]int // run index by start and by end offset
+}
+
+type freeRun struct{ start, end int64 }
+
+// freeRunsLinear is the most runs searched without the maps.
+const freeRunsLinear = 32
+
+func (r *freeRuns) reset() {
+	r.runs = r.runs[:0]
+	if r.byStart != nil {
+		clear(r.byStart)
+		clear(r.byEnd)
+	}
+}
+
+// ending returns the run that ends at off, or -1.
+func (r *freeRuns) ending(off int64) int {
+	if len(r.runs) > freeRunsLinear {
+		if i, ok := r.byEnd[off]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, x := range r.runs {
+		if x.end == off {
+			return i
+		}
+	}
+	return -1
+}
+
+// starting returns the run that starts at off, or -1.
+func (r *freeRuns) starting(off int64) int {
+	if len(r.runs) > freeRunsLinear {
+		if i, ok := r.byStart[off]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, x := range r.runs {
+		if x.start == off {
+			return i
+		}
+	}
+	return -1
+}
+
+// drop removes run i, moving the last run into its place.
+func (r *freeRuns) drop(i int) {
+	x := r.runs[i]
+	indexed := len(r.runs) > freeRunsLinear
+	if indexed {
+		delete(r.byStart, x.start)
+		delete(r.byEnd, x.end)
+	}
+	last := len(r.runs) - 1
+	if i != last {
+		r.runs[i] = r.runs[last]
+		if indexed {
+			r.byStart[r.runs[i].start], r.byEnd[r.runs[i].end] = i, i
+		}
+	}
+	r.runs = r.runs[:last]
+	if indexed && len(r.runs) <= freeRunsLinear {
+		clear(r.byStart)
+		clear(r.byEnd)
+	}
+}
+
+// add appends a run, indexing every run once there are too many to search.
+func (r *freeRuns) add(x freeRun) {
+	r.runs = append(r.runs, x)
+	n := len(r.runs)
+	switch {
+	case n <= freeRunsLinear:
+	case n == freeRunsLinear+1:
+		if r.byStart == nil {
+			r.byStart, r.byEnd = map[int64]int{}, map[int64]int{}
+		}
+		for i, y := range r.runs {
+			r.byStart[y.start], r.byEnd[y.end] = i, i
+		}
+	default:
+		r.byStart[x.start], r.byEnd[x.end] = n-1, n-1
+	}
 }
 
 // evictCountedLocked is evictForLocked over a Coalescer (see Eviction).
@@ -104,13 +191,8 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, e
 		have, need = int64(m.fit.Fit(size, n)), int64(n)
 	}
 	r := &m.runs
-	if r.byStart == nil {
-		r.byStart, r.byEnd = map[int64]int64{}, map[int64]int64{}
-	}
-	defer func() {
-		clear(r.byStart)
-		clear(r.byEnd)
-	}()
+	r.reset()
+	defer r.reset()
 	for have < need {
 		v := m.nextVictimLocked()
 		if v == nil {
@@ -119,17 +201,15 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, e
 		lo, hi := v.block.Offset, v.block.End()
 		before, after := m.coal.FreeAround(v.block)
 		start, end := lo-before, hi+after
-		if s, ok := r.byEnd[lo]; ok {
-			start = s
-			delete(r.byEnd, lo)
-			delete(r.byStart, s)
+		if i := r.ending(lo); i >= 0 {
+			start = r.runs[i].start
+			r.drop(i)
 		}
-		if e, ok := r.byStart[hi]; ok {
-			end = e
-			delete(r.byStart, hi)
-			delete(r.byEnd, e)
+		if i := r.starting(hi); i >= 0 {
+			end = r.runs[i].end
+			r.drop(i)
 		}
-		r.byStart[start], r.byEnd[end] = end, start
+		r.add(freeRun{start, end})
 		if contiguous {
 			have = max(have, end-start)
 		} else {

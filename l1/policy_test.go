@@ -257,3 +257,28 @@ func TestEvictCountsMergedRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictCountsManyRuns: past the runs searched one by one (many
+// scattered victims, then the ones that join them), the count still stops
+// where Fit after every victim does.
+func TestEvictCountsManyRuns(t *testing.T) {
+	counts := map[string]uint64{}
+	for _, mem := range evictMemories {
+		a := newAlloc(t, 100*obj, obj)
+		e := newEnvOver(t, a, mem.wrap(a), l1.Config{EvictOnDemand: true})
+		e.put(t, keys(0, 100), obj)
+		var odd []int
+		for k := 1; k < 100; k += 2 {
+			odd = append(odd, k)
+		}
+		e.touch(odd) // evens go first: 50 runs of one page, none adjacent
+		rs, err := e.m.ReserveWrite(keys(1000, 30), nil, 2*obj, l1.ModeAll)
+		require.NoError(t, err)
+		require.Equal(t, repeat(l1.OK, 30), statuses(rs), mem.name)
+		counts[mem.name] = e.m.Stats().Evictions
+		require.NoError(t, a.Verify())
+	}
+	// 50 evens hold nothing of 2 pages; each odd then joins its
+	// neighbours, and 30 odds make [0, 61): 30 objects.
+	assert.Equal(t, map[string]uint64{"allocator": 80, "no-upto": 80, "fit-only": 80}, counts)
+}
