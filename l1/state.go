@@ -64,8 +64,8 @@ func (m *Manager[K]) Snapshot() []Entry[K] {
 	out := make([]Entry[K], 0, m.objects.n)
 	for o := m.lru.front(); o != nil; {
 		next := m.lru.after(o)
-		// Normalizes lapsed read locks; a clock gone backwards may also
-		// reclaim here what the sweep missed.
+		// Normalizes lapsed read locks of ordinary objects, which the
+		// sweep leaves alone.
 		if m.checkLocked(o, now) {
 			out = append(out, Entry[K]{Key: o.key, ObjectState: m.stateLocked(o, now)})
 		}

@@ -19,6 +19,14 @@ import (
 // check by reading. It does not import package l1, so that a half-edited l1
 // never breaks the allocator's tests; its Status and Mode mirror l1's
 // names and order, and tests compare them by value.
+//
+// Issue 9's rules are here too, as plainly: every write reservation and
+// every read epoch gets a lease from one counter, and a finishing call with
+// another lease answers StaleLease and changes nothing; now+ttl saturates;
+// the manager's time is the sum of the clock's forward steps, read at each
+// call (observe); finished temporary objects are evictable; a re-lock keeps
+// the object's temporary flag; after Close every call that names keys
+// returns ErrClosed.
 
 // Status mirrors l1.Status.
 type Status uint8
