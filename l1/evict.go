@@ -31,7 +31,7 @@ import (
 // objects fit, then counts what each victim adds without freeing anything:
 // the victim's block, merged with the free extents on either side (from
 // FreeAround, or from earlier victims of the same call, kept as runs:
-// a short slice, indexed by maps once it is long), holds ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ +
+// a short slice, indexed by a table once it is long), holds ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ +
 // ⌊right/size⌋. For Contiguous placement the count is the longest run
 // instead. It stops at the first victim that makes the batch fit, frees the
 // victims in one Free call and allocates: O(1) per victim and one walk of
@@ -87,96 +87,135 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 
 // freeRuns are the free runs on-demand eviction has planned so far: each
 // victim's block merged with its free neighbours and earlier victims. A
-// call usually has few victims, so the runs are a slice searched end to
-// end; past freeRunsLinear runs, maps index them by both ends.
+// call usually has few victims, so the live runs are searched end to end;
+// past freeRunsLinear runs, a table indexes them by both ends, and a run
+// absorbed into a larger one is then marked dead, not removed: the table
+// keeps its stale entries, and a lookup checks that the run it finds is
+// live and has that end.
 type freeRuns struct {
-	runs           []freeRun
-	byStart, byEnd map[int64]int // run index by start and by end offset
+	runs []freeRun
+	live int
+	idx  runIndex
 }
 
-type freeRun struct{ start, end int64 }
+type freeRun struct {
+	start, end int64
+	dead       bool
+}
 
-// freeRunsLinear is the most runs searched without the maps.
+// freeRunsLinear is the most runs searched without the table.
 const freeRunsLinear = 32
 
 func (r *freeRuns) reset() {
-	r.runs = r.runs[:0]
-	if r.byStart != nil {
-		clear(r.byStart)
-		clear(r.byEnd)
-	}
+	r.runs, r.live = r.runs[:0], 0
+	r.idx.reset()
 }
 
-// ending returns the run that ends at off, or -1.
-func (r *freeRuns) ending(off int64) int {
-	if len(r.runs) > freeRunsLinear {
-		if i, ok := r.byEnd[off]; ok {
-			return i
+// find returns the live run whose start (or end) is off, or -1.
+func (r *freeRuns) find(off int64, end bool) int {
+	match := func(x freeRun) bool { return !x.dead && (end && x.end == off || !end && x.start == off) }
+	if r.idx.n > 0 {
+		if i := r.idx.get(off); i >= 0 && match(r.runs[i]) {
+			return int(i)
 		}
 		return -1
 	}
 	for i, x := range r.runs {
-		if x.end == off {
+		if match(x) {
 			return i
 		}
 	}
 	return -1
 }
 
-// starting returns the run that starts at off, or -1.
-func (r *freeRuns) starting(off int64) int {
-	if len(r.runs) > freeRunsLinear {
-		if i, ok := r.byStart[off]; ok {
-			return i
-		}
-		return -1
-	}
-	for i, x := range r.runs {
-		if x.start == off {
-			return i
-		}
-	}
-	return -1
-}
-
-// drop removes run i, moving the last run into its place.
+// drop removes run i: while the runs are searched end to end, by moving
+// the last into its place; once they are indexed, by marking it dead.
 func (r *freeRuns) drop(i int) {
-	x := r.runs[i]
-	indexed := len(r.runs) > freeRunsLinear
-	if indexed {
-		delete(r.byStart, x.start)
-		delete(r.byEnd, x.end)
+	r.live--
+	if r.idx.n > 0 {
+		r.runs[i].dead = true
+		return
 	}
 	last := len(r.runs) - 1
-	if i != last {
-		r.runs[i] = r.runs[last]
-		if indexed {
-			r.byStart[r.runs[i].start], r.byEnd[r.runs[i].end] = i, i
-		}
-	}
+	r.runs[i] = r.runs[last]
 	r.runs = r.runs[:last]
-	if indexed && len(r.runs) <= freeRunsLinear {
-		clear(r.byStart)
-		clear(r.byEnd)
+}
+
+// add appends a run, indexing every live run once there are too many to
+// search.
+func (r *freeRuns) add(x freeRun) {
+	r.runs = append(r.runs, x)
+	r.live++
+	switch i := int32(len(r.runs) - 1); {
+	case r.idx.n > 0:
+		r.idx.put(x.start, i)
+		r.idx.put(x.end, i)
+	case r.live > freeRunsLinear:
+		for j, y := range r.runs {
+			if !y.dead {
+				r.idx.put(y.start, int32(j))
+				r.idx.put(y.end, int32(j))
+			}
+		}
 	}
 }
 
-// add appends a run, indexing every run once there are too many to search.
-func (r *freeRuns) add(x freeRun) {
-	r.runs = append(r.runs, x)
-	n := len(r.runs)
-	switch {
-	case n <= freeRunsLinear:
-	case n == freeRunsLinear+1:
-		if r.byStart == nil {
-			r.byStart, r.byEnd = map[int64]int{}, map[int64]int{}
+// runIndex is an open-addressing table from byte offsets to run numbers,
+// without deletion: it lives for one eviction.
+type runIndex struct {
+	keys []int64 // -1: empty
+	vals []int32
+	n    int
+}
+
+func (t *runIndex) reset() {
+	if t.n > 0 {
+		for i := range t.keys {
+			t.keys[i] = -1
 		}
-		for i, y := range r.runs {
-			r.byStart[y.start], r.byEnd[y.end] = i, i
-		}
-	default:
-		r.byStart[x.start], r.byEnd[x.end] = n-1, n-1
+		t.n = 0
 	}
+}
+
+func (t *runIndex) slot(k int64) int {
+	mask := len(t.keys) - 1
+	i := int(uint64(k)*0x9E3779B97F4A7C15>>32) & mask
+	for t.keys[i] != -1 && t.keys[i] != k {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+func (t *runIndex) get(k int64) int32 {
+	if len(t.keys) == 0 {
+		return -1
+	}
+	if i := t.slot(k); t.keys[i] == k {
+		return t.vals[i]
+	}
+	return -1
+}
+
+func (t *runIndex) put(k int64, v int32) {
+	if 2*(t.n+1) > len(t.keys) {
+		old, oldv := t.keys, t.vals
+		size := max(256, 2*len(old))
+		t.keys, t.vals = make([]int64, size), make([]int32, size)
+		for i := range t.keys {
+			t.keys[i] = -1
+		}
+		t.n = 0
+		for i, ok := range old {
+			if ok != -1 {
+				t.put(ok, oldv[i])
+			}
+		}
+	}
+	i := t.slot(k)
+	if t.keys[i] == -1 {
+		t.n++
+	}
+	t.keys[i], t.vals[i] = k, v
 }
 
 // evictCountedLocked is evictForLocked over a Coalescer (see Eviction).
@@ -201,15 +240,15 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, e
 		lo, hi := v.block.Offset, v.block.End()
 		before, after := m.coal.FreeAround(v.block)
 		start, end := lo-before, hi+after
-		if i := r.ending(lo); i >= 0 {
+		if i := r.find(lo, true); i >= 0 {
 			start = r.runs[i].start
 			r.drop(i)
 		}
-		if i := r.starting(hi); i >= 0 {
+		if i := r.find(hi, false); i >= 0 {
 			end = r.runs[i].end
 			r.drop(i)
 		}
-		r.add(freeRun{start, end})
+		r.add(freeRun{start: start, end: end})
 		if contiguous {
 			have = max(have, end-start)
 		} else {
