@@ -169,7 +169,7 @@ func (e *evictSet[K]) enter(o *object[K]) {
 	case EvictS3FIFO:
 		if o.home == evNone {
 			o.home = evSmall
-			if e.ghost.has(o.hash) {
+			if e.ghost.has(e.s.hash64(o.key)) {
 				o.home = evMain
 			}
 		}
@@ -284,7 +284,7 @@ func (e *evictSet[K]) victim() *object[K] {
 // evicted records that o, a victim, is about to be removed.
 func (e *evictSet[K]) evicted(o *object[K]) {
 	if e.policy == EvictS3FIFO && o.evq == evSmall {
-		e.ghost.add(o.hash, max(e.s.n, 16))
+		e.ghost.add(e.s.hash64(o.key), max(e.n, 16))
 	}
 }
 
@@ -321,28 +321,29 @@ func (e *evictSet[K]) restore() {
 }
 
 // ghost is S3-FIFO's ghost queue: the hashes of the keys last evicted
-// from the small queue, oldest first, at most as many as the manager has
-// objects. It keeps hashes, not keys, so a collision (one in 2³² per
-// lookup) only sends an object to the main queue early.
+// from the small queue, oldest first, at most as many as the policy holds
+// objects (16 at least). It keeps 64-bit hashes, not keys (which may hold
+// pointers the collector would scan), so a collision, about n in 2⁶⁴ per
+// lookup, only sends an object to the main queue early.
 type ghost struct {
-	ring  []uint32
+	ring  []uint64
 	head  int // oldest
 	n     int
-	count map[uint32]int32
+	count map[uint64]int32
 }
 
-func (g *ghost) has(h uint32) bool { return g.count[h] > 0 }
+func (g *ghost) has(h uint64) bool { return g.count[h] > 0 }
 
 // add appends h, first dropping the oldest hashes beyond limit-1.
-func (g *ghost) add(h uint32, limit int) {
+func (g *ghost) add(h uint64, limit int) {
 	if g.count == nil {
-		g.count = map[uint32]int32{}
+		g.count = map[uint64]int32{}
 	}
 	for g.n >= limit {
 		g.pop()
 	}
 	if g.n == len(g.ring) {
-		ring := make([]uint32, max(16, 2*len(g.ring)))
+		ring := make([]uint64, max(16, 2*len(g.ring)))
 		for i := 0; i < g.n; i++ {
 			ring[i] = g.ring[(g.head+i)%len(g.ring)]
 		}

@@ -55,6 +55,9 @@ func (s *store[K]) rec(i int32) *object[K] {
 // hash returns the 32 bits of key's hash that the index uses.
 func (s *store[K]) hash(key K) uint32 { return uint32(maphash.Comparable(s.seed, key)) }
 
+// hash64 returns key's whole hash, for S3-FIFO's ghost queue (policy.go).
+func (s *store[K]) hash64(key K) uint64 { return maphash.Comparable(s.seed, key) }
+
 // find returns key's record, or nil and the slot where key would go.
 func (s *store[K]) find(key K, h uint32) (*object[K], int) {
 	if len(s.slots) == 0 {
