@@ -76,25 +76,28 @@ func checkReserveWrite(setup l1check.Setup, ops []l1check.Op, v variants) error 
 	}
 	req := ops[len(ops)-1]
 	req.Kind, req.Observe = l1check.OpReserveWrite, true
-	for _, s := range l1.PrefixStrategies {
-		setup.Prefix = s
-		if err := func() error {
-			sys, err := l1check.New(setup, v(s))
-			if err != nil {
-				return err
-			}
-			defer sys.Close()
-			for i, op := range ops[:len(ops)-1] {
-				if err := sys.Apply(op); err != nil {
-					return fmt.Errorf("setup op %d: %w", i, err)
+	for _, p := range l1.EvictionPolicies {
+		setup.Eviction = p
+		for _, s := range l1.PrefixStrategies {
+			setup.Prefix = s
+			if err := func() error {
+				sys, err := l1check.New(setup, v(s))
+				if err != nil {
+					return err
 				}
+				defer sys.Close()
+				for i, op := range ops[:len(ops)-1] {
+					if err := sys.Apply(op); err != nil {
+						return fmt.Errorf("setup op %d: %w", i, err)
+					}
+				}
+				if err := sys.Apply(req); err != nil {
+					return fmt.Errorf("request: %w", err)
+				}
+				return sys.Drain()
+			}(); err != nil {
+				return fmt.Errorf("%v: %w", setup, err)
 			}
-			if err := sys.Apply(req); err != nil {
-				return fmt.Errorf("request: %w", err)
-			}
-			return sys.Drain()
-		}(); err != nil {
-			return fmt.Errorf("%v: %w", setup, err)
 		}
 	}
 	return nil
@@ -108,6 +111,18 @@ func checkReserveWrite(setup l1check.Setup, ops []l1check.Op, v variants) error 
 // none, and, when its state is the one-pass system's, all exactly when the
 // one-pass system grants all.
 func checkPrefixStrategies(setup l1check.Setup, ops []l1check.Op, v variants) error {
+	for _, p := range l1.EvictionPolicies {
+		setup.Eviction = p
+		if err := checkPrefixStrategiesUnder(setup, ops, v); err != nil {
+			return fmt.Errorf("policy %v: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkPrefixStrategiesUnder is checkPrefixStrategies under one eviction
+// policy.
+func checkPrefixStrategiesUnder(setup l1check.Setup, ops []l1check.Op, v variants) error {
 	systems := make([]*l1check.System, len(l1.PrefixStrategies))
 	for i, s := range l1.PrefixStrategies {
 		setup.Prefix = s
