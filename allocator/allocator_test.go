@@ -38,7 +38,7 @@ func TestExamples(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, 8)
 		for i, b := range got {
-			assert.Equal(t, allocator.Block{Offset: int64(i) * 8 * MiB, Size: 8 * MiB}, b)
+			assert.Equal(t, allocator.Block{Offset: int64(i) * 8 * MiB, Size: 8 * MiB, Gen: uint64(i + 1)}, b)
 		}
 		assert.Equal(t, uint64(1), a.Stats().PartialGrants)
 		require.NoError(t, a.Verify())
@@ -103,15 +103,17 @@ func TestBadInput(t *testing.T) {
 		{"UpTo n<0", func() error { _, err := a.AllocateUpTo(MiB, -5, 0); return err }, allocator.ErrInvalidArgument},
 		{"UpTo overflow", func() error { _, err := a.AllocateUpTo(MiB, math.MaxInt, 0); return err }, allocator.ErrInvalidArgument},
 		{"UpTo above capacity", func() error { _, err := a.AllocateUpTo(65*MiB, 2, 0); return err }, allocator.ErrInvalidArgument},
-		{"Free foreign", func() error { return a.Free(allocator.Block{Offset: 40 * MiB, Size: MiB}) }, allocator.ErrInvalidBlock},
+		{"Free foreign", func() error { return a.Free(allocator.Block{Offset: 40 * MiB, Size: MiB, Gen: live[0].Gen}) }, allocator.ErrInvalidBlock},
 		{"Free misaligned", func() error { return a.Free(allocator.Block{Offset: 1, Size: MiB}) }, allocator.ErrInvalidBlock},
 		{"Free out of range", func() error { return a.Free(allocator.Block{Offset: 64 * MiB, Size: MiB}) }, allocator.ErrInvalidBlock},
 		{"Free huge size", func() error { return a.Free(allocator.Block{Offset: 0, Size: math.MaxInt64}) }, allocator.ErrInvalidBlock},
 		{"Free negative", func() error { return a.Free(allocator.Block{Offset: -4096, Size: 4096}) }, allocator.ErrInvalidBlock},
 		{"Free zero size", func() error { return a.Free(allocator.Block{Offset: 0}) }, allocator.ErrInvalidBlock},
-		{"Free short", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB / 2}) }, allocator.ErrInvalidBlock},
-		{"Free long", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB}) }, allocator.ErrInvalidBlock},
-		{"Free spanning two blocks", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB}) }, allocator.ErrInvalidBlock},
+		{"Free short", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB / 2, Gen: live[0].Gen}) }, allocator.ErrInvalidBlock},
+		{"Free long", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB, Gen: live[2].Gen}) }, allocator.ErrInvalidBlock},
+		{"Free spanning two blocks", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB, Gen: live[2].Gen}) }, allocator.ErrInvalidBlock},
+		{"Free wrong generation", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB, Gen: live[0].Gen + 100}) }, allocator.ErrInvalidBlock},
+		{"Free zero generation", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB}) }, allocator.ErrInvalidBlock},
 		{"Free already free", func() error { return a.Free(live[1]) }, allocator.ErrInvalidBlock},
 		{"Free repeated in call", func() error { return a.Free(live[0], live[2], live[0]) }, allocator.ErrInvalidBlock},
 		{"Free good then bad", func() error { return a.Free(live[0], live[2], allocator.Block{Offset: 4096, Size: 4096}) }, allocator.ErrInvalidBlock},
@@ -149,8 +151,63 @@ func TestBadInput(t *testing.T) {
 	t.Run("error names the bad block", func(t *testing.T) {
 		err := a.Free(live[0], allocator.Block{Offset: 12345, Size: 4096})
 		require.ErrorIs(t, err, allocator.ErrInvalidBlock)
-		assert.Contains(t, err.Error(), "block 1 {Offset: 12345, Size: 4096}")
+		assert.Contains(t, err.Error(), "block 1 {Offset: 12345, Size: 4096, Gen: 0}")
 	})
+}
+
+// TestFreeOfStaleHandleIsRejected: block b is freed and the same offset
+// and size are handed out again; a second Free(b) by the old holder must be
+// ErrInvalidBlock and must not free the new owner's block (issue 9, item 7;
+// before handle generations it freed the new block).
+func TestFreeOfStaleHandleIsRejected(t *testing.T) {
+	for _, single := range []bool{true, false} {
+		t.Run(fmt.Sprint("single=", single), func(t *testing.T) {
+			a := newAlloc(t, 64*MiB, 0)
+			old, err := a.Allocate(8 * MiB)
+			require.NoError(t, err)
+			require.NoError(t, a.Free(old))
+			var cur allocator.Block
+			if single {
+				cur, err = a.Allocate(8 * MiB)
+			} else {
+				var bs []allocator.Block
+				bs, err = a.AllocateBatch(8*MiB, 2, allocator.Contiguous)
+				cur = bs[0]
+			}
+			require.NoError(t, err)
+			require.Equal(t, old.Offset, cur.Offset, "the same offset is handed out again")
+			require.Equal(t, old.Size, cur.Size)
+			require.NotEqual(t, old, cur, "the new handle differs from the stale one")
+
+			before, extents := a.Stats(), a.FreeExtents()
+			err = a.Free(old)
+			require.ErrorIs(t, err, allocator.ErrInvalidBlock)
+			assert.Contains(t, err.Error(), "stale handle")
+			after := a.Stats()
+			after.Counters = before.Counters
+			assert.Equal(t, before, after, "a stale Free changes nothing")
+			assert.Equal(t, extents, a.FreeExtents())
+			require.ErrorIs(t, a.Free(cur, old), allocator.ErrInvalidBlock, "nor does it in a batch")
+			require.NoError(t, a.Verify())
+			require.NoError(t, a.Free(cur), "the new owner still frees its block")
+		})
+	}
+}
+
+// TestGenerationsCountBlocks: every block handed out gets the next
+// generation, from 1; failed calls hand out none.
+func TestGenerationsCountBlocks(t *testing.T) {
+	a := newAlloc(t, 16*MiB, 0)
+	b, err := a.Allocate(MiB)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), b.Gen)
+	_, err = a.AllocateBatch(MiB, 100, allocator.Scattered)
+	require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+	bs, err := a.AllocateUpTo(MiB, 3, allocator.Scattered)
+	require.NoError(t, err)
+	for i, b := range bs {
+		assert.Equal(t, uint64(2+i), b.Gen)
+	}
 }
 
 // TestFreeCoalescesToOneExtent frees everything in several orders and
@@ -201,7 +258,7 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 	a := newAlloc(t, capacity, align)
 	ref := reference.NewAlloc(capacity, align)
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
-	var live []allocator.Block
+	var live, freed []allocator.Block
 	sizes := []int64{1, align, align + 1, 3 * align, 5 * align, 16 * align}
 
 	for op := 0; op < ops; op++ {
@@ -263,7 +320,11 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 			rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
 			m := 1 + rng.IntN(min(len(live), 6))
 			req := append([]allocator.Block(nil), live[:m]...)
-			switch rng.IntN(6) {
+			switch rng.IntN(7) {
+			case 3:
+				if len(freed) > 0 { // a stale handle
+					req = append(req, freed[rng.IntN(len(freed))])
+				}
 			case 0:
 				req = append(req, req[0]) // repeated
 			case 1:
@@ -280,6 +341,7 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 			require.NoError(t, err, desc)
 			ref.Release(req)
 			live = live[m:]
+			freed = append(freed, req...)
 		}
 		require.NoError(t, ref.CompareView(a), "after op %d %s", op, desc)
 	}
@@ -342,7 +404,7 @@ func TestCloseAndBytes(t *testing.T) {
 	require.NoError(t, err)
 	b, err := a.Allocate(100)
 	require.NoError(t, err)
-	assert.Equal(t, allocator.Block{Offset: 0, Size: 4096}, b)
+	assert.Equal(t, allocator.Block{Offset: 0, Size: 4096, Gen: 1}, b)
 	buf := a.Bytes(b)
 	require.Len(t, buf, 4096)
 	assert.Nil(t, a.Bytes(allocator.Block{Offset: MiB - 4096, Size: 8192}))

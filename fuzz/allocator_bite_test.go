@@ -25,6 +25,7 @@ func TestFuzzAllocatorBites(t *testing.T) {
 		{"failed batch leaks a partial grant", func(a *allocator.Allocator) allocatorUnderTest { return mutant.LeakOnFailure{Allocator: a} }, "changed"},
 		{"Free forgives a repeated block", func(a *allocator.Allocator) allocatorUnderTest { return mutant.FreeForgivesRepeats{Allocator: a} }, "invalid block"},
 		{"Contiguous batch scatters", func(a *allocator.Allocator) allocatorUnderTest { return mutant.ContiguousScatters{Allocator: a} }, "out of memory"},
+		{"stale handle accepted", func(a *allocator.Allocator) allocatorUnderTest { return mutant.NewStaleAccepted(a) }, "want one wrapping allocator: invalid block"},
 		{"Used off by one unit", func(a *allocator.Allocator) allocatorUnderTest { return mutant.UsedOffByOne{Allocator: a} }, "!= capacity"},
 	}
 	for _, v := range variants {

@@ -100,7 +100,7 @@ const (
 	cSizeUp                 // one block one unit too long
 	cSizeDown               // one block one unit too short
 	cMisaligned             // one block's offset off by half a unit
-	cStale                  // a block freed earlier
+	cStale                  // a block freed earlier: a stale handle
 	cForeign                // an arbitrary aligned block, maybe live
 	cOutOfRange             // a block at the capacity
 	cNonPositive            // zero size or negative offset
@@ -446,8 +446,14 @@ func (c *allocChecker) freeRequest(op allocRecord) []allocator.Block {
 			req[pick()].Offset += fzAlign / 2
 		}
 	case cStale:
+		// A handle freed earlier, alone (odd Idx) or after live blocks.
+		// Its offset and size may be live again under a new generation.
 		if len(c.stale) > 0 {
-			req = append(req, c.stale[int(op.Idx)%len(c.stale)])
+			stale := c.stale[int(op.Idx)%len(c.stale)]
+			if op.Idx%2 == 1 {
+				req = req[:0]
+			}
+			req = append(req, stale)
 		} else {
 			req = append(req, foreign)
 		}

@@ -92,6 +92,14 @@ func init() {
 			rFree(5, 1, cForeign), rFree(3, 2, 0), rFree(1, 1, cStale),
 		})},
 		{"bad-args", encodeAllocOps(badArgs())},
+		// A stale handle: A is freed and its offset and size handed out
+		// again (A'); freeing A, alone or after B, must fail and leave A'
+		// live.
+		{"stale-handle", encodeAllocOps([]allocRecord{
+			rAlloc(256), rAlloc(256), rFree(0, 1, 0), rAlloc(256), // live: B, A'
+			rFree(0, 1, cStale), rFree(1, 1, cStale), rBatch(256, 3, co), rFree(1, 3, 0),
+			rAlloc(256), rFree(3, 1, cStale), rFreeAll(0),
+		})},
 		{"exhaust", encodeAllocOps([]allocRecord{
 			rAlloc(fzCapacity / 2), rAlloc(fzCapacity / 2), rAlloc(1), rBatch(64, 1, cf), rUpTo(64, 5, cf),
 			rFit(64, 1), rFree(0, 1, 0), rAlloc(fzCapacity/2 + 1), rUpTo(fzCapacity/4, 47, co),

@@ -40,21 +40,21 @@ func newPropAllocator() *allocator.Allocator {
 // allocSUT is the system under test: the allocator and its live blocks in
 // allocation order, which commands refer to by index.
 type allocSUT struct {
-	a    allocUnderTest
-	live []allocator.Block
+	a           allocUnderTest
+	live, stale []allocator.Block
 }
 
 // allocState is the model: a bitmap allocator with the documented
 // placement policy, the same live list, and the outcome it predicts for
 // the command just applied. Every NextState works on a copy.
 type allocState struct {
-	ref  *reference.Alloc
-	live []allocator.Block
-	want allocOutcome
+	ref         *reference.Alloc
+	live, stale []allocator.Block
+	want        allocOutcome
 }
 
 func (s *allocState) clone() *allocState {
-	return &allocState{ref: s.ref.Clone(), live: slices.Clone(s.live)}
+	return &allocState{ref: s.ref.Clone(), live: slices.Clone(s.live), stale: slices.Clone(s.stale)}
 }
 
 // allocOutcome is what a command returned, and the allocator's state after.
@@ -87,7 +87,7 @@ type allocCmd struct {
 	n          int
 	p          allocator.Placement
 	idx, count int // Free: count live blocks from live[idx % len]
-	corrupt    int // Free: 0 none, 1 repeat a block, 2 one block a unit too long, 3 a stale block
+	corrupt    int // Free: 0 none, 1 repeat a block, 2 one block a unit too long, 3 a foreign block, 4 a stale handle
 }
 
 func (c allocCmd) String() string {
@@ -104,9 +104,14 @@ func (c allocCmd) String() string {
 	return fmt.Sprintf("Free(%d from #%d, corruption %d)", c.count, c.idx, c.corrupt)
 }
 
-// request resolves a Free's blocks against a live list.
-func (c allocCmd) request(live []allocator.Block) []allocator.Block {
+// request resolves a Free's blocks against a live list and the handles
+// freed so far.
+func (c allocCmd) request(live, stale []allocator.Block) []allocator.Block {
 	var req []allocator.Block
+	if c.corrupt == 4 && len(stale) > 0 {
+		// A stale handle, alone: its offset and size may be live again.
+		return []allocator.Block{stale[c.idx%len(stale)]}
+	}
 	for j := range min(c.count, len(live)) {
 		req = append(req, live[(c.idx+j)%len(live)])
 	}
@@ -139,9 +144,10 @@ func (c allocCmd) Run(sut commands.SystemUnderTest) commands.Result {
 	case 3:
 		o.fit = s.a.Fit(c.size, c.n)
 	case 4:
-		req := c.request(s.live)
+		req := c.request(s.live, s.stale)
 		if o.err = s.a.Free(req...); o.err == nil {
 			s.live = slices.DeleteFunc(s.live, func(b allocator.Block) bool { return slices.Contains(req, b) })
+			s.stale = append(s.stale, req...)
 		}
 	}
 	if c.kind != 4 {
@@ -172,13 +178,14 @@ func (c allocCmd) NextState(state commands.State) commands.State {
 	case 3:
 		s.want.fit = r.MaxSlots(c.size, c.n)
 	case 4:
-		req := c.request(s.live)
+		req := c.request(s.live, s.stale)
 		if !r.Valid(req) {
 			s.want.err = allocator.ErrInvalidBlock
 			break
 		}
 		r.Release(req)
 		s.live = slices.DeleteFunc(s.live, func(b allocator.Block) bool { return slices.Contains(req, b) })
+		s.stale = append(s.stale, req...)
 	}
 	if err := r.Take(s.want.blocks); err != nil {
 		panic(err)
@@ -212,7 +219,7 @@ func (c allocCmd) PostCondition(state commands.State, result commands.Result) *g
 
 // genAllocCmd generates commands: sizes of 1 to 16 units, some not
 // aligned; batches of up to 20; every placement; frees of up to 4 live
-// blocks, one in five corrupted.
+// blocks, one in five corrupted, and stale handles replayed.
 func genAllocCmd(commands.State) gopter.Gen {
 	size := gen.Weighted([]gen.WeightedGen{
 		{Weight: 3, Gen: gen.Int64Range(1, 4).Map(func(u int64) int64 { return u * pAlign })},
@@ -225,7 +232,7 @@ func genAllocCmd(commands.State) gopter.Gen {
 			{Weight: 1, Gen: gen.Const(3)}, {Weight: 5, Gen: gen.Const(4)},
 		}),
 		size, gen.IntRange(0, 20), placement, gen.IntRange(0, 1000), gen.IntRange(1, 4),
-		gen.Weighted([]gen.WeightedGen{{Weight: 12, Gen: gen.Const(0)}, {Weight: 1, Gen: gen.IntRange(1, 3)}}),
+		gen.Weighted([]gen.WeightedGen{{Weight: 12, Gen: gen.Const(0)}, {Weight: 1, Gen: gen.IntRange(1, 3)}, {Weight: 2, Gen: gen.Const(4)}}),
 	).Map(func(v []any) commands.Command {
 		return allocCmd{kind: v[0].(int), size: v[1].(int64), n: v[2].(int), p: v[3].(allocator.Placement),
 			idx: v[4].(int), count: v[5].(int), corrupt: v[6].(int)}

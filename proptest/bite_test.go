@@ -43,6 +43,7 @@ func TestPropAllocatorInvariantsBites(t *testing.T) {
 		{"Free forgives a repeated block", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.FreeForgivesRepeats{Allocator: a} })},
 		{"Contiguous batch scatters", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.ContiguousScatters{Allocator: a} })},
 		{"Used off by one unit", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.UsedOffByOne{Allocator: a} })},
+		{"stale handle accepted", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.NewStaleAccepted(a) })},
 	}, 100, 80)
 }
 
