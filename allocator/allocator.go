@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultAlign is the block alignment when Options.Align is 0: one 4 KiB
@@ -42,6 +43,9 @@ type Allocator struct {
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
 	counters                         Counters
 	runs                             []freeRun // Free's scratch, reused
+
+	key  uintptr     // the region's first byte, claimed in the owners table
+	dead atomic.Bool // set with mem = nil, read without the lock by claimRegion
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -75,6 +79,13 @@ type Stats struct {
 // New returns an allocator over r. The allocator owns r from then on and
 // closes it in Close. Only whole alignment units of r are used: a tail
 // shorter than Align is never handed out.
+//
+// A region belongs to one allocator: New over memory that a live allocator
+// already carves (the same region, or another Region over the same first
+// byte) is an error wrapping ErrInvalidArgument. Once that allocator is
+// closed, or its region is, the memory may be given to a new one. New
+// touches no memory in proportion to the capacity: its metadata starts at
+// a few hundred bytes and grows with the live blocks and free extents.
 func New(r Region, opts Options) (*Allocator, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nil region", ErrInvalidArgument)
@@ -106,6 +117,9 @@ func New(r Region, opts Options) (*Allocator, error) {
 		largestUnits: units,
 	}
 	a.free.add(0, units)
+	if err := claimRegion(a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -124,13 +138,15 @@ func (a *Allocator) sizeUnits(size int64) (int64, error) {
 		return 0, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
 	}
 	if size > a.units<<a.shift {
-		return 0, fmt.Errorf("%w: %w: size %d exceeds capacity %d", ErrInvalidArgument, ErrOutOfMemory, size, a.units<<a.shift)
+		return 0, errorf2(ErrInvalidArgument, ErrOutOfMemory, "size %d exceeds capacity %d", size, a.units<<a.shift)
 	}
 	return (size + a.align - 1) >> a.shift, nil
 }
 
 // batchUnits validates a batch request and returns the object size in units.
-func (a *Allocator) batchUnits(size int64, n int, p Placement) (int64, error) {
+// For an all-or-nothing batch (exact) n objects must be addressable; for
+// AllocateUpTo and Fit n is only an upper bound, and any n ≥ 0 is valid.
+func (a *Allocator) batchUnits(size int64, n int, p Placement, exact bool) (int64, error) {
 	if !p.valid() {
 		return 0, fmt.Errorf("%w: unknown placement %d", ErrInvalidArgument, p)
 	}
@@ -141,7 +157,7 @@ func (a *Allocator) batchUnits(size int64, n int, p Placement) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n > 0 && int64(n) > math.MaxInt64/(s<<a.shift) {
+	if exact && n > 0 && int64(n) > math.MaxInt64/(s<<a.shift) {
 		return 0, fmt.Errorf("%w: %d objects of %d bytes overflow int64", ErrInvalidArgument, n, s<<a.shift)
 	}
 	return s, nil
@@ -158,7 +174,7 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return Block{}, ErrClosed
 	}
 	id := a.free.bestFit(s)
@@ -183,17 +199,17 @@ func (a *Allocator) AllocateBatch(size int64, n int, p Placement) ([]Block, erro
 // AppendBatch is AllocateBatch appending to dst, so a caller that reuses dst
 // allocates nothing. On failure it returns dst unchanged.
 func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]Block, error) {
-	s, err := a.batchUnits(size, n, p)
+	s, err := a.batchUnits(size, n, p, true)
 	if err != nil {
 		return dst, err
 	}
-	if n == 0 {
-		return nonNil(dst), nil
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return dst, ErrClosed
+	}
+	if n == 0 {
+		return nonNil(dst), nil
 	}
 	k := int64(n)
 	run := int32(0)
@@ -227,13 +243,13 @@ func (a *Allocator) AllocateUpTo(size int64, n int, p Placement) ([]Block, error
 
 // AppendUpTo is AllocateUpTo appending to dst.
 func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]Block, error) {
-	s, err := a.batchUnits(size, n, p)
+	s, err := a.batchUnits(size, n, p, false)
 	if err != nil {
 		return dst, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return dst, ErrClosed
 	}
 	var k int64
@@ -267,13 +283,13 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 // nothing and visits only free extents of at least size bytes, largest
 // first, stopping at n. Invalid arguments give 0.
 func (a *Allocator) Fit(size int64, n int) int {
-	s, err := a.batchUnits(size, n, Scattered)
+	s, err := a.batchUnits(size, n, Scattered, false)
 	if err != nil || n == 0 {
 		return 0
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return 0
 	}
 	return int(a.free.slots(s, int64(n)))
@@ -290,7 +306,7 @@ func (a *Allocator) Fit(size int64, n int) int {
 func (a *Allocator) Free(blocks ...Block) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return ErrClosed
 	}
 	// Phase 1: find each block's live entry and take it out of the table,
@@ -463,7 +479,10 @@ func (a *Allocator) failLocked(s, k int64) error {
 // slice is valid while b is live.
 func (a *Allocator) Bytes(b Block) []byte {
 	a.mu.Lock()
-	mem := a.mem
+	var mem []byte
+	if a.openLocked() {
+		mem = a.mem
+	}
 	a.mu.Unlock()
 	if b.Offset < 0 || b.Size < 0 || b.Offset > int64(len(mem)) || b.Size > int64(len(mem))-b.Offset {
 		return nil
@@ -508,8 +527,40 @@ func (a *Allocator) Close() error {
 	if a.mem == nil {
 		return nil
 	}
-	a.mem = nil
+	a.markClosedLocked()
 	return a.region.Close()
+}
+
+// openLocked reports whether the allocator may still hand out or take back
+// memory: it is not closed, and neither is its region. A region closed
+// directly, behind the allocator's back, closes the allocator here, so
+// every later call returns ErrClosed instead of handing out offsets into
+// unmapped memory. Regions of this package answer with one atomic load;
+// others through Bytes() == nil.
+func (a *Allocator) openLocked() bool {
+	if a.mem == nil {
+		return false
+	}
+	if a.regionClosed() {
+		a.markClosedLocked()
+		return false
+	}
+	return true
+}
+
+// markClosedLocked closes the allocator's side: no more calls, no claim.
+func (a *Allocator) markClosedLocked() {
+	a.mem = nil
+	a.dead.Store(true)
+	unclaimRegion(a)
+}
+
+// regionClosed reports whether the region has been closed.
+func (a *Allocator) regionClosed() bool {
+	if c, ok := a.region.(closedRegion); ok {
+		return c.closed()
+	}
+	return a.region.Bytes() == nil
 }
 
 func grow(dst []Block, n int) []Block {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -101,7 +102,6 @@ func TestBadInput(t *testing.T) {
 		{"Batch bad placement", func() error { _, err := a.AllocateBatch(MiB, 1, 7); return err }, allocator.ErrInvalidArgument},
 		{"Batch too many", func() error { _, err := a.AllocateBatch(MiB, 100, 0); return err }, allocator.ErrOutOfMemory},
 		{"UpTo n<0", func() error { _, err := a.AllocateUpTo(MiB, -5, 0); return err }, allocator.ErrInvalidArgument},
-		{"UpTo overflow", func() error { _, err := a.AllocateUpTo(MiB, math.MaxInt, 0); return err }, allocator.ErrInvalidArgument},
 		{"UpTo above capacity", func() error { _, err := a.AllocateUpTo(65*MiB, 2, 0); return err }, allocator.ErrInvalidArgument},
 		{"Free foreign", func() error { return a.Free(allocator.Block{Offset: 40 * MiB, Size: MiB, Gen: live[0].Gen}) }, allocator.ErrInvalidBlock},
 		{"Free misaligned", func() error { return a.Free(allocator.Block{Offset: 1, Size: MiB}) }, allocator.ErrInvalidBlock},
@@ -207,6 +207,130 @@ func TestGenerationsCountBlocks(t *testing.T) {
 	require.NoError(t, err)
 	for i, b := range bs {
 		assert.Equal(t, uint64(2+i), b.Gen)
+	}
+}
+
+// TestHugeUpperBoundIsNotAnError: n is only an upper bound for Fit and
+// AllocateUpTo, so math.MaxInt gives the true count, not 0 or an overflow
+// error (issue 9, item 9; before the fix Fit returned 0 where 16384 fit and
+// AllocateUpTo failed with ErrInvalidArgument).
+func TestHugeUpperBoundIsNotAnError(t *testing.T) {
+	a := newAlloc(t, 64*MiB, 0)
+	assert.Equal(t, 16384, a.Fit(4*KiB, math.MaxInt))
+	assert.Equal(t, 8, a.Fit(8*MiB, math.MaxInt))
+	bs, err := a.AllocateUpTo(8*MiB, math.MaxInt, allocator.Scattered)
+	require.NoError(t, err)
+	assert.Len(t, bs, 8)
+	require.NoError(t, a.Free(bs...))
+	bs, err = a.AllocateUpTo(8*MiB, math.MaxInt, allocator.Contiguous)
+	require.NoError(t, err)
+	assert.Len(t, bs, 8)
+	_, err = a.AllocateBatch(8*MiB, math.MaxInt, allocator.Scattered)
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument, "an all-or-nothing batch that overflows is still invalid")
+}
+
+// TestEmptyBatchAfterCloseIsErrClosed: AllocateBatch(size, 0, p) after
+// Close returns ErrClosed like AllocateUpTo (issue 9, item 9; before the
+// fix it returned an empty slice and nil).
+func TestEmptyBatchAfterCloseIsErrClosed(t *testing.T) {
+	a := newAlloc(t, MiB, 0)
+	require.NoError(t, a.Close())
+	for _, p := range allocator.Placements {
+		_, err := a.AllocateBatch(4*KiB, 0, p)
+		require.ErrorIs(t, err, allocator.ErrClosed)
+		_, err = a.AllocateUpTo(4*KiB, 0, p)
+		require.ErrorIs(t, err, allocator.ErrClosed)
+	}
+}
+
+// TestErrorTextHasOnePrefix: every message carries "allocator:" once
+// (issue 9, item 9; before the fix a size above the capacity read
+// "allocator: invalid argument: allocator: out of memory: ...").
+func TestErrorTextHasOnePrefix(t *testing.T) {
+	a := newAlloc(t, MiB, 0)
+	_, err := a.Allocate(2 * MiB)
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	for _, call := range []func() error{
+		func() error { _, err := a.AllocateBatch(MiB, 3, allocator.Contiguous); return err },
+		func() error { return a.Free(allocator.Block{Offset: 4096, Size: 4096}) },
+		func() error { _, err := a.AllocateBatch(0, 1, 0); return err },
+	} {
+		err := call()
+		require.Error(t, err)
+		assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	}
+}
+
+// TestRegionBelongsToOneAllocator: a second New over a region that a live
+// allocator carves is ErrInvalidArgument; before the fix both allocators
+// handed out offset 0 (issue 9, item 8).
+func TestRegionBelongsToOneAllocator(t *testing.T) {
+	r, err := allocator.NewHeapRegion(MiB)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	b, err := allocator.New(r, allocator.Options{})
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	assert.Nil(t, b)
+	assert.Contains(t, err.Error(), "already belongs to another allocator")
+	// Another Region value over the same memory is the same region.
+	_, err = allocator.New(sameMemory{r}, allocator.Options{})
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	require.NoError(t, a.Close())
+
+	// A new region (even one the runtime places at the old address) is
+	// free to claim once the old allocator is closed.
+	r2, err := allocator.NewHeapRegion(MiB)
+	require.NoError(t, err)
+	c, err := allocator.New(r2, allocator.Options{})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
+
+// sameMemory is a foreign Region implementation over another region's
+// memory.
+type sameMemory struct{ allocator.Region }
+
+// TestRegionClosedBehindTheAllocatorsBack: closing the region directly
+// makes every later allocator call return ErrClosed (before the fix the
+// allocator kept handing out blocks of the closed region, and the first
+// write faulted; issue 9, item 8). It holds for this package's regions and
+// for a foreign Region implementation.
+func TestRegionClosedBehindTheAllocatorsBack(t *testing.T) {
+	for _, foreign := range []bool{false, true} {
+		t.Run(fmt.Sprint("foreign=", foreign), func(t *testing.T) {
+			hr, err := allocator.NewHeapRegion(MiB)
+			require.NoError(t, err)
+			var r allocator.Region = hr
+			if foreign {
+				r = sameMemory{hr}
+			}
+			a, err := allocator.New(r, allocator.Options{})
+			require.NoError(t, err)
+			live, err := a.Allocate(4096)
+			require.NoError(t, err)
+			require.NoError(t, r.Close())
+
+			_, err = a.Allocate(4096)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			_, err = a.AllocateBatch(4096, 2, allocator.Scattered)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			_, err = a.AllocateUpTo(4096, 2, allocator.Scattered)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			require.ErrorIs(t, a.Free(live), allocator.ErrClosed)
+			assert.Zero(t, a.Fit(4096, 1))
+			assert.Nil(t, a.Bytes(live))
+			require.NoError(t, a.Close())
+
+			// The memory is no longer claimed.
+			r2, err := allocator.NewHeapRegion(MiB)
+			require.NoError(t, err)
+			b, err := allocator.New(r2, allocator.Options{})
+			require.NoError(t, err)
+			require.NoError(t, b.Close())
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -214,7 +215,11 @@ type cudaHostRegion struct {
 	mu   sync.Mutex
 	base unsafe.Pointer // nil once closed
 	size int64
+	done atomic.Bool
 }
+
+// closed reports whether Close has run.
+func (r *cudaHostRegion) closed() bool { return r.done.Load() }
 
 // NewCUDAHostRegion returns a region of exactly size bytes of page-locked
 // host memory allocated with cudaHostAlloc (flags cudaHostAllocDefault), so
@@ -288,8 +293,9 @@ func (r *cudaHostRegion) Close() error {
 	}
 	p := r.base
 	r.base = nil
+	r.done.Store(true)
 	if code := r.rt.freeHost(p); code != cudaSuccess {
-		return fmt.Errorf("%w: cudaFreeHost: %s", cudaSentinel(code), r.rt.describe(code))
+		return fmt.Errorf("%w: cudaFreeHost: %s", ErrRelease, r.rt.describe(code))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +29,11 @@ type mmapRegion struct {
 	locked  bool
 	kind    string
 	hintErr error
+	isDone  atomic.Bool
 }
+
+// closed reports whether Close has run.
+func (r *mmapRegion) closed() bool { return r.isDone.Load() }
 
 // NewMmapRegion returns a region of exactly size bytes in an anonymous
 // private mapping, zeroed and off the Go heap. The mapping is size rounded up
@@ -269,6 +274,7 @@ func (r *mmapRegion) Close() error {
 	}
 	base, length := r.base, r.length
 	r.base = nil
+	r.isDone.Store(true)
 	var errs []error
 	if r.locked {
 		// munmap unlocks too; munlock first keeps the accounting explicit.
@@ -280,7 +286,7 @@ func (r *mmapRegion) Close() error {
 		errs = append(errs, fmt.Errorf("munmap: %w", err))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: closing %s region: %w", ErrInvalidArgument, r.kind, errors.Join(errs...))
+		return fmt.Errorf("%w: closing %s region: %w", ErrRelease, r.kind, errors.Join(errs...))
 	}
 	return nil
 }

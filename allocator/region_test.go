@@ -515,7 +515,8 @@ func TestRegionCUDAFake(t *testing.T) {
 		r, err := newCUDAHostRegion(f.runtime(), regionMiB)
 		require.NoError(t, err)
 		err = r.Close()
-		require.ErrorIs(t, err, ErrCUDAUnavailable)
+		require.ErrorIs(t, err, ErrRelease)
+		require.NotErrorIs(t, err, ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "cudaFreeHost: error 4")
 		require.NoError(t, r.Close(), "second Close after a failed one")
 		assert.Equal(t, int32(1), f.frees.Load())
@@ -569,4 +570,22 @@ func TestRegionConcurrentClose(t *testing.T) {
 		})
 	}
 	assert.Equal(t, fake.allocs.Load(), fake.frees.Load(), "every fake cudaHostAlloc freed exactly once")
+}
+
+// TestRegionFailedMunmapIsErrRelease: a failed munmap in Close wraps
+// ErrRelease and the errno, not ErrInvalidArgument (issue 9, item 9; before
+// the fix it was wrapped in ErrInvalidArgument).
+func TestRegionFailedMunmapIsErrRelease(t *testing.T) {
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(mem)
+	// An unaligned base makes munmap fail with EINVAL.
+	r := &mmapRegion{base: unsafe.Pointer(&mem[1]), length: uintptr(page), size: int64(page), kind: KindMmap}
+	err = r.Close()
+	require.ErrorIs(t, err, ErrRelease)
+	require.ErrorIs(t, err, unix.EINVAL)
+	require.NotErrorIs(t, err, ErrInvalidArgument)
+	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	require.NoError(t, r.Close(), "the region counts as closed")
 }

@@ -225,13 +225,15 @@ func checkAllocatorOps(a allocatorUnderTest, ops []allocRecord) error {
 }
 
 // validArgs says whether (size, n, p) is a request the allocator must
-// accept; it mirrors the list of bad input.
-func validArgs(size int64, n int, p allocator.Placement) bool {
+// accept; it mirrors the list of bad input. For an all-or-nothing
+// batch (exact) n objects must be addressable; for AllocateUpTo and Fit n
+// is only an upper bound, so any n ≥ 0 is valid.
+func validArgs(size int64, n int, p allocator.Placement, exact bool) bool {
 	if size <= 0 || size > fzCapacity || n < 0 || p > allocator.Contiguous {
 		return false
 	}
 	unit := (size + fzAlign - 1) / fzAlign * fzAlign
-	return n == 0 || int64(n) <= math.MaxInt64/unit
+	return !exact || n == 0 || int64(n) <= math.MaxInt64/unit
 }
 
 func (c *allocChecker) step(op allocRecord) error {
@@ -284,7 +286,7 @@ func (c *allocChecker) step(op allocRecord) error {
 	case kAllocate:
 		b, err := c.a.Allocate(size)
 		switch {
-		case !validArgs(size, 1, 0):
+		case !validArgs(size, 1, 0, true):
 			checkCounters = false
 			if err := failed(err, allocator.ErrInvalidArgument); err != nil {
 				return err
@@ -310,7 +312,7 @@ func (c *allocChecker) step(op allocRecord) error {
 
 	case kBatch:
 		bs, err := c.a.AllocateBatch(size, n, p)
-		if !validArgs(size, n, p) {
+		if !validArgs(size, n, p, true) {
 			checkCounters = false
 			if err := failed(err, allocator.ErrInvalidArgument); err != nil {
 				return err
@@ -341,7 +343,7 @@ func (c *allocChecker) step(op allocRecord) error {
 
 	case kUpTo:
 		bs, err := c.a.AllocateUpTo(size, n, p)
-		if !validArgs(size, n, p) {
+		if !validArgs(size, n, p, false) {
 			checkCounters = false
 			if err := failed(err, allocator.ErrInvalidArgument); err != nil {
 				return err
@@ -368,7 +370,7 @@ func (c *allocChecker) step(op allocRecord) error {
 	case kFit:
 		got := c.a.Fit(size, n)
 		wantFit := 0
-		if validArgs(size, n, 0) {
+		if validArgs(size, n, 0, false) {
 			wantFit = c.ref.MaxSlots(size, n)
 		}
 		if got != wantFit {
