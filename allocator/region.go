@@ -1,5 +1,10 @@
 package allocator
 
+import (
+	"fmt"
+	"strconv"
+)
+
 // Region is the memory an Allocator carves. The allocator never stores Go
 // pointers in it and hands out offsets into it, so a region may live off the
 // Go heap (mmap, pinned, CUDA host memory) without the garbage collector ever
@@ -33,4 +38,22 @@ type MmapOptions struct {
 	// region's Kind is then "pinned". A refused lock is an error that names
 	// RLIMIT_MEMLOCK and the limit in force.
 	Lock bool
+}
+
+// regionSizeString formats a byte count for messages: "64 MiB" when exact in
+// the largest binary unit that fits, else "N bytes (X.Y MiB)".
+func regionSizeString(n int64) string {
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	u, div := 0, int64(1024)
+	for u+1 < len(units) && n >= div*1024 {
+		u++
+		div *= 1024
+	}
+	if n%div == 0 {
+		return fmt.Sprintf("%d %s", n/div, units[u])
+	}
+	return fmt.Sprintf("%d bytes (%.1f %s)", n, float64(n)/float64(div), units[u])
 }

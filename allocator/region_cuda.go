@@ -1,9 +1,12 @@
+//go:build linux
+
 // CUDA host region contract: the memory is page-locked host memory from
 // cudaHostAlloc, off the Go heap. The garbage collector never scans or moves
 // it, so it must never hold Go pointers (the allocator stores none). It is
 // released by Close (cudaFreeHost), and only by Close: there is no finalizer.
 //
-// The CUDA runtime is loaded at run time with purego (no cgo, no build tag):
+// The CUDA runtime is loaded at run time with purego (no cgo; Linux only,
+// elsewhere region_other.go reports ErrUnsupported):
 // a binary built on a machine without CUDA runs anywhere, and
 // NewCUDAHostRegion reports ErrCUDAUnavailable where the runtime library,
 // the driver or a device is missing.

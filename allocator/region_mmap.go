@@ -1,9 +1,12 @@
+//go:build linux
+
 // Mmap region contract: the memory is an anonymous private mapping made with
 // mmap(2), off the Go heap. The garbage collector never scans or moves it, so
 // it must never hold Go pointers (the allocator stores none). It is released
 // by Close, and only by Close: there is no finalizer, because unmapping
 // memory that a caller still reaches through a slice would be a
-// use-after-free the garbage collector cannot see. Linux only.
+// use-after-free the garbage collector cannot see. Linux only: elsewhere
+// NewMmapRegion returns an error wrapping ErrUnsupported (region_other.go).
 
 package allocator
 
@@ -226,24 +229,6 @@ func rlimString(v uint64) string {
 		return "unlimited"
 	}
 	return strconv.FormatUint(v, 10) + " bytes"
-}
-
-// regionSizeString formats a byte count for messages: "64 MiB" when exact in
-// the largest binary unit that fits, else "N bytes (X.Y MiB)".
-func regionSizeString(n int64) string {
-	units := []string{"KiB", "MiB", "GiB", "TiB"}
-	if n < 1024 {
-		return strconv.FormatInt(n, 10) + " bytes"
-	}
-	u, div := 0, int64(1024)
-	for u+1 < len(units) && n >= div*1024 {
-		u++
-		div *= 1024
-	}
-	if n%div == 0 {
-		return fmt.Sprintf("%d %s", n/div, units[u])
-	}
-	return fmt.Sprintf("%d bytes (%.1f %s)", n, float64(n)/float64(div), units[u])
 }
 
 // Bytes returns exactly the requested size, or nil after Close.
