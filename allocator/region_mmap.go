@@ -58,11 +58,19 @@ func (r *mmapRegion) closed() bool { return r.isDone.Load() }
 //     and returns an error wrapping ErrOutOfMemory and the errno whose
 //     message names RLIMIT_MEMLOCK and the soft and hard limits in force.
 //
+//   - NoReserve maps with MAP_NORESERVE: address space without committed
+//     memory; see MmapOptions.NoReserve for the risk.
+//
 // size <= 0, or a size too large for the address space, is an error wrapping
-// ErrInvalidArgument. A refused mapping (ENOMEM) wraps ErrOutOfMemory.
+// ErrInvalidArgument. A refused mapping (ENOMEM) wraps ErrOutOfMemory, and
+// its message names the overcommit policy in force
+// (/proc/sys/vm/overcommit_memory and what it means for this request).
 func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: mmap region size %d: must be positive", ErrInvalidArgument, size)
+	}
+	if opts.NoReserve && (opts.Populate || opts.Lock) {
+		return nil, fmt.Errorf("%w: mmap NoReserve with Populate or Lock: reserving without memory and committing it at once contradict", ErrInvalidArgument)
 	}
 	page := uintptr(os.Getpagesize())
 	align := page
@@ -82,8 +90,14 @@ func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 	if opts.Populate && !opts.HugePages {
 		flags |= unix.MAP_POPULATE
 	}
+	if opts.NoReserve {
+		flags |= unix.MAP_NORESERVE
+	}
 	base, err := mmapAnonAligned(length, align, flags)
 	if err != nil {
+		if errors.Is(err, unix.ENOMEM) {
+			return nil, fmt.Errorf("%w: mmap %s: %w (%s)", ErrOutOfMemory, regionSizeString(size), err, overcommitPolicy(opts.NoReserve))
+		}
 		return nil, fmt.Errorf("%w: mmap %s: %w", mmapErrSentinel(err), regionSizeString(size), err)
 	}
 	r := &mmapRegion{base: base, length: length, size: size, kind: KindMmap}
@@ -185,6 +199,58 @@ var mmapHugeOnce = sync.OnceValue(func() uintptr {
 // mmapHugePageSize returns the transparent huge page size, 2 MiB when it
 // cannot be read.
 func mmapHugePageSize() uintptr { return mmapHugeOnce() }
+
+// overcommitPolicy describes vm.overcommit_memory for an ENOMEM message:
+// the value and what it means for a mapping made with or without
+// MAP_NORESERVE.
+func overcommitPolicy(noReserve bool) string {
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	if err != nil {
+		return fmt.Sprintf("overcommit policy unreadable: %v", err)
+	}
+	mode := strings.TrimSpace(string(b))
+	const name = "/proc/sys/vm/overcommit_memory"
+	switch mode {
+	case "0":
+		if noReserve {
+			return name + " is 0 (heuristic overcommit): even address space without reserve was refused; check RLIMIT_AS and vm.max_map_count"
+		}
+		return name + " is 0 (heuristic overcommit: a mapping larger than free RAM + swap is refused); MmapOptions.NoReserve reserves address space without memory"
+	case "1":
+		return name + " is 1 (always overcommit): the kernel refused address space itself; check RLIMIT_AS and vm.max_map_count"
+	case "2":
+		limit := ""
+		if c, ok := meminfoField("CommitLimit"); ok {
+			limit = fmt.Sprintf("; CommitLimit %s", regionSizeString(int64(c)))
+			if u, ok := meminfoField("Committed_AS"); ok {
+				limit += fmt.Sprintf(", Committed_AS %s", regionSizeString(int64(u)))
+			}
+		}
+		return name + " is 2 (strict accounting: every private writable mapping is charged against CommitLimit, and NoReserve is ignored)" + limit
+	}
+	return name + " is " + mode
+}
+
+// meminfoField returns a /proc/meminfo field in bytes.
+func meminfoField(field string) (uint64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || name != field {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		return kb << 10, err == nil
+	}
+	return 0, false
+}
 
 // mmapErrSentinel maps an mmap errno to the package sentinel.
 func mmapErrSentinel(err error) error {

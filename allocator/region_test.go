@@ -529,3 +529,97 @@ func TestRegionFailedMunmapIsErrRelease(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
 	require.NoError(t, r.Close(), "the region counts as closed")
 }
+
+// overcommitMode returns /proc/sys/vm/overcommit_memory.
+func overcommitMode(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	if err != nil {
+		t.Skipf("overcommit policy unreadable: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestRegionNoReserveReservesWithoutMemory: a 1 TiB NoReserve region maps,
+// an allocator over it hands out 8 MiB blocks, and neither costs resident
+// memory (issue 10: NewMmapRegion could not reserve more than RAM + swap).
+func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
+	if overcommitMode(t) == "2" {
+		t.Skip("vm.overcommit_memory=2: the kernel ignores MAP_NORESERVE")
+	}
+	rssBefore := vmRSSBytes(t)
+	r, err := NewMmapRegion(1<<40, MmapOptions{NoReserve: true})
+	require.NoError(t, err)
+	a, err := New(r, Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	bs, err := a.AllocateBatch(8<<20, 5700, Scattered)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(bs...))
+	grown := vmRSSBytes(t) - rssBefore
+	assert.Less(t, grown, int64(64<<20), "a 1 TiB NoReserve pool and a 5700-block batch grew RSS by %d bytes", grown)
+
+	for _, bad := range []MmapOptions{{NoReserve: true, Populate: true}, {NoReserve: true, Lock: true}} {
+		_, err := NewMmapRegion(regionMiB, bad)
+		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
+	}
+}
+
+// TestRegionOutOfMemoryNamesOvercommit: a mapping the kernel refuses names
+// vm.overcommit_memory and what it means (issue 10).
+func TestRegionOutOfMemoryNamesOvercommit(t *testing.T) {
+	mode := overcommitMode(t)
+	avail, ok := meminfoAvailable()
+	if !ok || mode == "1" {
+		t.Skip("the kernel does not refuse large mappings here")
+	}
+	size := int64(avail) + 1<<40 // more than RAM + swap, well inside the address space
+	r, err := NewMmapRegion(size, MmapOptions{})
+	if err == nil {
+		r.Close()
+		t.Skipf("the kernel mapped %d bytes without reserve", size)
+	}
+	require.ErrorIs(t, err, ErrOutOfMemory)
+	assert.Contains(t, err.Error(), "/proc/sys/vm/overcommit_memory is "+mode)
+	if mode == "0" {
+		assert.Contains(t, err.Error(), "NoReserve")
+	}
+	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+}
+
+// TestNewTouchesNoMemoryForCapacity: New over a 1 TiB region allocates a
+// few hundred bytes, not metadata in proportion to the capacity (issue 10;
+// before, two bitmaps of 2 bits per 4 KiB unit cost 64 MiB for 1 TiB).
+func TestNewTouchesNoMemoryForCapacity(t *testing.T) {
+	if overcommitMode(t) == "2" {
+		t.Skip("vm.overcommit_memory=2: the kernel ignores MAP_NORESERVE")
+	}
+	for _, size := range []int64{1 << 30, 1 << 40} {
+		r, err := NewMmapRegion(size, MmapOptions{NoReserve: true})
+		require.NoError(t, err)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		a, err := New(r, Options{})
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		bytes := after.TotalAlloc - before.TotalAlloc
+		t.Logf("New over %s allocated %d bytes", regionSizeString(size), bytes)
+		assert.Less(t, bytes, uint64(8<<10), "New over %d bytes allocated %d bytes", size, bytes)
+		require.NoError(t, a.Close())
+	}
+}
+
+// vmRSSBytes returns VmRSS from /proc/self/status, in bytes.
+func vmRSSBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			require.NoError(t, err)
+			return n * regionKiB
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
