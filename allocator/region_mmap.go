@@ -43,11 +43,9 @@ func (r *mmapRegion) closed() bool { return r.isDone.Load() }
 // to the page size; Bytes returns exactly size bytes.
 //
 // Options:
-//
 //   - Populate prefaults every page (MAP_POPULATE, or MADV_POPULATE_WRITE
 //     after the huge-page hint when HugePages is also set, so the pages are
 //     faulted in as huge pages).
-//
 //   - HugePages advises transparent huge pages (MADV_HUGEPAGE). When size is
 //     at least one huge page (normally 2 MiB), the mapping is also aligned to
 //     and rounded up to the huge-page size so that every part of it can be
@@ -55,12 +53,10 @@ func (r *mmapRegion) closed() bool { return r.isDone.Load() }
 //     (madvise fails with EINVAL) or with THP set to "never" does not fail
 //     the region. The refusal is recorded and reported by the region's
 //     HintErr method, reached as r.(interface{ HintErr() error }).
-//
 //   - Lock page-locks the whole mapping with mlock; Kind is then "pinned",
 //     else "mmap". A refused lock (EPERM, ENOMEM, EAGAIN) unmaps the memory
 //     and returns an error wrapping ErrOutOfMemory and the errno whose
 //     message names RLIMIT_MEMLOCK and the soft and hard limits in force.
-//
 //   - NoReserve maps with MAP_NORESERVE: address space without committed
 //     memory; see MmapOptions.NoReserve for the risk.
 //
