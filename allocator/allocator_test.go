@@ -376,18 +376,59 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
+// TestDifferential8MiB is TestDifferential at production scale: objects of
+// 1, 8 (mostly) and 40 MiB, and a few bytes off, in batches of up to 1200
+// on a 44.5 GiB pool (5700 × 8 MiB) over a MAP_NORESERVE mapping.
+func TestDifferential8MiB(t *testing.T) {
+	const capacity = 5700 * 8 * MiB
+	r, err := allocator.NewMmapRegion(capacity, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("44.5 GiB NoReserve pool unavailable: %v", err)
+	}
+	r.Close()
+	for seed := uint64(1); seed <= 2; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			r, err := allocator.NewMmapRegion(capacity, allocator.MmapOptions{NoReserve: true})
+			require.NoError(t, err)
+			a, err := allocator.New(r, allocator.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { a.Close() })
+			runDifferentialOn(t, a, diffConfig{
+				align: allocator.DefaultAlign, capacity: capacity, maxN: 1200,
+				sizes: []int64{8 * MiB, 8 * MiB, 8 * MiB, 8*MiB + 1, 8*MiB - 4096, MiB, 40 * MiB},
+			}, seed, 300)
+		})
+	}
+}
+
+// diffConfig is the pool and the requests of a differential run.
+type diffConfig struct {
+	align, capacity int64
+	sizes           []int64
+	maxN            int // batches of 0 to maxN-1 objects
+}
+
 func runDifferential(t *testing.T, seed uint64, ops int) {
 	const align = 4 * KiB
 	capacity := 256 * align
-	a := newAlloc(t, capacity, align)
-	ref := reference.NewAlloc(capacity, align)
+	runDifferentialOn(t, newAlloc(t, capacity, align), diffConfig{
+		align: align, capacity: capacity, maxN: 12,
+		sizes: []int64{1, align, align + 1, 3 * align, 5 * align, 16 * align},
+	}, seed, ops)
+}
+
+// runDifferentialOn runs ops random operations on a, a fresh allocator of
+// cfg's pool, against the reference model.
+func runDifferentialOn(t *testing.T, a *allocator.Allocator, cfg diffConfig, seed uint64, ops int) {
+	align := cfg.align
+	ref := reference.NewAlloc(cfg.capacity, align)
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
 	var live, freed []allocator.Block
-	sizes := []int64{1, align, align + 1, 3 * align, 5 * align, 16 * align}
+	sizes := cfg.sizes
 
 	for op := 0; op < ops; op++ {
 		size := sizes[rng.IntN(len(sizes))]
-		n := rng.IntN(12)
+		n := rng.IntN(cfg.maxN)
 		p := allocator.Placements[rng.IntN(3)]
 		var desc string
 		switch k := rng.IntN(10); {
@@ -442,7 +483,7 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 				continue
 			}
 			rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
-			m := 1 + rng.IntN(min(len(live), 6))
+			m := 1 + rng.IntN(min(len(live), max(6, cfg.maxN)))
 			req := append([]allocator.Block(nil), live[:m]...)
 			switch rng.IntN(7) {
 			case 3:

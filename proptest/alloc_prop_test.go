@@ -25,12 +25,37 @@ const (
 // in internal/reference/mutant satisfy it too.
 type allocUnderTest = reference.UnderTest
 
-func newPropAllocator() *allocator.Allocator {
-	r, err := allocator.NewHeapRegion(pCapacity)
+// propPool is the pool a property runs on: its alignment and capacity, the
+// unit its object sizes come in, and how far batches scale.
+type propPool struct {
+	align, capacity, unit int64
+	batch                 int  // batches of 0 to 20×batch objects
+	noReserve             bool // a MAP_NORESERVE mapping instead of the heap
+}
+
+var (
+	// smallPool: 128 units of 64 bytes, objects of 1 to 16 units.
+	smallPool = &propPool{align: pAlign, capacity: pCapacity, unit: pAlign, batch: 1}
+	// largePool is production scale: 5700 × 8 MiB = 44.5 GiB at 4 KiB
+	// alignment, objects of 1 to 16 MiB (8 MiB among them), batches of up
+	// to 6000, over a MAP_NORESERVE mapping that costs no memory.
+	largePool = &propPool{align: allocator.DefaultAlign, capacity: 5700 << 23, unit: 1 << 20, batch: 300, noReserve: true}
+)
+
+func newPropAllocator() *allocator.Allocator { return smallPool.newAllocator() }
+
+func (g *propPool) newAllocator() *allocator.Allocator {
+	var r allocator.Region
+	var err error
+	if g.noReserve {
+		r, err = allocator.NewMmapRegion(g.capacity, allocator.MmapOptions{NoReserve: true})
+	} else {
+		r, err = allocator.NewHeapRegion(g.capacity)
+	}
 	if err != nil {
 		panic(err)
 	}
-	a, err := allocator.New(r, allocator.Options{Align: pAlign})
+	a, err := allocator.New(r, allocator.Options{Align: g.align})
 	if err != nil {
 		panic(err)
 	}
@@ -82,6 +107,7 @@ func freeze(a allocUnderTest) frozenView {
 
 // allocCmd is one allocator call. Free refers to live blocks by index.
 type allocCmd struct {
+	g          *propPool
 	kind       int // 0 Allocate, 1 AllocateBatch, 2 AllocateUpTo, 3 Fit, 4 Free
 	size       int64
 	n          int
@@ -120,9 +146,10 @@ func (c allocCmd) request(live, stale []allocator.Block) []allocator.Block {
 	case c.corrupt == 1:
 		req = append(req, req[0])
 	case c.corrupt == 2:
-		req[len(req)-1].Size += pAlign
+		req[len(req)-1].Size += c.g.align
 	case c.corrupt == 3:
-		req = append(req, allocator.Block{Offset: int64(c.idx%pUnits) * pAlign, Size: pAlign})
+		units := c.g.capacity / c.g.align
+		req = append(req, allocator.Block{Offset: int64(c.idx) % units * c.g.align, Size: c.g.align})
 	}
 	return req
 }
@@ -220,35 +247,56 @@ func (c allocCmd) PostCondition(state commands.State, result commands.Result) *g
 // genAllocCmd generates commands: sizes of 1 to 16 units, some not
 // aligned; batches of up to 20; every placement; frees of up to 4 live
 // blocks, one in five corrupted, and stale handles replayed.
-func genAllocCmd(commands.State) gopter.Gen {
+func genAllocCmd(g *propPool) func(commands.State) gopter.Gen {
+	return func(commands.State) gopter.Gen { return genAllocCmdIn(g) }
+}
+
+func genAllocCmdIn(g *propPool) gopter.Gen {
 	size := gen.Weighted([]gen.WeightedGen{
-		{Weight: 3, Gen: gen.Int64Range(1, 4).Map(func(u int64) int64 { return u * pAlign })},
-		{Weight: 2, Gen: gen.Int64Range(1, 16*pAlign)},
+		{Weight: 3, Gen: gen.Int64Range(1, 4).Map(func(u int64) int64 { return u * g.unit })},
+		{Weight: 2, Gen: gen.Int64Range(1, 16*g.unit)},
 	})
+	if g.unit != g.align { // large: exact 8 MiB objects most of the time
+		size = gen.Weighted([]gen.WeightedGen{
+			{Weight: 4, Gen: gen.Const(int64(8 << 20))},
+			{Weight: 2, Gen: gen.Int64Range(1, 16).Map(func(u int64) int64 { return u * g.unit })},
+			{Weight: 1, Gen: gen.Int64Range(1, 16*g.unit)},
+		})
+	}
 	placement := gen.OneConstOf(allocator.ContiguousFirst, allocator.Scattered, allocator.Contiguous)
 	return gopter.CombineGens(
 		gen.Weighted([]gen.WeightedGen{
 			{Weight: 2, Gen: gen.Const(0)}, {Weight: 3, Gen: gen.Const(1)}, {Weight: 3, Gen: gen.Const(2)},
 			{Weight: 1, Gen: gen.Const(3)}, {Weight: 5, Gen: gen.Const(4)},
 		}),
-		size, gen.IntRange(0, 20), placement, gen.IntRange(0, 1000), gen.IntRange(1, 4),
+		size, gen.IntRange(0, 20).Map(func(n int) int { return n * g.batch }), placement, gen.IntRange(0, 1000), gen.IntRange(1, 4),
 		gen.Weighted([]gen.WeightedGen{{Weight: 12, Gen: gen.Const(0)}, {Weight: 1, Gen: gen.IntRange(1, 3)}, {Weight: 2, Gen: gen.Const(4)}}),
 	).Map(func(v []any) commands.Command {
-		return allocCmd{kind: v[0].(int), size: v[1].(int64), n: v[2].(int), p: v[3].(allocator.Placement),
+		return allocCmd{g: g, kind: v[0].(int), size: v[1].(int64), n: v[2].(int), p: v[3].(allocator.Placement),
 			idx: v[4].(int), count: v[5].(int), corrupt: v[6].(int)}
 	})
 }
 
 // allocCommands builds the commands test over allocators made by build.
 func allocCommands(build func(*allocator.Allocator) allocUnderTest) *commands.ProtoCommands {
+	return allocCommandsIn(smallPool, build)
+}
+
+// allocCommandsIn is allocCommands on pool g.
+func allocCommandsIn(g *propPool, build func(*allocator.Allocator) allocUnderTest) *commands.ProtoCommands {
 	return &commands.ProtoCommands{
 		NewSystemUnderTestFunc: func(commands.State) commands.SystemUnderTest {
-			return &allocSUT{a: build(newPropAllocator())}
+			return &allocSUT{a: build(g.newAllocator())}
+		},
+		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) {
+			if c, ok := sut.(*allocSUT).a.(interface{ Close() error }); ok {
+				c.Close()
+			}
 		},
 		InitialStateGen: gen.Const(0).Map(func(int) *allocState {
-			return &allocState{ref: reference.NewAlloc(pCapacity, pAlign)}
+			return &allocState{ref: reference.NewAlloc(g.capacity, g.align)}
 		}),
-		GenCommandFunc: genAllocCmd,
+		GenCommandFunc: genAllocCmd(g),
 	}
 }
 
@@ -256,4 +304,16 @@ func realAllocator(a *allocator.Allocator) allocUnderTest { return a }
 
 func TestPropAllocatorInvariants(t *testing.T) {
 	check(t, commands.Prop(allocCommands(realAllocator)), params(t, 200, 80))
+}
+
+// TestPropAllocatorInvariants8MiB is the same property at production
+// scale: 8 MiB-class objects in batches of up to 6000 on a 44.5 GiB
+// MAP_NORESERVE pool, so the pool fills and fragments within a case.
+func TestPropAllocatorInvariants8MiB(t *testing.T) {
+	r, err := allocator.NewMmapRegion(largePool.capacity, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("large pool unavailable: %v", err)
+	}
+	r.Close()
+	check(t, commands.Prop(allocCommandsIn(largePool, realAllocator)), params(t, 40, 40))
 }

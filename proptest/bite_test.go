@@ -47,6 +47,21 @@ func TestPropAllocatorInvariantsBites(t *testing.T) {
 	}, 100, 80)
 }
 
+func TestPropAllocatorInvariants8MiBBites(t *testing.T) {
+	r, err := allocator.NewMmapRegion(largePool.capacity, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("large pool unavailable: %v", err)
+	}
+	r.Close()
+	variant := func(f func(*allocator.Allocator) allocUnderTest) gopter.Prop {
+		return commands.Prop(allocCommandsIn(largePool, f))
+	}
+	assertFails(t, []bite{
+		{"AllocateUpTo grants one short", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.UpToOneShort{Allocator: a} })},
+		{"stale handle accepted", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.NewStaleAccepted(a) })},
+	}, 40, 40)
+}
+
 func TestPropPrefixMaximalityBites(t *testing.T) {
 	assertFails(t, []bite{
 		{"prefix granted one short", reserveProp(l1check.CheckPrefixMaximal, mutant.VariantUpToOneShort)},

@@ -118,8 +118,10 @@ func (r *Alloc) find(off int64) (int, bool) {
 // Take marks the blocks of one successful call live, failing if any is
 // misaligned, out of range, overlaps memory already in use, or does not
 // carry the next generation. The real allocator's answers are fed through
-// Take, so any overlap, range or generation error is caught here.
+// Take, so any overlap, range or generation error is caught here. It costs
+// O((L + k) log(L + k)) for k blocks, so batches of thousands stay cheap.
 func (r *Alloc) Take(blocks []allocator.Block) error {
+	gen := r.gen
 	for i, b := range blocks {
 		if b.Offset%r.Align != 0 || b.Size%r.Align != 0 || b.Size <= 0 {
 			return fmt.Errorf("block %d %+v misaligned", i, b)
@@ -128,43 +130,49 @@ func (r *Alloc) Take(blocks []allocator.Block) error {
 			return fmt.Errorf("block %d %+v out of range", i, b)
 		}
 		if r.NoGen {
-			b.Gen = 0
-		} else if b.Gen != r.gen+1 {
-			return fmt.Errorf("block %d %+v has generation %d, want %d (the next one; a reused generation lets a stale handle free a new block)", i, b, b.Gen, r.gen+1)
+			continue
 		}
-		j, _ := r.find(b.Offset)
-		if j > 0 && r.live[j-1].End() > b.Offset {
-			return fmt.Errorf("block %d %+v overlaps live block %+v", i, b, r.live[j-1])
+		if b.Gen != gen+1 {
+			return fmt.Errorf("block %d %+v has generation %d, want %d (the next one; a reused generation lets a stale handle free a new block)", i, b, b.Gen, gen+1)
 		}
-		if j < len(r.live) && r.live[j].Offset < b.End() {
-			return fmt.Errorf("block %d %+v overlaps live block %+v", i, b, r.live[j])
-		}
-		r.live = slices.Insert(r.live, j, b)
-		if !r.NoGen {
-			r.gen++
+		gen++
+	}
+	merged := append(slices.Clone(r.live), blocks...)
+	if r.NoGen {
+		for i := len(r.live); i < len(merged); i++ {
+			merged[i].Gen = 0
 		}
 	}
+	slices.SortStableFunc(merged, func(x, y allocator.Block) int { return cmp.Compare(x.Offset, y.Offset) })
+	for i := 1; i < len(merged); i++ {
+		if merged[i-1].End() > merged[i].Offset {
+			return fmt.Errorf("block %+v overlaps block %+v", merged[i], merged[i-1])
+		}
+	}
+	r.live, r.gen = merged, gen
 	return nil
 }
 
 // Valid reports whether Free(blocks...) must succeed: every block is live,
 // exactly (offset, size and generation), and none repeats.
 func (r *Alloc) Valid(blocks []allocator.Block) bool {
-	for i, b := range blocks {
-		if !r.IsLive(b) || slices.Contains(blocks[:i], b) {
+	seen := make(map[allocator.Block]bool, len(blocks))
+	for _, b := range blocks {
+		if !r.IsLive(b) || seen[b] {
 			return false
 		}
+		seen[b] = true
 	}
 	return true
 }
 
 // Release frees blocks that Valid accepted.
 func (r *Alloc) Release(blocks []allocator.Block) {
+	gone := make(map[int64]bool, len(blocks))
 	for _, b := range blocks {
-		if j, ok := r.find(b.Offset); ok {
-			r.live = slices.Delete(r.live, j, j+1)
-		}
+		gone[b.Offset] = true
 	}
+	r.live = slices.DeleteFunc(r.live, func(b allocator.Block) bool { return gone[b.Offset] })
 }
 
 // WithoutGen returns b with its generation cleared: the part of a handle
