@@ -44,8 +44,9 @@ type Allocator struct {
 	counters                         Counters
 	runs                             []freeRun // Free's scratch, reused
 
-	key  uintptr     // the region's first byte, claimed in the owners table
-	dead atomic.Bool // set with mem = nil, read without the lock by claimRegion
+	key    uintptr      // the region's first byte, claimed in the owners table
+	dead   atomic.Bool  // set with mem = nil, read without the lock by claimRegion
+	closer closedRegion // the region's cheap closed check, or nil for a foreign region
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -116,6 +117,7 @@ func New(r Region, opts Options) (*Allocator, error) {
 		freeUnits:    units,
 		largestUnits: units,
 	}
+	a.closer, _ = r.(closedRegion)
 	a.free.add(0, units)
 	if err := claimRegion(a); err != nil {
 		return nil, err
@@ -557,8 +559,8 @@ func (a *Allocator) markClosedLocked() {
 
 // regionClosed reports whether the region has been closed.
 func (a *Allocator) regionClosed() bool {
-	if c, ok := a.region.(closedRegion); ok {
-		return c.closed()
+	if a.closer != nil {
+		return a.closer.closed()
 	}
 	return a.region.Bytes() == nil
 }

@@ -100,7 +100,7 @@ func (a *Allocator) Verify() error {
 		return fmt.Errorf("units [%d,%d) are neither free nor live", next, a.units)
 	case a.live.n != int(blocks):
 		return fmt.Errorf("live table counts %d blocks, holds %d", a.live.n, blocks)
-	case 2*a.live.n > len(a.live.slots):
+	case 4*a.live.n > 3*len(a.live.slots):
 		return fmt.Errorf("live table has %d blocks in %d slots, above its load factor", a.live.n, len(a.live.slots))
 	case freeUnits != a.freeUnits:
 		return fmt.Errorf("free units: counted %d, cached %d", freeUnits, a.freeUnits)
