@@ -58,6 +58,13 @@
 // batch of n objects from one extent costs one index update plus one table
 // insert and one append per object.
 //
+// Memory: nothing is sized to the capacity. New allocates about 3.3 KB
+// whatever the pool; the live-block table costs 32–64 bytes per live block
+// (24-byte slots at load factor ≤ ¾), so per GiB held in 8 MiB blocks 4–8
+// KiB, in 16 KiB blocks 2–4 MiB; each free extent costs 80–128 bytes. The
+// previous design's two bitmaps cost 64 KiB per GiB of pool, touched by
+// the first batch; MEMORY.md has the numbers and the profiles.
+//
 // Generations. Every block handed out carries the next value of a
 // per-allocator counter (Block.Gen), so a handle kept after its block was
 // freed (stale) never equals the handle of a later block at the same
