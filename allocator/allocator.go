@@ -46,7 +46,7 @@ type Allocator struct {
 
 	key    uintptr      // the region's first byte, claimed in the owners table
 	dead   atomic.Bool  // set with mem = nil, read without the lock by claimRegion
-	closer closedRegion // the region's cheap closed check, or nil for a foreign region
+	closed *atomic.Bool // set when the region is closed; nil for a foreign region
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -117,7 +117,9 @@ func New(r Region, opts Options) (*Allocator, error) {
 		freeUnits:    units,
 		largestUnits: units,
 	}
-	a.closer, _ = r.(closedRegion)
+	if c, ok := r.(closedRegion); ok {
+		a.closed = c.closedFlag()
+	}
 	a.free.add(0, units)
 	if err := claimRegion(a); err != nil {
 		return nil, err
@@ -175,20 +177,24 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 		return Block{}, err
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if !a.openLocked() {
+		a.mu.Unlock()
 		return Block{}, ErrClosed
 	}
 	id := a.free.bestFit(s)
 	if id == 0 {
-		return Block{}, a.failLocked(s, 1)
+		err := a.failLocked(s, 1)
+		a.mu.Unlock()
+		return Block{}, err
 	}
 	u := a.takeLocked(id, s, 1)
 	a.live.reserve(1)
 	a.gen++
-	a.live.insert(u, s, a.gen)
+	gen := a.gen
+	a.live.insert(u, s, gen)
 	a.largestUnits = a.free.largest()
-	return Block{Offset: u << a.shift, Size: s << a.shift, Gen: a.gen}, nil
+	a.mu.Unlock()
+	return Block{Offset: u << a.shift, Size: s << a.shift, Gen: gen}, nil
 }
 
 // AllocateBatch reserves n objects of size bytes and returns block i for
@@ -311,6 +317,9 @@ func (a *Allocator) Free(blocks ...Block) error {
 	if !a.openLocked() {
 		return ErrClosed
 	}
+	if len(blocks) == 1 {
+		return a.freeOneLocked(blocks[0])
+	}
 	// Phase 1: find each block's live entry and take it out of the table,
 	// one probe per block. An entry taken out cannot match again, so a
 	// block repeated in the call fails here too. On any invalid block the
@@ -344,6 +353,27 @@ func (a *Allocator) Free(blocks ...Block) error {
 	}
 	a.counters.Frees += uint64(len(blocks))
 	a.liveBlocks -= int64(len(blocks))
+	a.largestUnits = a.free.largest()
+	return nil
+}
+
+// freeOneLocked is Free of a single block: the same checks, without the
+// bookkeeping of runs.
+func (a *Allocator) freeOneLocked(b Block) error {
+	off, size := b.Offset, b.Size
+	capacity := a.units << a.shift
+	if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&(a.align-1) != 0 {
+		return invalidBlock(0, b, a.whyInvalidLocked(b, nil, -1))
+	}
+	u, s := off>>a.shift, size>>a.shift
+	slot := a.live.find(u)
+	if slot < 0 || a.live.slots[slot].size != s || a.live.slots[slot].gen != b.Gen {
+		return invalidBlock(0, b, a.whyInvalidLocked(b, nil, slot))
+	}
+	a.live.deleteAt(slot)
+	a.releaseLocked(u, s)
+	a.counters.Frees++
+	a.liveBlocks--
 	a.largestUnits = a.free.largest()
 	return nil
 }
@@ -559,8 +589,8 @@ func (a *Allocator) markClosedLocked() {
 
 // regionClosed reports whether the region has been closed.
 func (a *Allocator) regionClosed() bool {
-	if a.closer != nil {
-		return a.closer.closed()
+	if a.closed != nil {
+		return a.closed.Load()
 	}
 	return a.region.Bytes() == nil
 }

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 	"weak"
 )
@@ -14,11 +15,12 @@ import (
 // without Close does not stay alive for it, and its claim lapses once the
 // garbage collector has reclaimed it.
 
-// closedRegion is implemented by this package's regions: closed reports
-// with one atomic load whether Close has run, so the allocator can check
-// its region on every call without taking the region's lock.
+// closedRegion is implemented by this package's regions: closedFlag
+// returns the flag that Close sets, so the allocator can check its region
+// on every call with one atomic load, without the region's lock or an
+// interface call.
 type closedRegion interface {
-	closed() bool
+	closedFlag() *atomic.Bool
 }
 
 var owners struct {

@@ -221,8 +221,8 @@ type cudaHostRegion struct {
 	done atomic.Bool
 }
 
-// closed reports whether Close has run.
-func (r *cudaHostRegion) closed() bool { return r.done.Load() }
+// closedFlag returns the flag Close sets.
+func (r *cudaHostRegion) closedFlag() *atomic.Bool { return &r.done }
 
 // NewCUDAHostRegion returns a region of exactly size bytes of page-locked
 // host memory allocated with cudaHostAlloc (flags cudaHostAllocDefault), so

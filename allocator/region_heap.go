@@ -85,5 +85,5 @@ func (r *heapRegion) Close() error {
 	return nil
 }
 
-// closed reports whether Close has run.
-func (r *heapRegion) closed() bool { return r.isDone.Load() }
+// closedFlag returns the flag Close sets.
+func (r *heapRegion) closedFlag() *atomic.Bool { return &r.isDone }

@@ -35,8 +35,8 @@ type mmapRegion struct {
 	isDone  atomic.Bool
 }
 
-// closed reports whether Close has run.
-func (r *mmapRegion) closed() bool { return r.isDone.Load() }
+// closedFlag returns the flag Close sets.
+func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 
 // NewMmapRegion returns a region of exactly size bytes in an anonymous
 // private mapping, zeroed and off the Go heap. The mapping is size rounded up
