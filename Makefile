@@ -118,6 +118,8 @@ PROF_fragsingle := ^BenchmarkFragmented$$/^extents=100000$$/^op=single$$
 PROF_fragbatch  := ^BenchmarkFragmented$$/^extents=100000$$/^op=batch$$
 PROF_l1cycle    := ^BenchmarkL1Cycle$$/^keys=5700$$
 PROF_prefix     := ^BenchmarkPrefixRecovery$$/^strategy=(onepass|binarysearch)$$
+PROF_batch8mib  := ^BenchmarkAllocatorPool$$/^object=8MiB$$/^pool=45GiB$$/^op=batch-warm$$
+PROF_free8mib   := ^BenchmarkAllocatorPool$$/^object=8MiB$$/^pool=45GiB$$/^op=free$$
 define PROFILE_ONE
 	@echo; echo "== profile $(1): $(PROF_$(1)), $(2) iterations (a profile, not a timing) =="
 	@$(PROFILE_DIR)/bench.test -test.run='$(BENCH_NONE)' -test.bench='$(PROF_$(1))' -test.benchtime=$(2) \
@@ -140,3 +142,5 @@ profile:
 	$(call PROFILE_ONE,fragbatch,900000x)
 	$(call PROFILE_ONE,l1cycle,500x)
 	$(call PROFILE_ONE,prefix,500x)
+	$(call PROFILE_ONE,batch8mib,20000x)
+	$(call PROFILE_ONE,free8mib,20000x)

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultAlign is the block alignment when Options.Align is 0: one 4 KiB
@@ -31,16 +32,21 @@ type Allocator struct {
 	shift  uint  // log2(align)
 	units  int64 // capacity in alignment units
 
-	// Live blocks: the first and the last unit of each. ends carries a
-	// summary level so Free checks a block's interior in O(1) words.
-	starts bitmap
-	ends   summedBitmap
-	free   extentIndex
+	// Live blocks, keyed by first unit, with their size and generation
+	// (livetable.go); free space, indexed by address and by size
+	// (extents.go).
+	live liveTable
+	free extentIndex
+	gen  uint64 // the generation of the last block handed out
 
 	freeUnits, usedUnits, liveBlocks int64
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
 	counters                         Counters
 	runs                             []freeRun // Free's scratch, reused
+
+	key    uintptr      // the region's first byte, claimed in the owners table
+	dead   atomic.Bool  // set with mem = nil, read without the lock by claimRegion
+	closed *atomic.Bool // set when the region is closed; nil for a foreign region
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -74,6 +80,13 @@ type Stats struct {
 // New returns an allocator over r. The allocator owns r from then on and
 // closes it in Close. Only whole alignment units of r are used: a tail
 // shorter than Align is never handed out.
+//
+// A region belongs to one allocator: New over memory that a live allocator
+// already carves (the same region, or another Region over the same first
+// byte) is an error wrapping ErrInvalidArgument. Once that allocator is
+// closed, or its region is, the memory may be given to a new one. New
+// touches no memory in proportion to the capacity: its metadata starts at
+// a few hundred bytes and grows with the live blocks and free extents.
 func New(r Region, opts Options) (*Allocator, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nil region", ErrInvalidArgument)
@@ -99,13 +112,18 @@ func New(r Region, opts Options) (*Allocator, error) {
 		align:        align,
 		shift:        uint(bits.TrailingZeros64(uint64(align))),
 		units:        units,
-		starts:       newBitmap(units),
-		ends:         newSummedBitmap(units),
+		live:         newLiveTable(),
 		free:         newExtentIndex(),
 		freeUnits:    units,
 		largestUnits: units,
 	}
+	if c, ok := r.(closedRegion); ok {
+		a.closed = c.closedFlag()
+	}
 	a.free.add(0, units)
+	if err := claimRegion(a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -124,13 +142,15 @@ func (a *Allocator) sizeUnits(size int64) (int64, error) {
 		return 0, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
 	}
 	if size > a.units<<a.shift {
-		return 0, fmt.Errorf("%w: %w: size %d exceeds capacity %d", ErrInvalidArgument, ErrOutOfMemory, size, a.units<<a.shift)
+		return 0, errorf2(ErrInvalidArgument, ErrOutOfMemory, "size %d exceeds capacity %d", size, a.units<<a.shift)
 	}
 	return (size + a.align - 1) >> a.shift, nil
 }
 
 // batchUnits validates a batch request and returns the object size in units.
-func (a *Allocator) batchUnits(size int64, n int, p Placement) (int64, error) {
+// For an all-or-nothing batch (exact) n objects must be addressable; for
+// AllocateUpTo and Fit n is only an upper bound, and any n ≥ 0 is valid.
+func (a *Allocator) batchUnits(size int64, n int, p Placement, exact bool) (int64, error) {
 	if !p.valid() {
 		return 0, fmt.Errorf("%w: unknown placement %d", ErrInvalidArgument, p)
 	}
@@ -141,7 +161,7 @@ func (a *Allocator) batchUnits(size int64, n int, p Placement) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n > 0 && int64(n) > math.MaxInt64/(s<<a.shift) {
+	if exact && n > 0 && int64(n) > math.MaxInt64/(s<<a.shift) {
 		return 0, fmt.Errorf("%w: %d objects of %d bytes overflow int64", ErrInvalidArgument, n, s<<a.shift)
 	}
 	return s, nil
@@ -157,19 +177,24 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 		return Block{}, err
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
+		a.mu.Unlock()
 		return Block{}, ErrClosed
 	}
 	id := a.free.bestFit(s)
 	if id == 0 {
-		return Block{}, a.failLocked(s, 1)
+		err := a.failLocked(s, 1)
+		a.mu.Unlock()
+		return Block{}, err
 	}
 	u := a.takeLocked(id, s, 1)
-	a.starts.set(u)
-	a.ends.set(u + s - 1)
+	a.live.reserve(1)
+	a.gen++
+	gen := a.gen
+	a.live.insert(u, s, gen)
 	a.largestUnits = a.free.largest()
-	return Block{Offset: u << a.shift, Size: s << a.shift}, nil
+	a.mu.Unlock()
+	return Block{Offset: u << a.shift, Size: s << a.shift, Gen: gen}, nil
 }
 
 // AllocateBatch reserves n objects of size bytes and returns block i for
@@ -182,17 +207,17 @@ func (a *Allocator) AllocateBatch(size int64, n int, p Placement) ([]Block, erro
 // AppendBatch is AllocateBatch appending to dst, so a caller that reuses dst
 // allocates nothing. On failure it returns dst unchanged.
 func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]Block, error) {
-	s, err := a.batchUnits(size, n, p)
+	s, err := a.batchUnits(size, n, p, true)
 	if err != nil {
 		return dst, err
 	}
-	if n == 0 {
-		return nonNil(dst), nil
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return dst, ErrClosed
+	}
+	if n == 0 {
+		return nonNil(dst), nil
 	}
 	k := int64(n)
 	run := int32(0)
@@ -201,10 +226,12 @@ func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]
 	}
 	switch {
 	case run != 0:
+		a.live.reserve(n)
 		dst = a.carveLocked(run, s, k, grow(dst, n))
 	case p == Contiguous || a.free.slots(s, k) < k:
 		return dst, a.failLocked(s, k)
 	default:
+		a.live.reserve(n)
 		dst = a.scatterLocked(s, k, grow(dst, n))
 	}
 	a.largestUnits = a.free.largest()
@@ -224,13 +251,13 @@ func (a *Allocator) AllocateUpTo(size int64, n int, p Placement) ([]Block, error
 
 // AppendUpTo is AllocateUpTo appending to dst.
 func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]Block, error) {
-	s, err := a.batchUnits(size, n, p)
+	s, err := a.batchUnits(size, n, p, false)
 	if err != nil {
 		return dst, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return dst, ErrClosed
 	}
 	var k int64
@@ -249,6 +276,7 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 	if p != Scattered {
 		run = a.free.bestFit(s * k)
 	}
+	a.live.reserve(int(k))
 	if run != 0 {
 		dst = a.carveLocked(run, s, k, grow(dst, int(k)))
 	} else {
@@ -263,78 +291,64 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 // nothing and visits only free extents of at least size bytes, largest
 // first, stopping at n. Invalid arguments give 0.
 func (a *Allocator) Fit(size int64, n int) int {
-	s, err := a.batchUnits(size, n, Scattered)
+	s, err := a.batchUnits(size, n, Scattered, false)
 	if err != nil || n == 0 {
 		return 0
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return 0
 	}
 	return int(a.free.slots(s, int64(n)))
 }
 
-// Free releases blocks. It validates every block before it changes
-// anything: a block is valid only if it equals a live block exactly, offset
-// and size, and appears once in the call. Any invalid block means nothing is
+// Free releases blocks. It validates every block before it frees any: a
+// block is valid only if it equals a live block exactly, offset, size and
+// generation, and appears once in the call. A handle kept after its block
+// was freed is stale: once the same offset and size are handed out again
+// the new block has a new generation, so the stale handle is rejected and
+// cannot free the new owner's block. Any invalid block means nothing is
 // freed and the error wraps ErrInvalidBlock and names the block. Freed
 // blocks coalesce with free neighbours at once.
 func (a *Allocator) Free(blocks ...Block) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.mem == nil {
+	if !a.openLocked() {
 		return ErrClosed
 	}
-	// Phase 1: validate every block; change nothing. Each block needs its
-	// start and end bits set; each run of blocks that follow each other in
-	// memory needs no other end bit inside it, which one popcount per run
-	// checks (a singleton is a run of one). The runs are kept for phase 2.
+	if len(blocks) == 1 {
+		return a.freeOneLocked(blocks[0])
+	}
+	// Phase 1: find each block's live entry and take it out of the table,
+	// one probe per block. An entry taken out cannot match again, so a
+	// block repeated in the call fails here too. On any invalid block the
+	// entries taken so far go back and nothing else has changed. Blocks
+	// that follow each other in memory form runs, kept for phase 2.
 	capacity, mask := a.units<<a.shift, a.align-1
-	ascending := true
 	runs := a.runs[:0]
 	prevEnd := int64(-1)
 	for i, b := range blocks {
 		off, size := b.Offset, b.Size
-		if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&mask != 0 ||
-			!a.starts.get(off>>a.shift) || !a.ends.get((off+size)>>a.shift-1) {
-			return invalidBlock(i, b, a.whyNotLiveLocked(b))
+		if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&mask != 0 {
+			a.restoreLocked(blocks[:i])
+			return invalidBlock(i, b, a.whyInvalidLocked(b, blocks[:i], -1))
 		}
-		if off < prevEnd {
-			ascending = false
+		slot := a.live.find(off >> a.shift)
+		if slot < 0 || a.live.slots[slot].size != size>>a.shift || a.live.slots[slot].gen != b.Gen {
+			a.restoreLocked(blocks[:i])
+			return invalidBlock(i, b, a.whyInvalidLocked(b, blocks[:i], slot))
 		}
+		a.live.deleteAt(slot)
 		if off != prevEnd {
-			runs = append(runs, freeRun{first: i, start: off >> a.shift})
+			runs = append(runs, freeRun{start: off >> a.shift})
 		}
-		r := &runs[len(runs)-1]
-		r.end = (off + size) >> a.shift
-		r.blocks++
+		runs[len(runs)-1].end = (off + size) >> a.shift
 		prevEnd = off + size
 	}
 	a.runs = runs
+	// Phase 2: return each run to the free extents as one range.
 	for _, r := range runs {
-		if !a.runHoldsOnlyItsBlocksLocked(blocks, r) {
-			return a.badRunLocked(blocks, r)
-		}
-	}
-	if !ascending {
-		// Blocks that ascend without overlap cannot repeat; others might.
-		if i, repeated := a.findRepeatLocked(blocks); repeated {
-			return invalidBlock(i, blocks[i], "repeated in this call")
-		}
-	}
-	// Phase 2: release each run as one range.
-	for _, r := range runs {
-		if !r.dense() {
-			// Sparse bits (large blocks): clear each block's two.
-			for _, b := range blocks[r.first : r.first+int(r.blocks)] {
-				a.starts.clear(b.Offset >> a.shift)
-				a.ends.clear((b.Offset+b.Size)>>a.shift - 1)
-			}
-		} else {
-			a.starts.clearRange(r.start, r.end)
-			a.ends.clearRange(r.start, r.end)
-		}
 		a.releaseLocked(r.start, r.end-r.start)
 	}
 	a.counters.Frees += uint64(len(blocks))
@@ -343,44 +357,48 @@ func (a *Allocator) Free(blocks ...Block) error {
 	return nil
 }
 
-// findRepeatLocked reports the first block that repeats an earlier one in
-// blocks, all of which are live. It clears each start bit it passes, so a
-// repeat finds its bit clear, then restores them.
-func (a *Allocator) findRepeatLocked(blocks []Block) (int, bool) {
-	at, repeated := len(blocks), false
-	for i, b := range blocks {
-		if !a.starts.get(b.Offset >> a.shift) {
-			at, repeated = i, true
-			break
-		}
-		a.starts.clear(b.Offset >> a.shift)
+// freeOneLocked is Free of a single block: the same checks, without the
+// bookkeeping of runs.
+func (a *Allocator) freeOneLocked(b Block) error {
+	off, size := b.Offset, b.Size
+	capacity := a.units << a.shift
+	if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&(a.align-1) != 0 {
+		return invalidBlock(0, b, a.whyInvalidLocked(b, nil, -1))
 	}
-	for _, b := range blocks[:at] {
-		a.starts.set(b.Offset >> a.shift)
+	u, s := off>>a.shift, size>>a.shift
+	slot := a.live.find(u)
+	if slot < 0 || a.live.slots[slot].size != s || a.live.slots[slot].gen != b.Gen {
+		return invalidBlock(0, b, a.whyInvalidLocked(b, nil, slot))
 	}
-	return at, repeated
+	a.live.deleteAt(slot)
+	a.releaseLocked(u, s)
+	a.counters.Frees++
+	a.liveBlocks--
+	a.largestUnits = a.free.largest()
+	return nil
+}
+
+// restoreLocked puts back the live entries of blocks, which phase 1 of Free
+// validated exactly and took out.
+func (a *Allocator) restoreLocked(blocks []Block) {
+	a.live.reserve(len(blocks))
+	for _, b := range blocks {
+		a.live.insert(b.Offset>>a.shift, b.Size>>a.shift, b.Gen)
+	}
 }
 
 func invalidBlock(i int, b Block, reason string) error {
-	return fmt.Errorf("%w: block %d {Offset: %d, Size: %d}: %s", ErrInvalidBlock, i, b.Offset, b.Size, reason)
+	return fmt.Errorf("%w: block %d {Offset: %d, Size: %d, Gen: %d}: %s", ErrInvalidBlock, i, b.Offset, b.Size, b.Gen, reason)
 }
 
 // freeRun is a maximal run of blocks in a Free call that follow each other
-// in memory: [start, end) in units, made of blocks blocks from index first.
-type freeRun struct {
-	first      int
-	start, end int64
-	blocks     int64
-}
+// in memory: [start, end) in units.
+type freeRun struct{ start, end int64 }
 
-// dense reports whether the run's bitmap words are few for its blocks
-// (small blocks): then one pass over the words, a popcount or a range
-// clear, beats touching each block's bits, and Free uses word operations
-// for both validation and release.
-func (r freeRun) dense() bool { return (r.end-r.start)/64 <= 4*r.blocks }
-
-// whyNotLiveLocked explains why b failed Free's per-block check.
-func (a *Allocator) whyNotLiveLocked(b Block) string {
+// whyInvalidLocked explains why b failed Free's check. before are the
+// blocks of the call ahead of it, whose entries are back in the table;
+// slot is b's live entry, or -1.
+func (a *Allocator) whyInvalidLocked(b Block, before []Block, slot int) string {
 	capacity := a.units << a.shift
 	switch {
 	case b.Size <= 0:
@@ -389,40 +407,14 @@ func (a *Allocator) whyNotLiveLocked(b Block) string {
 		return "out of range"
 	case (b.Offset|b.Size)&(a.align-1) != 0:
 		return fmt.Sprintf("not aligned to %d", a.align)
-	case !a.starts.get(b.Offset >> a.shift):
+	case slices.Contains(before, b):
+		return "repeated in this call"
+	case slot < 0:
 		return "no live block starts here (already free, or never allocated)"
+	case a.live.slots[slot].size != b.Size>>a.shift:
+		return fmt.Sprintf("size does not match the live block at this offset (%d bytes)", a.live.slots[slot].size<<a.shift)
 	}
-	return "size does not match the live block at this offset"
-}
-
-// runHoldsOnlyItsBlocksLocked reports whether run r holds no live-block
-// end other than its blocks' own. A dense run (small blocks) is checked
-// with one popcount over its words; a sparse one (large blocks) block by
-// block through the summary level, a few words each.
-func (a *Allocator) runHoldsOnlyItsBlocksLocked(blocks []Block, r freeRun) bool {
-	if r.dense() {
-		return a.ends.countRange(r.start, r.end) == r.blocks
-	}
-	for _, b := range blocks[r.first : r.first+int(r.blocks)] {
-		u := b.Offset >> a.shift
-		if a.ends.anySet(u, u+b.Size>>a.shift-1) {
-			return false
-		}
-	}
-	return true
-}
-
-// badRunLocked names the block of run r that spans more than one live
-// block: the run holds more end bits than blocks.
-func (a *Allocator) badRunLocked(blocks []Block, r freeRun) error {
-	for i := r.first; i < r.first+int(r.blocks); i++ {
-		b := blocks[i]
-		u := b.Offset >> a.shift
-		if a.ends.anySet(u, u+b.Size>>a.shift-1) {
-			return invalidBlock(i, b, "size does not match the live block at this offset")
-		}
-	}
-	panic("allocator: run check disagrees with block checks")
+	return fmt.Sprintf("stale handle: the live block at this offset is generation %d (freed and handed out again)", a.live.slots[slot].gen)
 }
 
 // takeLocked removes k objects of s units from the front of free extent id
@@ -442,16 +434,18 @@ func (a *Allocator) takeLocked(id int32, s, k int64) int64 {
 }
 
 // carveLocked takes k objects of s units from the front of free extent id,
-// marks them live and appends their blocks to dst. Two bits and one append
-// per block are the whole per-block cost of a batch.
+// records them live and appends their blocks to dst. One table insert and
+// one append per block are the whole per-block cost of a batch; the caller
+// has reserved room in the table.
 func (a *Allocator) carveLocked(id int32, s, k int64, dst []Block) []Block {
 	start := a.takeLocked(id, s, k)
-	a.starts.setEvery(start, s, k)
-	a.ends.setEvery(start+s-1, s, k)
-	bs := s << a.shift
+	bs, gen := s<<a.shift, a.gen
 	for u := start; u < start+s*k; u += s {
-		dst = append(dst, Block{Offset: u << a.shift, Size: bs})
+		gen++
+		a.live.insert(u, s, gen)
+		dst = append(dst, Block{Offset: u << a.shift, Size: bs, Gen: gen})
 	}
+	a.gen = gen
 	return dst
 }
 
@@ -467,17 +461,18 @@ func (a *Allocator) scatterLocked(s, k int64, dst []Block) []Block {
 	return dst
 }
 
-// releaseLocked returns [u, u+size), whose live bits are already clear, to
-// the free extents, merging with the free extent that ends at u and the one
-// that starts at u+size. The live bitmaps say whether a neighbour is free
-// (a unit next to a block is either part of a live block or free), so the
-// address table is consulted only for neighbours that are.
+// releaseLocked returns the unit range [u, u+size), which holds no live
+// block, to the free extents, merging with the free extent that ends at u
+// and the one that starts at u+size: two address-table lookups. A unit next
+// to the range is either free or in a live block, and a free one belongs to
+// an extent that ends or starts exactly there, because free extents are
+// maximal. It is the one place where units become free.
 func (a *Allocator) releaseLocked(u, size int64) {
 	var l, r int32
-	if u > 0 && !a.ends.get(u-1) {
+	if u > 0 {
 		l, _ = a.free.byEnd.get(u)
 	}
-	if end := u + size; end < a.units && !a.starts.get(end) {
+	if end := u + size; end < a.units {
 		r, _ = a.free.byStart.get(end)
 	}
 	switch {
@@ -516,7 +511,10 @@ func (a *Allocator) failLocked(s, k int64) error {
 // slice is valid while b is live.
 func (a *Allocator) Bytes(b Block) []byte {
 	a.mu.Lock()
-	mem := a.mem
+	var mem []byte
+	if a.openLocked() {
+		mem = a.mem
+	}
 	a.mu.Unlock()
 	if b.Offset < 0 || b.Size < 0 || b.Offset > int64(len(mem)) || b.Size > int64(len(mem))-b.Offset {
 		return nil
@@ -561,8 +559,40 @@ func (a *Allocator) Close() error {
 	if a.mem == nil {
 		return nil
 	}
-	a.mem = nil
+	a.markClosedLocked()
 	return a.region.Close()
+}
+
+// openLocked reports whether the allocator may still hand out or take back
+// memory: it is not closed, and neither is its region. A region closed
+// directly, behind the allocator's back, closes the allocator here, so
+// every later call returns ErrClosed instead of handing out offsets into
+// unmapped memory. Regions of this package answer with one atomic load;
+// others through Bytes() == nil.
+func (a *Allocator) openLocked() bool {
+	if a.mem == nil {
+		return false
+	}
+	if a.regionClosed() {
+		a.markClosedLocked()
+		return false
+	}
+	return true
+}
+
+// markClosedLocked closes the allocator's side: no more calls, no claim.
+func (a *Allocator) markClosedLocked() {
+	a.mem = nil
+	a.dead.Store(true)
+	unclaimRegion(a)
+}
+
+// regionClosed reports whether the region has been closed.
+func (a *Allocator) regionClosed() bool {
+	if a.closed != nil {
+		return a.closed.Load()
+	}
+	return a.region.Bytes() == nil
 }
 
 func grow(dst []Block, n int) []Block {

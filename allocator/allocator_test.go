@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestExamples(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, 8)
 		for i, b := range got {
-			assert.Equal(t, allocator.Block{Offset: int64(i) * 8 * MiB, Size: 8 * MiB}, b)
+			assert.Equal(t, allocator.Block{Offset: int64(i) * 8 * MiB, Size: 8 * MiB, Gen: uint64(i + 1)}, b)
 		}
 		assert.Equal(t, uint64(1), a.Stats().PartialGrants)
 		require.NoError(t, a.Verify())
@@ -101,17 +102,18 @@ func TestBadInput(t *testing.T) {
 		{"Batch bad placement", func() error { _, err := a.AllocateBatch(MiB, 1, 7); return err }, allocator.ErrInvalidArgument},
 		{"Batch too many", func() error { _, err := a.AllocateBatch(MiB, 100, 0); return err }, allocator.ErrOutOfMemory},
 		{"UpTo n<0", func() error { _, err := a.AllocateUpTo(MiB, -5, 0); return err }, allocator.ErrInvalidArgument},
-		{"UpTo overflow", func() error { _, err := a.AllocateUpTo(MiB, math.MaxInt, 0); return err }, allocator.ErrInvalidArgument},
 		{"UpTo above capacity", func() error { _, err := a.AllocateUpTo(65*MiB, 2, 0); return err }, allocator.ErrInvalidArgument},
-		{"Free foreign", func() error { return a.Free(allocator.Block{Offset: 40 * MiB, Size: MiB}) }, allocator.ErrInvalidBlock},
+		{"Free foreign", func() error { return a.Free(allocator.Block{Offset: 40 * MiB, Size: MiB, Gen: live[0].Gen}) }, allocator.ErrInvalidBlock},
 		{"Free misaligned", func() error { return a.Free(allocator.Block{Offset: 1, Size: MiB}) }, allocator.ErrInvalidBlock},
 		{"Free out of range", func() error { return a.Free(allocator.Block{Offset: 64 * MiB, Size: MiB}) }, allocator.ErrInvalidBlock},
 		{"Free huge size", func() error { return a.Free(allocator.Block{Offset: 0, Size: math.MaxInt64}) }, allocator.ErrInvalidBlock},
 		{"Free negative", func() error { return a.Free(allocator.Block{Offset: -4096, Size: 4096}) }, allocator.ErrInvalidBlock},
 		{"Free zero size", func() error { return a.Free(allocator.Block{Offset: 0}) }, allocator.ErrInvalidBlock},
-		{"Free short", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB / 2}) }, allocator.ErrInvalidBlock},
-		{"Free long", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB}) }, allocator.ErrInvalidBlock},
-		{"Free spanning two blocks", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB}) }, allocator.ErrInvalidBlock},
+		{"Free short", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB / 2, Gen: live[0].Gen}) }, allocator.ErrInvalidBlock},
+		{"Free long", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB, Gen: live[2].Gen}) }, allocator.ErrInvalidBlock},
+		{"Free spanning two blocks", func() error { return a.Free(allocator.Block{Offset: 2 * MiB, Size: 2 * MiB, Gen: live[2].Gen}) }, allocator.ErrInvalidBlock},
+		{"Free wrong generation", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB, Gen: live[0].Gen + 100}) }, allocator.ErrInvalidBlock},
+		{"Free zero generation", func() error { return a.Free(allocator.Block{Offset: 0, Size: MiB}) }, allocator.ErrInvalidBlock},
 		{"Free already free", func() error { return a.Free(live[1]) }, allocator.ErrInvalidBlock},
 		{"Free repeated in call", func() error { return a.Free(live[0], live[2], live[0]) }, allocator.ErrInvalidBlock},
 		{"Free good then bad", func() error { return a.Free(live[0], live[2], allocator.Block{Offset: 4096, Size: 4096}) }, allocator.ErrInvalidBlock},
@@ -149,8 +151,187 @@ func TestBadInput(t *testing.T) {
 	t.Run("error names the bad block", func(t *testing.T) {
 		err := a.Free(live[0], allocator.Block{Offset: 12345, Size: 4096})
 		require.ErrorIs(t, err, allocator.ErrInvalidBlock)
-		assert.Contains(t, err.Error(), "block 1 {Offset: 12345, Size: 4096}")
+		assert.Contains(t, err.Error(), "block 1 {Offset: 12345, Size: 4096, Gen: 0}")
 	})
+}
+
+// TestFreeOfStaleHandleIsRejected: block b is freed and the same offset
+// and size are handed out again; a second Free(b) by the old holder must be
+// ErrInvalidBlock and must not free the new owner's block (issue 9, item 7;
+// before handle generations it freed the new block).
+func TestFreeOfStaleHandleIsRejected(t *testing.T) {
+	for _, single := range []bool{true, false} {
+		t.Run(fmt.Sprint("single=", single), func(t *testing.T) {
+			a := newAlloc(t, 64*MiB, 0)
+			old, err := a.Allocate(8 * MiB)
+			require.NoError(t, err)
+			require.NoError(t, a.Free(old))
+			var cur allocator.Block
+			if single {
+				cur, err = a.Allocate(8 * MiB)
+			} else {
+				var bs []allocator.Block
+				bs, err = a.AllocateBatch(8*MiB, 2, allocator.Contiguous)
+				cur = bs[0]
+			}
+			require.NoError(t, err)
+			require.Equal(t, old.Offset, cur.Offset, "the same offset is handed out again")
+			require.Equal(t, old.Size, cur.Size)
+			require.NotEqual(t, old, cur, "the new handle differs from the stale one")
+
+			before, extents := a.Stats(), a.FreeExtents()
+			err = a.Free(old)
+			require.ErrorIs(t, err, allocator.ErrInvalidBlock)
+			assert.Contains(t, err.Error(), "stale handle")
+			after := a.Stats()
+			after.Counters = before.Counters
+			assert.Equal(t, before, after, "a stale Free changes nothing")
+			assert.Equal(t, extents, a.FreeExtents())
+			require.ErrorIs(t, a.Free(cur, old), allocator.ErrInvalidBlock, "nor does it in a batch")
+			require.NoError(t, a.Verify())
+			require.NoError(t, a.Free(cur), "the new owner still frees its block")
+		})
+	}
+}
+
+// TestGenerationsCountBlocks: every block handed out gets the next
+// generation, from 1; failed calls hand out none.
+func TestGenerationsCountBlocks(t *testing.T) {
+	a := newAlloc(t, 16*MiB, 0)
+	b, err := a.Allocate(MiB)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), b.Gen)
+	_, err = a.AllocateBatch(MiB, 100, allocator.Scattered)
+	require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+	bs, err := a.AllocateUpTo(MiB, 3, allocator.Scattered)
+	require.NoError(t, err)
+	for i, b := range bs {
+		assert.Equal(t, uint64(2+i), b.Gen)
+	}
+}
+
+// TestHugeUpperBoundIsNotAnError: n is only an upper bound for Fit and
+// AllocateUpTo, so math.MaxInt gives the true count, not 0 or an overflow
+// error (issue 9, item 9; before the fix Fit returned 0 where 16384 fit and
+// AllocateUpTo failed with ErrInvalidArgument).
+func TestHugeUpperBoundIsNotAnError(t *testing.T) {
+	a := newAlloc(t, 64*MiB, 0)
+	assert.Equal(t, 16384, a.Fit(4*KiB, math.MaxInt))
+	assert.Equal(t, 8, a.Fit(8*MiB, math.MaxInt))
+	bs, err := a.AllocateUpTo(8*MiB, math.MaxInt, allocator.Scattered)
+	require.NoError(t, err)
+	assert.Len(t, bs, 8)
+	require.NoError(t, a.Free(bs...))
+	bs, err = a.AllocateUpTo(8*MiB, math.MaxInt, allocator.Contiguous)
+	require.NoError(t, err)
+	assert.Len(t, bs, 8)
+	_, err = a.AllocateBatch(8*MiB, math.MaxInt, allocator.Scattered)
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument, "an all-or-nothing batch that overflows is still invalid")
+}
+
+// TestEmptyBatchAfterCloseIsErrClosed: AllocateBatch(size, 0, p) after
+// Close returns ErrClosed like AllocateUpTo (issue 9, item 9; before the
+// fix it returned an empty slice and nil).
+func TestEmptyBatchAfterCloseIsErrClosed(t *testing.T) {
+	a := newAlloc(t, MiB, 0)
+	require.NoError(t, a.Close())
+	for _, p := range allocator.Placements {
+		_, err := a.AllocateBatch(4*KiB, 0, p)
+		require.ErrorIs(t, err, allocator.ErrClosed)
+		_, err = a.AllocateUpTo(4*KiB, 0, p)
+		require.ErrorIs(t, err, allocator.ErrClosed)
+	}
+}
+
+// TestErrorTextHasOnePrefix: every message carries "allocator:" once
+// (issue 9, item 9; before the fix a size above the capacity read
+// "allocator: invalid argument: allocator: out of memory: ...").
+func TestErrorTextHasOnePrefix(t *testing.T) {
+	a := newAlloc(t, MiB, 0)
+	_, err := a.Allocate(2 * MiB)
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	for _, call := range []func() error{
+		func() error { _, err := a.AllocateBatch(MiB, 3, allocator.Contiguous); return err },
+		func() error { return a.Free(allocator.Block{Offset: 4096, Size: 4096}) },
+		func() error { _, err := a.AllocateBatch(0, 1, 0); return err },
+	} {
+		err := call()
+		require.Error(t, err)
+		assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	}
+}
+
+// TestRegionBelongsToOneAllocator: a second New over a region that a live
+// allocator carves is ErrInvalidArgument; before the fix both allocators
+// handed out offset 0 (issue 9, item 8).
+func TestRegionBelongsToOneAllocator(t *testing.T) {
+	r, err := allocator.NewHeapRegion(MiB)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	b, err := allocator.New(r, allocator.Options{})
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	assert.Nil(t, b)
+	assert.Contains(t, err.Error(), "already belongs to another allocator")
+	// Another Region value over the same memory is the same region.
+	_, err = allocator.New(sameMemory{r}, allocator.Options{})
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	require.NoError(t, a.Close())
+
+	// A new region (even one the runtime places at the old address) is
+	// free to claim once the old allocator is closed.
+	r2, err := allocator.NewHeapRegion(MiB)
+	require.NoError(t, err)
+	c, err := allocator.New(r2, allocator.Options{})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
+
+// sameMemory is a foreign Region implementation over another region's
+// memory.
+type sameMemory struct{ allocator.Region }
+
+// TestRegionClosedBehindTheAllocatorsBack: closing the region directly
+// makes every later allocator call return ErrClosed (before the fix the
+// allocator kept handing out blocks of the closed region, and the first
+// write faulted; issue 9, item 8). It holds for this package's regions and
+// for a foreign Region implementation.
+func TestRegionClosedBehindTheAllocatorsBack(t *testing.T) {
+	for _, foreign := range []bool{false, true} {
+		t.Run(fmt.Sprint("foreign=", foreign), func(t *testing.T) {
+			hr, err := allocator.NewHeapRegion(MiB)
+			require.NoError(t, err)
+			var r allocator.Region = hr
+			if foreign {
+				r = sameMemory{hr}
+			}
+			a, err := allocator.New(r, allocator.Options{})
+			require.NoError(t, err)
+			live, err := a.Allocate(4096)
+			require.NoError(t, err)
+			require.NoError(t, r.Close())
+
+			_, err = a.Allocate(4096)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			_, err = a.AllocateBatch(4096, 2, allocator.Scattered)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			_, err = a.AllocateUpTo(4096, 2, allocator.Scattered)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			require.ErrorIs(t, a.Free(live), allocator.ErrClosed)
+			assert.Zero(t, a.Fit(4096, 1))
+			assert.Nil(t, a.Bytes(live))
+			require.NoError(t, a.Close())
+
+			// The memory is no longer claimed.
+			r2, err := allocator.NewHeapRegion(MiB)
+			require.NoError(t, err)
+			b, err := allocator.New(r2, allocator.Options{})
+			require.NoError(t, err)
+			require.NoError(t, b.Close())
+		})
+	}
 }
 
 // TestFreeCoalescesToOneExtent frees everything in several orders and
@@ -195,18 +376,59 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
+// TestDifferential8MiB is TestDifferential at production scale: objects of
+// 1, 8 (mostly) and 40 MiB, and a few bytes off, in batches of up to 1200
+// on a 44.5 GiB pool (5700 × 8 MiB) over a MAP_NORESERVE mapping.
+func TestDifferential8MiB(t *testing.T) {
+	const capacity = 5700 * 8 * MiB
+	r, err := allocator.NewMmapRegion(capacity, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("44.5 GiB NoReserve pool unavailable: %v", err)
+	}
+	r.Close()
+	for seed := uint64(1); seed <= 2; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			r, err := allocator.NewMmapRegion(capacity, allocator.MmapOptions{NoReserve: true})
+			require.NoError(t, err)
+			a, err := allocator.New(r, allocator.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { a.Close() })
+			runDifferentialOn(t, a, diffConfig{
+				align: allocator.DefaultAlign, capacity: capacity, maxN: 1200,
+				sizes: []int64{8 * MiB, 8 * MiB, 8 * MiB, 8*MiB + 1, 8*MiB - 4096, MiB, 40 * MiB},
+			}, seed, 300)
+		})
+	}
+}
+
+// diffConfig is the pool and the requests of a differential run.
+type diffConfig struct {
+	align, capacity int64
+	sizes           []int64
+	maxN            int // batches of 0 to maxN-1 objects
+}
+
 func runDifferential(t *testing.T, seed uint64, ops int) {
 	const align = 4 * KiB
 	capacity := 256 * align
-	a := newAlloc(t, capacity, align)
-	ref := reference.NewAlloc(capacity, align)
+	runDifferentialOn(t, newAlloc(t, capacity, align), diffConfig{
+		align: align, capacity: capacity, maxN: 12,
+		sizes: []int64{1, align, align + 1, 3 * align, 5 * align, 16 * align},
+	}, seed, ops)
+}
+
+// runDifferentialOn runs ops random operations on a, a fresh allocator of
+// cfg's pool, against the reference model.
+func runDifferentialOn(t *testing.T, a *allocator.Allocator, cfg diffConfig, seed uint64, ops int) {
+	align := cfg.align
+	ref := reference.NewAlloc(cfg.capacity, align)
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
-	var live []allocator.Block
-	sizes := []int64{1, align, align + 1, 3 * align, 5 * align, 16 * align}
+	var live, freed []allocator.Block
+	sizes := cfg.sizes
 
 	for op := 0; op < ops; op++ {
 		size := sizes[rng.IntN(len(sizes))]
-		n := rng.IntN(12)
+		n := rng.IntN(cfg.maxN)
 		p := allocator.Placements[rng.IntN(3)]
 		var desc string
 		switch k := rng.IntN(10); {
@@ -261,9 +483,13 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 				continue
 			}
 			rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
-			m := 1 + rng.IntN(min(len(live), 6))
+			m := 1 + rng.IntN(min(len(live), max(6, cfg.maxN)))
 			req := append([]allocator.Block(nil), live[:m]...)
-			switch rng.IntN(6) {
+			switch rng.IntN(7) {
+			case 3:
+				if len(freed) > 0 { // a stale handle
+					req = append(req, freed[rng.IntN(len(freed))])
+				}
 			case 0:
 				req = append(req, req[0]) // repeated
 			case 1:
@@ -280,6 +506,7 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 			require.NoError(t, err, desc)
 			ref.Release(req)
 			live = live[m:]
+			freed = append(freed, req...)
 		}
 		require.NoError(t, ref.CompareView(a), "after op %d %s", op, desc)
 	}
@@ -342,7 +569,7 @@ func TestCloseAndBytes(t *testing.T) {
 	require.NoError(t, err)
 	b, err := a.Allocate(100)
 	require.NoError(t, err)
-	assert.Equal(t, allocator.Block{Offset: 0, Size: 4096}, b)
+	assert.Equal(t, allocator.Block{Offset: 0, Size: 4096, Gen: 1}, b)
 	buf := a.Bytes(b)
 	require.Len(t, buf, 4096)
 	assert.Nil(t, a.Bytes(allocator.Block{Offset: MiB - 4096, Size: 8192}))

@@ -1,9 +1,12 @@
+//go:build linux
+
 // CUDA host region contract: the memory is page-locked host memory from
 // cudaHostAlloc, off the Go heap. The garbage collector never scans or moves
 // it, so it must never hold Go pointers (the allocator stores none). It is
 // released by Close (cudaFreeHost), and only by Close: there is no finalizer.
 //
-// The CUDA runtime is loaded at run time with purego (no cgo, no build tag):
+// The CUDA runtime is loaded at run time with purego (no cgo; Linux only,
+// elsewhere region_other.go reports ErrUnsupported):
 // a binary built on a machine without CUDA runs anywhere, and
 // NewCUDAHostRegion reports ErrCUDAUnavailable where the runtime library,
 // the driver or a device is missing.
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -214,7 +218,11 @@ type cudaHostRegion struct {
 	mu   sync.Mutex
 	base unsafe.Pointer // nil once closed
 	size int64
+	done atomic.Bool
 }
+
+// closedFlag returns the flag Close sets.
+func (r *cudaHostRegion) closedFlag() *atomic.Bool { return &r.done }
 
 // NewCUDAHostRegion returns a region of exactly size bytes of page-locked
 // host memory allocated with cudaHostAlloc (flags cudaHostAllocDefault), so
@@ -288,8 +296,9 @@ func (r *cudaHostRegion) Close() error {
 	}
 	p := r.base
 	r.base = nil
+	r.done.Store(true)
 	if code := r.rt.freeHost(p); code != cudaSuccess {
-		return fmt.Errorf("%w: cudaFreeHost: %s", cudaSentinel(code), r.rt.describe(code))
+		return fmt.Errorf("%w: cudaFreeHost: %s", ErrRelease, r.rt.describe(code))
 	}
 	return nil
 }

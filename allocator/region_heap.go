@@ -9,12 +9,14 @@ package allocator
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // heapRegion is a Region backed by a plain []byte.
 type heapRegion struct {
-	mu  sync.Mutex
-	buf []byte // nil once closed
+	mu     sync.Mutex
+	buf    []byte // nil once closed
+	isDone atomic.Bool
 }
 
 // NewHeapRegion returns a region of exactly size bytes on the Go heap,
@@ -22,9 +24,20 @@ type heapRegion struct {
 // paged out and is not pinned for DMA. size <= 0 is an error wrapping
 // ErrInvalidArgument, and so is a size the Go runtime cannot allocate as one
 // slice.
+//
+// A size the machine cannot back is an error wrapping ErrOutOfMemory, not a
+// crash: Go cannot recover from a failed heap allocation, so on Linux the
+// size is checked first against MemAvailable + SwapFree, the cgroup v2
+// memory limit and RLIMIT_AS (see heapBackable). Elsewhere no such check is
+// possible and a size beyond the machine's memory still ends the process.
+// For pools larger than memory, reserve address space with NewMmapRegion
+// and MmapOptions.NoReserve instead.
 func NewHeapRegion(size int64) (Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: heap region size %d: must be positive", ErrInvalidArgument, size)
+	}
+	if err := heapBackable(size); err != nil {
+		return nil, err
 	}
 	buf, err := regionMakeHeap(size)
 	if err != nil {
@@ -35,7 +48,8 @@ func NewHeapRegion(size int64) (Region, error) {
 
 // regionMakeHeap allocates size bytes, turning the runtime's "len out of
 // range" panic into an error. (A size the runtime accepts but the machine
-// cannot back is still a fatal out-of-memory: Go offers no way to catch it.)
+// cannot back is a fatal out-of-memory: Go offers no way to catch it, hence
+// heapBackable.)
 func regionMakeHeap(size int64) (buf []byte, err error) {
 	if uint64(size) > uint64(maxRegionInt) {
 		return nil, fmt.Errorf("%w: heap region size %d exceeds the address space", ErrInvalidArgument, size)
@@ -66,6 +80,10 @@ func (r *heapRegion) Kind() string { return KindHeap }
 func (r *heapRegion) Close() error {
 	r.mu.Lock()
 	r.buf = nil
+	r.isDone.Store(true)
 	r.mu.Unlock()
 	return nil
 }
+
+// closedFlag returns the flag Close sets.
+func (r *heapRegion) closedFlag() *atomic.Bool { return &r.isDone }

@@ -1,9 +1,12 @@
+//go:build linux
+
 // Mmap region contract: the memory is an anonymous private mapping made with
 // mmap(2), off the Go heap. The garbage collector never scans or moves it, so
 // it must never hold Go pointers (the allocator stores none). It is released
 // by Close, and only by Close: there is no finalizer, because unmapping
 // memory that a caller still reaches through a slice would be a
-// use-after-free the garbage collector cannot see. Linux only.
+// use-after-free the garbage collector cannot see. Linux only: elsewhere
+// NewMmapRegion returns an error wrapping ErrUnsupported (region_other.go).
 
 package allocator
 
@@ -14,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +32,11 @@ type mmapRegion struct {
 	locked  bool
 	kind    string
 	hintErr error
+	isDone  atomic.Bool
 }
+
+// closedFlag returns the flag Close sets.
+func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 
 // NewMmapRegion returns a region of exactly size bytes in an anonymous
 // private mapping, zeroed and off the Go heap. The mapping is size rounded up
@@ -49,12 +57,19 @@ type mmapRegion struct {
 //     else "mmap". A refused lock (EPERM, ENOMEM, EAGAIN) unmaps the memory
 //     and returns an error wrapping ErrOutOfMemory and the errno whose
 //     message names RLIMIT_MEMLOCK and the soft and hard limits in force.
+//   - NoReserve maps with MAP_NORESERVE: address space without committed
+//     memory; see MmapOptions.NoReserve for the risk.
 //
 // size <= 0, or a size too large for the address space, is an error wrapping
-// ErrInvalidArgument. A refused mapping (ENOMEM) wraps ErrOutOfMemory.
+// ErrInvalidArgument. A refused mapping (ENOMEM) wraps ErrOutOfMemory, and
+// its message names the overcommit policy in force
+// (/proc/sys/vm/overcommit_memory and what it means for this request).
 func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: mmap region size %d: must be positive", ErrInvalidArgument, size)
+	}
+	if opts.NoReserve && (opts.Populate || opts.Lock) {
+		return nil, fmt.Errorf("%w: mmap NoReserve with Populate or Lock: reserving without memory and committing it at once contradict", ErrInvalidArgument)
 	}
 	page := uintptr(os.Getpagesize())
 	align := page
@@ -74,8 +89,14 @@ func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 	if opts.Populate && !opts.HugePages {
 		flags |= unix.MAP_POPULATE
 	}
+	if opts.NoReserve {
+		flags |= unix.MAP_NORESERVE
+	}
 	base, err := mmapAnonAligned(length, align, flags)
 	if err != nil {
+		if errors.Is(err, unix.ENOMEM) {
+			return nil, fmt.Errorf("%w: mmap %s: %w (%s)", ErrOutOfMemory, regionSizeString(size), err, overcommitPolicy(opts.NoReserve))
+		}
 		return nil, fmt.Errorf("%w: mmap %s: %w", mmapErrSentinel(err), regionSizeString(size), err)
 	}
 	r := &mmapRegion{base: base, length: length, size: size, kind: KindMmap}
@@ -178,6 +199,58 @@ var mmapHugeOnce = sync.OnceValue(func() uintptr {
 // cannot be read.
 func mmapHugePageSize() uintptr { return mmapHugeOnce() }
 
+// overcommitPolicy describes vm.overcommit_memory for an ENOMEM message:
+// the value and what it means for a mapping made with or without
+// MAP_NORESERVE.
+func overcommitPolicy(noReserve bool) string {
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	if err != nil {
+		return fmt.Sprintf("overcommit policy unreadable: %v", err)
+	}
+	mode := strings.TrimSpace(string(b))
+	const name = "/proc/sys/vm/overcommit_memory"
+	switch mode {
+	case "0":
+		if noReserve {
+			return name + " is 0 (heuristic overcommit): even address space without reserve was refused; check RLIMIT_AS and vm.max_map_count"
+		}
+		return name + " is 0 (heuristic overcommit: a mapping larger than free RAM + swap is refused); MmapOptions.NoReserve reserves address space without memory"
+	case "1":
+		return name + " is 1 (always overcommit): the kernel refused address space itself; check RLIMIT_AS and vm.max_map_count"
+	case "2":
+		limit := ""
+		if c, ok := meminfoField("CommitLimit"); ok {
+			limit = fmt.Sprintf("; CommitLimit %s", regionSizeString(int64(c)))
+			if u, ok := meminfoField("Committed_AS"); ok {
+				limit += fmt.Sprintf(", Committed_AS %s", regionSizeString(int64(u)))
+			}
+		}
+		return name + " is 2 (strict accounting: every private writable mapping is charged against CommitLimit, and NoReserve is ignored)" + limit
+	}
+	return name + " is " + mode
+}
+
+// meminfoField returns a /proc/meminfo field in bytes.
+func meminfoField(field string) (uint64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || name != field {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		return kb << 10, err == nil
+	}
+	return 0, false
+}
+
 // mmapErrSentinel maps an mmap errno to the package sentinel.
 func mmapErrSentinel(err error) error {
 	if errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN) {
@@ -223,24 +296,6 @@ func rlimString(v uint64) string {
 	return strconv.FormatUint(v, 10) + " bytes"
 }
 
-// regionSizeString formats a byte count for messages: "64 MiB" when exact in
-// the largest binary unit that fits, else "N bytes (X.Y MiB)".
-func regionSizeString(n int64) string {
-	units := []string{"KiB", "MiB", "GiB", "TiB"}
-	if n < 1024 {
-		return strconv.FormatInt(n, 10) + " bytes"
-	}
-	u, div := 0, int64(1024)
-	for u+1 < len(units) && n >= div*1024 {
-		u++
-		div *= 1024
-	}
-	if n%div == 0 {
-		return fmt.Sprintf("%d %s", n/div, units[u])
-	}
-	return fmt.Sprintf("%d bytes (%.1f %s)", n, float64(n)/float64(div), units[u])
-}
-
 // Bytes returns exactly the requested size, or nil after Close.
 func (r *mmapRegion) Bytes() []byte {
 	r.mu.Lock()
@@ -269,6 +324,7 @@ func (r *mmapRegion) Close() error {
 	}
 	base, length := r.base, r.length
 	r.base = nil
+	r.isDone.Store(true)
 	var errs []error
 	if r.locked {
 		// munmap unlocks too; munlock first keeps the accounting explicit.
@@ -280,7 +336,7 @@ func (r *mmapRegion) Close() error {
 		errs = append(errs, fmt.Errorf("munmap: %w", err))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: closing %s region: %w", ErrInvalidArgument, r.kind, errors.Join(errs...))
+		return fmt.Errorf("%w: closing %s region: %w", ErrRelease, r.kind, errors.Join(errs...))
 	}
 	return nil
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Tests for the regions: heap, mmap (with each option), pinned and CUDA host
 // memory, their errors, and Close's idempotence and concurrency safety.
 
@@ -20,42 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
-
-const (
-	regionKiB = int64(1) << 10
-	regionMiB = int64(1) << 20
-)
-
-// exerciseRegion checks the size and kind of r, writes and reads back the
-// first and last byte of every page, closes it twice and checks Bytes is nil
-// afterwards.
-func exerciseRegion(t *testing.T, r Region, size int64, kind string) {
-	t.Helper()
-	require.NotNil(t, r)
-	assert.Equal(t, kind, r.Kind())
-	b := r.Bytes()
-	require.Len(t, b, int(size))
-	require.Equal(t, len(b), cap(b), "Bytes must not expose memory past size")
-
-	page := os.Getpagesize()
-	for off := 0; off < len(b); off += page {
-		require.Zerof(t, b[off], "fresh region not zeroed at %d", off)
-		b[off] = byte(off/page) | 1
-	}
-	b[len(b)-1] = 0xA5
-	for off := 0; off < len(b); off += page {
-		if off == len(b)-1 {
-			continue
-		}
-		require.Equalf(t, byte(off/page)|1, b[off], "read back at offset %d", off)
-	}
-	require.Equal(t, byte(0xA5), b[len(b)-1])
-
-	require.NoError(t, r.Close())
-	require.NoError(t, r.Close(), "second Close must return nil")
-	assert.Nil(t, r.Bytes(), "Bytes after Close")
-	assert.Equal(t, kind, r.Kind(), "Kind after Close")
-}
 
 // skipIfMlockRefused skips the test when err is a refused mlock, after
 // checking that the error is the documented one.
@@ -116,16 +82,6 @@ func anonHugeBytes(addr uintptr) int64 {
 		}
 	}
 	return -1
-}
-
-func TestRegionHeap(t *testing.T) {
-	for _, size := range []int64{1, 4095, regionMiB, 3*regionMiB + 123} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			r, err := NewHeapRegion(size)
-			require.NoError(t, err)
-			exerciseRegion(t, r, size, KindHeap)
-		})
-	}
 }
 
 func TestRegionMmap(t *testing.T) {
@@ -337,22 +293,6 @@ func TestRegionMlockRefused(t *testing.T) {
 	assert.Equal(t, lockedBefore, vmLockedBytes(t), "nothing left locked")
 }
 
-func TestRegionSizeString(t *testing.T) {
-	for n, want := range map[int64]string{
-		1:                     "1 bytes",
-		1023:                  "1023 bytes",
-		1024:                  "1 KiB",
-		64 * regionMiB:        "64 MiB",
-		3 << 30:               "3 GiB",
-		1 << 50:               "1024 TiB",
-		regionMiB + regionKiB: "1049600 bytes (1.0 MiB)",
-	} {
-		assert.Equal(t, want, regionSizeString(n), "%d", n)
-	}
-}
-
-// TestRegionCUDAHost runs against whatever this machine has: without CUDA it
-// checks the error, with CUDA it allocates 64 MiB.
 func TestRegionCUDAHost(t *testing.T) {
 	const size = 64 * regionMiB
 	for i := range 2 { // the second call takes the cached path
@@ -515,7 +455,8 @@ func TestRegionCUDAFake(t *testing.T) {
 		r, err := newCUDAHostRegion(f.runtime(), regionMiB)
 		require.NoError(t, err)
 		err = r.Close()
-		require.ErrorIs(t, err, ErrCUDAUnavailable)
+		require.ErrorIs(t, err, ErrRelease)
+		require.NotErrorIs(t, err, ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "cudaFreeHost: error 4")
 		require.NoError(t, r.Close(), "second Close after a failed one")
 		assert.Equal(t, int32(1), f.frees.Load())
@@ -569,4 +510,116 @@ func TestRegionConcurrentClose(t *testing.T) {
 		})
 	}
 	assert.Equal(t, fake.allocs.Load(), fake.frees.Load(), "every fake cudaHostAlloc freed exactly once")
+}
+
+// TestRegionFailedMunmapIsErrRelease: a failed munmap in Close wraps
+// ErrRelease and the errno, not ErrInvalidArgument (issue 9, item 9; before
+// the fix it was wrapped in ErrInvalidArgument).
+func TestRegionFailedMunmapIsErrRelease(t *testing.T) {
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(mem)
+	// An unaligned base makes munmap fail with EINVAL.
+	r := &mmapRegion{base: unsafe.Pointer(&mem[1]), length: uintptr(page), size: int64(page), kind: KindMmap}
+	err = r.Close()
+	require.ErrorIs(t, err, ErrRelease)
+	require.ErrorIs(t, err, unix.EINVAL)
+	require.NotErrorIs(t, err, ErrInvalidArgument)
+	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	require.NoError(t, r.Close(), "the region counts as closed")
+}
+
+// overcommitMode returns /proc/sys/vm/overcommit_memory.
+func overcommitMode(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	if err != nil {
+		t.Skipf("overcommit policy unreadable: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestRegionNoReserveReservesWithoutMemory: a 1 TiB NoReserve region maps,
+// an allocator over it hands out 8 MiB blocks, and neither costs resident
+// memory (issue 10: NewMmapRegion could not reserve more than RAM + swap).
+func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
+	if overcommitMode(t) == "2" {
+		t.Skip("vm.overcommit_memory=2: the kernel ignores MAP_NORESERVE")
+	}
+	rssBefore := vmRSSBytes(t)
+	r, err := NewMmapRegion(1<<40, MmapOptions{NoReserve: true})
+	require.NoError(t, err)
+	a, err := New(r, Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	bs, err := a.AllocateBatch(8<<20, 5700, Scattered)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(bs...))
+	grown := vmRSSBytes(t) - rssBefore
+	assert.Less(t, grown, int64(64<<20), "a 1 TiB NoReserve pool and a 5700-block batch grew RSS by %d bytes", grown)
+
+	for _, bad := range []MmapOptions{{NoReserve: true, Populate: true}, {NoReserve: true, Lock: true}} {
+		_, err := NewMmapRegion(regionMiB, bad)
+		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
+	}
+}
+
+// TestRegionOutOfMemoryNamesOvercommit: a mapping the kernel refuses names
+// vm.overcommit_memory and what it means (issue 10).
+func TestRegionOutOfMemoryNamesOvercommit(t *testing.T) {
+	mode := overcommitMode(t)
+	avail, ok := meminfoAvailable()
+	if !ok || mode == "1" {
+		t.Skip("the kernel does not refuse large mappings here")
+	}
+	size := int64(avail) + 1<<40 // more than RAM + swap, well inside the address space
+	r, err := NewMmapRegion(size, MmapOptions{})
+	if err == nil {
+		r.Close()
+		t.Skipf("the kernel mapped %d bytes without reserve", size)
+	}
+	require.ErrorIs(t, err, ErrOutOfMemory)
+	assert.Contains(t, err.Error(), "/proc/sys/vm/overcommit_memory is "+mode)
+	if mode == "0" {
+		assert.Contains(t, err.Error(), "NoReserve")
+	}
+	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+}
+
+// TestNewTouchesNoMemoryForCapacity: New over a 1 TiB region allocates a
+// few hundred bytes, not metadata in proportion to the capacity (issue 10;
+// before, two bitmaps of 2 bits per 4 KiB unit cost 64 MiB for 1 TiB).
+func TestNewTouchesNoMemoryForCapacity(t *testing.T) {
+	if overcommitMode(t) == "2" {
+		t.Skip("vm.overcommit_memory=2: the kernel ignores MAP_NORESERVE")
+	}
+	for _, size := range []int64{1 << 30, 1 << 40} {
+		r, err := NewMmapRegion(size, MmapOptions{NoReserve: true})
+		require.NoError(t, err)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		a, err := New(r, Options{})
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		bytes := after.TotalAlloc - before.TotalAlloc
+		t.Logf("New over %s allocated %d bytes", regionSizeString(size), bytes)
+		assert.Less(t, bytes, uint64(8<<10), "New over %d bytes allocated %d bytes", size, bytes)
+		require.NoError(t, a.Close())
+	}
+}
+
+// vmRSSBytes returns VmRSS from /proc/self/status, in bytes.
+func vmRSSBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			require.NoError(t, err)
+			return n * regionKiB
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }

@@ -1,20 +1,26 @@
 package allocator
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
 
 // Verify checks every internal invariant and returns the first violation,
-// or nil. It costs O(capacity/align + F log F) and is meant for tests,
-// fuzzing and debugging, like bbolt's Check: production code never needs
-// it. The invariants:
+// or nil. It costs O((L + F) log(L + F)) in the numbers L of live blocks and
+// F of free extents, and is meant for tests, fuzzing and debugging, like
+// bbolt's Check: production code never needs it. The invariants:
 //
-//   - free extents are in range, non-empty, pairwise disjoint and never
-//     adjacent (coalescing is immediate);
+//   - free extents are in range, non-empty and never adjacent (coalescing
+//     is immediate);
 //   - both address maps and the size treap index exactly the same extents,
 //     and the treap is ordered by (size, start) and heap-ordered by priority;
-//   - every unit is either in exactly one free extent or in exactly one live
-//     block, and live blocks are delimited by the start and end bitmaps;
-//   - used + free = capacity, and the cached counts (free and used units,
-//     live blocks, largest extent) equal the recomputed ones.
+//   - every live block is in range and found by a lookup of its first unit,
+//     and its generation is at most the last one handed out;
+//   - free extents and live blocks tile the capacity: every unit lies in
+//     exactly one of them;
+//   - the cached counts (free and used units, live blocks, largest extent)
+//     equal the recomputed ones.
 func (a *Allocator) Verify() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -32,64 +38,70 @@ func (a *Allocator) Verify() error {
 	if inTree != x.byStart.n {
 		return fmt.Errorf("treap has %d extents, address maps %d", inTree, x.byStart.n)
 	}
-	free := newBitmap(a.units)
-	var freeUnits, largest int64
-	type entry struct {
-		start int64
-		id    int32
+	// piece is a free extent or a live block, in units.
+	type piece struct {
+		start, size int64
+		live        bool
 	}
-	var entries []entry
-	x.byStart.each(func(k int64, v int32) { entries = append(entries, entry{k, v}) })
-	for _, en := range entries {
-		start, id := en.start, en.id
+	pieces := make([]piece, 0, x.byStart.n+a.live.n)
+	var freeUnits, largest int64
+	var bad error
+	x.byStart.each(func(start int64, id int32) {
 		e := x.nodes[id]
-		if e.start != start || e.size <= 0 || e.start < 0 || e.start+e.size > a.units {
-			return fmt.Errorf("extent %d: bad node %+v for start %d", id, e, start)
-		}
-		if back, _ := x.byEnd.get(e.start + e.size); back != id {
-			return fmt.Errorf("extent [%d,%d): byEnd does not point back", e.start, e.start+e.size)
-		}
-		if _, adj := x.byEnd.get(e.start); adj {
-			return fmt.Errorf("extent [%d,%d): adjacent free extent on the left", e.start, e.start+e.size)
-		}
-		for u := e.start; u < e.start+e.size; u++ {
-			if free.get(u) {
-				return fmt.Errorf("unit %d in two free extents", u)
-			}
-			free.set(u)
-			if a.starts.get(u) || a.ends.get(u) {
-				return fmt.Errorf("unit %d is free and marked live", u)
+		switch {
+		case bad != nil:
+		case e.start != start || e.size <= 0 || e.start < 0 || e.start+e.size > a.units:
+			bad = fmt.Errorf("extent %d: bad node %+v for start %d", id, e, start)
+		default:
+			if back, _ := x.byEnd.get(e.start + e.size); back != id {
+				bad = fmt.Errorf("extent [%d,%d): byEnd does not point back", e.start, e.start+e.size)
 			}
 		}
+		pieces = append(pieces, piece{start: e.start, size: e.size})
 		freeUnits += e.size
 		largest = max(largest, e.size)
+	})
+	if bad != nil {
+		return bad
 	}
-	// Walk the live blocks: every non-free unit belongs to the block that
-	// starts at the nearest start bit and ends at the next end bit.
 	var usedUnits, blocks int64
-	for u := int64(0); u < a.units; {
-		if free.get(u) {
-			u++
-			continue
+	a.live.each(func(u, size int64, gen uint64) {
+		switch {
+		case bad != nil:
+		case u < 0 || size <= 0 || u+size > a.units:
+			bad = fmt.Errorf("live block at unit %d of %d units is out of range", u, size)
+		case a.live.find(u) < 0:
+			bad = fmt.Errorf("live block at unit %d is not found by a lookup", u)
+		case gen == 0 || gen > a.gen:
+			bad = fmt.Errorf("live block at unit %d has generation %d, last handed out %d", u, gen, a.gen)
 		}
-		if !a.starts.get(u) {
-			return fmt.Errorf("unit %d is neither free nor the start of a live block", u)
-		}
-		e := u
-		for e < a.units && !a.ends.get(e) {
-			if e > u && (a.starts.get(e) || free.get(e)) {
-				return fmt.Errorf("live block at unit %d has no end bit", u)
-			}
-			e++
-		}
-		if e == a.units {
-			return fmt.Errorf("live block at unit %d runs past the end", u)
-		}
-		usedUnits += e - u + 1
+		pieces = append(pieces, piece{start: u, size: size, live: true})
+		usedUnits += size
 		blocks++
-		u = e + 1
+	})
+	if bad != nil {
+		return bad
+	}
+	slices.SortFunc(pieces, func(p, q piece) int { return cmp.Compare(p.start, q.start) })
+	next := int64(0)
+	for i, p := range pieces {
+		switch {
+		case p.start < next:
+			return fmt.Errorf("unit %d is in two pieces (live=%v at %d overlaps the one before)", p.start, p.live, p.start)
+		case p.start > next:
+			return fmt.Errorf("units [%d,%d) are neither free nor live", next, p.start)
+		case !p.live && i > 0 && !pieces[i-1].live:
+			return fmt.Errorf("extent at unit %d: adjacent free extent on the left", p.start)
+		}
+		next = p.start + p.size
 	}
 	switch {
+	case next != a.units:
+		return fmt.Errorf("units [%d,%d) are neither free nor live", next, a.units)
+	case a.live.n != int(blocks):
+		return fmt.Errorf("live table counts %d blocks, holds %d", a.live.n, blocks)
+	case 4*a.live.n > 3*len(a.live.slots):
+		return fmt.Errorf("live table has %d blocks in %d slots, above its load factor", a.live.n, len(a.live.slots))
 	case freeUnits != a.freeUnits:
 		return fmt.Errorf("free units: counted %d, cached %d", freeUnits, a.freeUnits)
 	case usedUnits != a.usedUnits:
@@ -100,10 +112,8 @@ func (a *Allocator) Verify() error {
 		return fmt.Errorf("live blocks: counted %d, cached %d", blocks, a.liveBlocks)
 	case largest != a.largestUnits:
 		return fmt.Errorf("largest free extent: counted %d units, cached %d", largest, a.largestUnits)
-	case a.starts.count() != blocks || a.ends.count() != blocks:
-		return fmt.Errorf("bitmaps mark %d starts and %d ends for %d blocks", a.starts.count(), a.ends.count(), blocks)
 	}
-	return a.ends.verify()
+	return nil
 }
 
 // verifyTreap checks the subtree at t: every key lies strictly between the

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -61,6 +62,15 @@ func benchBatch(b *testing.B, kind string, p allocator.Placement, n int) {
 	pool := int64(n) * batchObject
 	a := newPool(b, kind, pool+pool/16, 0)
 	dst := make([]allocator.Block, 0, n)
+	// One batch before timing grows the live-block table, so allocs/op and
+	// B/op do not depend on b.N.
+	out, err := a.AppendBatch(dst[:0], batchObject, n, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := a.Free(out...); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		out, err := a.AppendBatch(dst[:0], batchObject, n, p)
@@ -172,4 +182,164 @@ func pattern(n int) []byte {
 		p[i] = byte(i*7 + i>>12)
 	}
 	return p
+}
+
+// Production sizes (issue 10): pools of 45 GiB (5700 × 8 MiB) and 1 TiB
+// over MAP_NORESERVE mappings, which reserve address space without memory;
+// the allocator never touches region memory, so these cost no RAM. On a
+// platform without mmap, or where the kernel refuses the reservation
+// (vm.overcommit_memory=2), they skip with the reason.
+
+// poolBatch is the batch size of BenchmarkAllocatorPool: LMCache's 5700
+// chunks, or as many objects as the pool holds when fewer.
+const poolBatch = 5700
+
+type namedSize struct {
+	name string
+	size int64
+}
+
+// poolCases are BenchmarkAllocatorPool's pools, each with its object sizes
+// and operations. The 45 GiB pool runs every object size and operation;
+// the 1 TiB pool the MiB-sized objects.
+var poolCases = []struct {
+	pool    namedSize
+	objects []namedSize
+	ops     []string
+}{
+	{namedSize{"45GiB", 5700 * 8 * MiB},
+		[]namedSize{{"16KiB", 16 * KiB}, {"1MiB", MiB}, {"8MiB", 8 * MiB}, {"40MiB", 40 * MiB}},
+		[]string{"batch-warm", "batch-fresh", "free", "pair"}},
+	{namedSize{"1TiB", 1 << 40},
+		[]namedSize{{"1MiB", MiB}, {"8MiB", 8 * MiB}, {"40MiB", 40 * MiB}},
+		[]string{"batch-warm", "batch-fresh", "free"}},
+}
+
+// BenchmarkAllocatorPool times the allocator at production sizes, by pool
+// and object size:
+//
+//   - op=batch-warm: one scattered AppendBatch of up to 5700 objects on an
+//     allocator that has served the same batch before (its live-block table
+//     has grown); the Free of the batch is outside the timer. Reports
+//     ns/block; compare with Floor/bump.
+//   - op=batch-fresh: the same batch as the first call after New; New and
+//     the region's creation and Close are outside the timer. Compare with
+//     batch-warm: the metadata must not cost in proportion to capacity.
+//   - op=free: one Free of the whole batch, allocated contiguous (adjacent
+//     blocks) outside the timer. Reports ns/block.
+//   - op=pair: one Allocate and one Free of a single object. Compare with
+//     Floor/bump.
+//
+// op=new (8 MiB objects only, the object size is irrelevant to it) times
+// New alone: it must cost the same for 45 GiB as for 1 TiB.
+func BenchmarkAllocatorPool(b *testing.B) {
+	for _, pc := range poolCases {
+		for _, obj := range pc.objects {
+			n := int(min(poolBatch, pc.pool.size/obj.size))
+			b.Run(fmt.Sprintf("object=%s/pool=%s", obj.name, pc.pool.name), func(b *testing.B) {
+				for _, op := range pc.ops {
+					b.Run("op="+op, func(b *testing.B) { benchPoolOp(b, op, pc.pool.size, obj.size, n) })
+				}
+				if obj.size == 8*MiB {
+					b.Run("op=new", func(b *testing.B) { benchPoolOp(b, "new", pc.pool.size, obj.size, n) })
+				}
+			})
+		}
+	}
+}
+
+// noReserveRegion maps size bytes with MAP_NORESERVE, or skips.
+func noReserveRegion(tb testing.TB, size int64) allocator.Region {
+	tb.Helper()
+	r, err := allocator.NewMmapRegion(size, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		if errors.Is(err, allocator.ErrUnsupported) || errors.Is(err, allocator.ErrOutOfMemory) {
+			tb.Skipf("pool of %d bytes unavailable: %v", size, err)
+		}
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// noReservePool returns an allocator over a NoReserve region, closed when
+// the benchmark ends.
+func noReservePool(tb testing.TB, size int64) *allocator.Allocator {
+	tb.Helper()
+	r := noReserveRegion(tb, size)
+	a, err := allocator.New(r, allocator.Options{})
+	if err != nil {
+		r.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { a.Close() })
+	return a
+}
+
+func benchPoolOp(b *testing.B, op string, pool, size int64, n int) {
+	dst := make([]allocator.Block, 0, n)
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	switch op {
+	case "batch-warm":
+		a := noReservePool(b, pool)
+		out, err := a.AppendBatch(dst[:0], size, n, allocator.Scattered)
+		must(err)
+		must(a.Free(out...))
+		b.ReportAllocs()
+		for b.Loop() {
+			out, err := a.AppendBatch(dst[:0], size, n, allocator.Scattered)
+			b.StopTimer()
+			must(err)
+			must(a.Free(out...))
+			b.StartTimer()
+		}
+		perUnit(b, n, "ns/block")
+	case "batch-fresh", "new":
+		noReserveRegion(b, pool).Close() // skip early when unavailable
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			r := noReserveRegion(b, pool)
+			if op == "new" {
+				b.StartTimer()
+			}
+			a, err := allocator.New(r, allocator.Options{})
+			must(err)
+			if op == "batch-fresh" {
+				b.StartTimer()
+				_, err = a.AppendBatch(dst[:0], size, n, allocator.Scattered)
+				must(err)
+			}
+			b.StopTimer()
+			must(a.Close())
+			b.StartTimer()
+		}
+		if op == "batch-fresh" {
+			perUnit(b, n, "ns/block")
+		}
+	case "free":
+		a := noReservePool(b, pool)
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			out, err := a.AppendBatch(dst[:0], size, n, allocator.Contiguous)
+			must(err)
+			b.StartTimer()
+			must(a.Free(out...))
+		}
+		perUnit(b, n, "ns/block")
+	case "pair":
+		a := noReservePool(b, pool)
+		b.ReportAllocs()
+		for b.Loop() {
+			blk, err := a.Allocate(size)
+			must(err)
+			must(a.Free(blk))
+		}
+	default:
+		b.Fatalf("unknown op %q", op)
+	}
 }

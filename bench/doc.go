@@ -25,6 +25,21 @@
 //     AppendBatch with a fresh slice: one allocation more, asserted by the
 //     allocator's TestZeroAllocs). Reports ns/block; compared with
 //     Floor/bump.
+//   - AllocatorPool/object=O/pool=P/op=X: the allocator at production
+//     sizes (issue 10): objects of 16 KiB, 1, 8 and 40 MiB in pools of
+//     45 GiB (5700 × 8 MiB) and 1 TiB, over MAP_NORESERVE mappings that
+//     reserve address space without memory (they skip, with the reason,
+//     where mmap or the reservation is unavailable). Batches are of 5700
+//     objects, or as many as the pool holds. op=batch-warm is one
+//     scattered AppendBatch on an allocator that served the same batch
+//     before; op=batch-fresh the same batch as the first call after New;
+//     op=free one Free of the batch, allocated as adjacent blocks; all
+//     three report ns/block and are compared with Floor/bump (and fresh
+//     with warm, 8 MiB with 16 KiB). op=pair is one Allocate and Free;
+//     op=new (8 MiB rows) times New alone, which must not grow with the
+//     pool. Whatever is not measured (the Free after a batch, the batch
+//     before a Free, New and the region before a fresh batch) runs with the
+//     timer stopped, so allocs/op does not depend on b.N.
 //   - Fragmented/extents=E/op=O: a pool of 2E one-unit blocks with every
 //     other one freed, so E equal free extents. op=single is one Allocate
 //     and Free, which best fit serves from the lowest hole; op=batch is a

@@ -38,7 +38,8 @@ func newRegion(tb testing.TB, kind string, size int64) allocator.Region {
 		tb.Fatalf("unknown region kind %q", kind)
 	}
 	if err != nil {
-		if kind != allocator.KindHeap && kind != allocator.KindMmap && (errors.Is(err, allocator.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
+		if errors.Is(err, allocator.ErrUnsupported) ||
+			kind != allocator.KindHeap && kind != allocator.KindMmap && (errors.Is(err, allocator.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
 			tb.Skipf("region=%s unavailable: %v", kind, err)
 		}
 		tb.Fatalf("region=%s: %v", kind, err)

@@ -12,13 +12,29 @@ import (
 	"github.com/kvalloc/kvalloc/internal/reference"
 )
 
-// The allocator under fuzz: 256 units of 64 bytes. Small units keep the
-// bitmap model cheap and let sizes straddle unit boundaries.
+// The allocator under FuzzAllocator: 256 units of 64 bytes. Small units let
+// sizes straddle unit boundaries and a few operations fill the pool.
 const (
 	fzAlign    = 64
 	fzUnits    = 256
 	fzCapacity = fzAlign * fzUnits
 )
+
+// geometry is the pool a fuzz target runs on and how records scale to it.
+type geometry struct {
+	align, capacity int64
+	large           bool // production scale: sizes around 1-16 MiB, batches up to 6016
+}
+
+var (
+	// smallGeometry is FuzzAllocator's pool.
+	smallGeometry = geometry{align: fzAlign, capacity: fzCapacity}
+	// largeGeometry is FuzzAllocatorLarge's: 5700 × 8 MiB = 44.5 GiB at the
+	// default 4 KiB alignment, over a MAP_NORESERVE mapping.
+	largeGeometry = geometry{align: allocator.DefaultAlign, capacity: 5700 << 23, large: true}
+)
+
+func (g geometry) units() int64 { return g.capacity / g.align }
 
 // allocatorUnderTest is what the checks call and observes; the broken variants
 // in internal/reference/mutant satisfy it too.
@@ -50,16 +66,27 @@ const (
 
 func (r allocRecord) kind() allocKind { return allocKind(r.Op % uint8(numAllocKinds)) }
 
-// size decodes Size: mostly small objects of 1 to 16 units, sometimes up to
-// the whole capacity, and one in four an edge: 0, negative, above the
-// capacity or near MaxInt64.
-func (r allocRecord) size() int64 {
+// size decodes Size on smallGeometry: mostly small objects of 1 to 16
+// units, sometimes up to the whole capacity, and one in four an edge: 0,
+// negative, above the capacity or near MaxInt64.
+func (r allocRecord) size() int64 { return r.sizeIn(smallGeometry) }
+
+// sizeIn decodes Size for g. On the large geometry the small objects are
+// 1 to 16 MiB, exact multiples of 1 MiB (8 MiB among them) or a few bytes
+// short of one, and "up to the capacity" is scaled to it.
+func (r allocRecord) sizeIn(g geometry) int64 {
 	v := int64(r.Size & 0x3fff)
-	switch r.Size >> 14 {
-	case 0, 1:
-		return v%(16*fzAlign) + 1
-	case 2:
-		return v%fzCapacity + 1
+	switch top := r.Size >> 14; {
+	case g.large && top == 0:
+		return (v%16 + 1) << 20
+	case g.large && top == 1:
+		return (v%16+1)<<20 - (v>>4)%g.align
+	case g.large && top == 2:
+		return (v + 1) * (g.capacity >> 14)
+	case top < 2:
+		return v%(16*g.align) + 1
+	case top == 2:
+		return v%g.capacity + 1
 	}
 	switch v % 4 {
 	case 0:
@@ -67,14 +94,21 @@ func (r allocRecord) size() int64 {
 	case 1:
 		return -1 - v>>2
 	case 2:
-		return fzCapacity + 1 + v>>2
+		return g.capacity + 1 + v>>2
 	}
 	return math.MaxInt64 - v>>2
 }
 
-// n decodes N: 0 to 47 objects, or an edge case.
-func (r allocRecord) n() int {
+// n decodes N on smallGeometry: 0 to 47 objects, or an edge case.
+func (r allocRecord) n() int { return r.nIn(smallGeometry) }
+
+// nIn decodes N for g; the large geometry takes batches 128 times larger,
+// up to 6016 objects, so a few records fill its pool.
+func (r allocRecord) nIn(g geometry) int {
 	if r.N < 0xf0 {
+		if g.large {
+			return int(r.N%48) * 128
+		}
 		return int(r.N % 48)
 	}
 	switch x := int(r.N & 0xf); {
@@ -100,7 +134,7 @@ const (
 	cSizeUp                 // one block one unit too long
 	cSizeDown               // one block one unit too short
 	cMisaligned             // one block's offset off by half a unit
-	cStale                  // a block freed earlier
+	cStale                  // a block freed earlier: a stale handle
 	cForeign                // an arbitrary aligned block, maybe live
 	cOutOfRange             // a block at the capacity
 	cNonPositive            // zero size or negative offset
@@ -173,6 +207,28 @@ func FuzzAllocator(f *testing.F) {
 	})
 }
 
+// FuzzAllocatorLarge is FuzzAllocator at production size: 8 MiB-class
+// objects in a 44.5 GiB pool (5700 × 8 MiB) at 4 KiB alignment, over a
+// MAP_NORESERVE mapping that costs no memory. It skips where such a
+// mapping is unavailable (not Linux, or strict overcommit).
+func FuzzAllocatorLarge(f *testing.F) {
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := allocator.NewMmapRegion(largeGeometry.capacity, allocator.MmapOptions{NoReserve: true})
+		if err != nil {
+			t.Skipf("large pool unavailable: %v", err)
+		}
+		a, err := allocator.New(r, allocator.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		if err := checkAllocatorOpsIn(a, largeGeometry, decodeAllocOps(data)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // allocSnapshot is the state a failed call must leave unchanged: Stats
 // with the counters zeroed, and the free extents.
 type allocSnapshot struct {
@@ -198,10 +254,12 @@ func (s allocSnapshot) diff(after allocSnapshot) error {
 
 // allocChecker runs records against a and a bitmap model side by side.
 type allocChecker struct {
+	g     geometry
 	a     allocatorUnderTest
 	ref   *reference.Alloc
 	live  []allocator.Block // in allocation order
 	stale []allocator.Block // recently freed
+	peak  int               // most blocks live at once, for tests of the seeds
 }
 
 // checkAllocatorOps is FuzzAllocator's body: it applies ops to a, which must
@@ -209,7 +267,12 @@ type allocChecker struct {
 // the first contract a breaks, naming the operation. After the last op it
 // frees everything and expects one extent spanning the capacity.
 func checkAllocatorOps(a allocatorUnderTest, ops []allocRecord) error {
-	c := &allocChecker{a: a, ref: reference.NewAlloc(fzCapacity, fzAlign)}
+	return checkAllocatorOpsIn(a, smallGeometry, ops)
+}
+
+// checkAllocatorOpsIn is checkAllocatorOps on geometry g.
+func checkAllocatorOpsIn(a allocatorUnderTest, g geometry, ops []allocRecord) error {
+	c := &allocChecker{g: g, a: a, ref: reference.NewAlloc(g.capacity, g.align)}
 	if err := c.ref.CompareView(a); err != nil {
 		return fmt.Errorf("fresh allocator: %w", err)
 	}
@@ -225,21 +288,24 @@ func checkAllocatorOps(a allocatorUnderTest, ops []allocRecord) error {
 }
 
 // validArgs says whether (size, n, p) is a request the allocator must
-// accept; it mirrors the list of bad input.
-func validArgs(size int64, n int, p allocator.Placement) bool {
-	if size <= 0 || size > fzCapacity || n < 0 || p > allocator.Contiguous {
+// accept; it mirrors the list of bad input. For an all-or-nothing
+// batch (exact) n objects must be addressable; for AllocateUpTo and Fit n
+// is only an upper bound, so any n ≥ 0 is valid.
+func (c *allocChecker) validArgs(size int64, n int, p allocator.Placement, exact bool) bool {
+	if size <= 0 || size > c.g.capacity || n < 0 || p > allocator.Contiguous {
 		return false
 	}
-	unit := (size + fzAlign - 1) / fzAlign * fzAlign
-	return n == 0 || int64(n) <= math.MaxInt64/unit
+	unit := (size + c.g.align - 1) / c.g.align * c.g.align
+	return !exact || n == 0 || int64(n) <= math.MaxInt64/unit
 }
 
 func (c *allocChecker) step(op allocRecord) error {
 	before := c.a.Stats()
 	snap := snapshot(c.a)
-	size, n, p := op.size(), op.n(), op.placement()
+	size, n, p := op.sizeIn(c.g), op.nIn(c.g), op.placement()
+	align := c.g.align
 	units := int64(0) // object size in units, for valid sizes
-	if size > 0 && size <= fzCapacity {
+	if size > 0 && size <= c.g.capacity {
 		units = c.ref.Units(size)
 	}
 	want := allocator.Counters{} // expected counter deltas
@@ -255,7 +321,7 @@ func (c *allocChecker) step(op allocRecord) error {
 	// oom records the failure counter a valid request that does not fit
 	// must bump: no space if free bytes are short, else fragmentation.
 	oom := func(k int) {
-		if c.ref.FreeBytes() < int64(k)*units*fzAlign {
+		if c.ref.FreeBytes() < int64(k)*units*align {
 			want.FailedNoSpace++
 		} else {
 			want.FailedFragmented++
@@ -265,8 +331,8 @@ func (c *allocChecker) step(op allocRecord) error {
 	// range, misaligned or overlapping, and checks sizes and shape.
 	granted := func(bs []allocator.Block, p allocator.Placement, contiguous bool) error {
 		for i, b := range bs {
-			if b.Size != units*fzAlign {
-				return fmt.Errorf("block %d is %+v, want size %d", i, b, units*fzAlign)
+			if b.Size != units*align {
+				return fmt.Errorf("block %d is %+v, want size %d", i, b, units*align)
 			}
 			if contiguous && i > 0 && b.Offset != bs[i-1].End() {
 				return fmt.Errorf("%v batch: block %d %+v does not follow block %d %+v", p, i, b, i-1, bs[i-1])
@@ -276,6 +342,7 @@ func (c *allocChecker) step(op allocRecord) error {
 			return err
 		}
 		c.live = append(c.live, bs...)
+		c.peak = max(c.peak, len(c.live))
 		want.Allocs += uint64(len(bs))
 		return nil
 	}
@@ -284,12 +351,12 @@ func (c *allocChecker) step(op allocRecord) error {
 	case kAllocate:
 		b, err := c.a.Allocate(size)
 		switch {
-		case !validArgs(size, 1, 0):
+		case !c.validArgs(size, 1, 0, true):
 			checkCounters = false
 			if err := failed(err, allocator.ErrInvalidArgument); err != nil {
 				return err
 			}
-			if size > fzCapacity && !errors.Is(err, allocator.ErrOutOfMemory) {
+			if size > c.g.capacity && !errors.Is(err, allocator.ErrOutOfMemory) {
 				return fmt.Errorf("size above capacity: error %v does not wrap ErrOutOfMemory", err)
 			}
 		case c.ref.BestFit(size) < 0:
@@ -310,7 +377,7 @@ func (c *allocChecker) step(op allocRecord) error {
 
 	case kBatch:
 		bs, err := c.a.AllocateBatch(size, n, p)
-		if !validArgs(size, n, p) {
+		if !c.validArgs(size, n, p, true) {
 			checkCounters = false
 			if err := failed(err, allocator.ErrInvalidArgument); err != nil {
 				return err
@@ -341,7 +408,7 @@ func (c *allocChecker) step(op allocRecord) error {
 
 	case kUpTo:
 		bs, err := c.a.AllocateUpTo(size, n, p)
-		if !validArgs(size, n, p) {
+		if !c.validArgs(size, n, p, false) {
 			checkCounters = false
 			if err := failed(err, allocator.ErrInvalidArgument); err != nil {
 				return err
@@ -368,7 +435,7 @@ func (c *allocChecker) step(op allocRecord) error {
 	case kFit:
 		got := c.a.Fit(size, n)
 		wantFit := 0
-		if validArgs(size, n, 0) {
+		if c.validArgs(size, n, 0, false) {
 			wantFit = c.ref.MaxSlots(size, n)
 		}
 		if got != wantFit {
@@ -427,7 +494,8 @@ func (c *allocChecker) freeRequest(op allocRecord) []allocator.Block {
 		}
 	}
 	pick := func() int { return int(op.Idx) % len(req) }
-	foreign := allocator.Block{Offset: int64(op.Idx) % fzUnits * fzAlign, Size: int64(op.freeCount()) * fzAlign}
+	align := c.g.align
+	foreign := allocator.Block{Offset: int64(op.Idx) % c.g.units() * align, Size: int64(op.freeCount()) * align}
 	switch op.corruption() {
 	case cRepeat:
 		if len(req) > 0 {
@@ -435,31 +503,37 @@ func (c *allocChecker) freeRequest(op allocRecord) []allocator.Block {
 		}
 	case cSizeUp:
 		if len(req) > 0 {
-			req[pick()].Size += fzAlign
+			req[pick()].Size += align
 		}
 	case cSizeDown:
 		if len(req) > 0 {
-			req[pick()].Size -= fzAlign
+			req[pick()].Size -= align
 		}
 	case cMisaligned:
 		if len(req) > 0 {
-			req[pick()].Offset += fzAlign / 2
+			req[pick()].Offset += align / 2
 		}
 	case cStale:
+		// A handle freed earlier, alone (odd Idx) or after live blocks.
+		// Its offset and size may be live again under a new generation.
 		if len(c.stale) > 0 {
-			req = append(req, c.stale[int(op.Idx)%len(c.stale)])
+			stale := c.stale[int(op.Idx)%len(c.stale)]
+			if op.Idx%2 == 1 {
+				req = req[:0]
+			}
+			req = append(req, stale)
 		} else {
 			req = append(req, foreign)
 		}
 	case cForeign:
 		req = append(req, foreign)
 	case cOutOfRange:
-		req = append(req, allocator.Block{Offset: fzCapacity, Size: fzAlign})
+		req = append(req, allocator.Block{Offset: c.g.capacity, Size: align})
 	case cNonPositive:
 		if op.Idx%2 == 0 {
 			req = append(req, allocator.Block{Offset: foreign.Offset})
 		} else {
-			req = append(req, allocator.Block{Offset: -fzAlign, Size: fzAlign})
+			req = append(req, allocator.Block{Offset: -align, Size: align})
 		}
 	}
 	return req
@@ -468,7 +542,11 @@ func (c *allocChecker) freeRequest(op allocRecord) []allocator.Block {
 // release applies a successful Free to the model and the live list.
 func (c *allocChecker) release(req []allocator.Block) {
 	c.ref.Release(req)
-	c.live = slices.DeleteFunc(c.live, func(b allocator.Block) bool { return slices.Contains(req, b) })
+	gone := make(map[allocator.Block]bool, len(req))
+	for _, b := range req {
+		gone[b] = true
+	}
+	c.live = slices.DeleteFunc(c.live, func(b allocator.Block) bool { return gone[b] })
 	c.stale = append(c.stale, req...)
 	if len(c.stale) > 16 {
 		c.stale = c.stale[len(c.stale)-16:]
@@ -491,8 +569,8 @@ func (c *allocChecker) freeAll(rot int) error {
 		return err
 	}
 	st := c.a.Stats()
-	if ext := c.a.FreeExtents(); st.FreeExtents != 1 || st.LargestFree != fzCapacity || len(ext) != 1 || ext[0] != (allocator.Block{Size: fzCapacity}) {
-		return fmt.Errorf("after freeing everything: %d extents %v, largest %d; want one extent of %d", st.FreeExtents, ext, st.LargestFree, fzCapacity)
+	if ext := c.a.FreeExtents(); st.FreeExtents != 1 || st.LargestFree != c.g.capacity || len(ext) != 1 || ext[0] != (allocator.Block{Size: c.g.capacity}) {
+		return fmt.Errorf("after freeing everything: %d extents %v, largest %d; want one extent of %d", st.FreeExtents, ext, st.LargestFree, c.g.capacity)
 	}
 	return nil
 }

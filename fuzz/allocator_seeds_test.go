@@ -60,6 +60,7 @@ func fragmentEveryOther() []allocRecord {
 }
 
 func init() {
+	seedSets["FuzzAllocatorLarge"] = largeSeeds()
 	frag := fragmentEveryOther()
 	seedSets["FuzzAllocator"] = []seed{
 		{"basic", encodeAllocOps([]allocRecord{
@@ -92,10 +93,50 @@ func init() {
 			rFree(5, 1, cForeign), rFree(3, 2, 0), rFree(1, 1, cStale),
 		})},
 		{"bad-args", encodeAllocOps(badArgs())},
+		// A stale handle: A is freed and its offset and size handed out
+		// again (A'); freeing A, alone or after B, must fail and leave A'
+		// live.
+		{"stale-handle", encodeAllocOps([]allocRecord{
+			rAlloc(256), rAlloc(256), rFree(0, 1, 0), rAlloc(256), // live: B, A'
+			rFree(0, 1, cStale), rFree(1, 1, cStale), rBatch(256, 3, co), rFree(1, 3, 0),
+			rAlloc(256), rFree(3, 1, cStale), rFreeAll(0),
+		})},
 		{"exhaust", encodeAllocOps([]allocRecord{
 			rAlloc(fzCapacity / 2), rAlloc(fzCapacity / 2), rAlloc(1), rBatch(64, 1, cf), rUpTo(64, 5, cf),
 			rFit(64, 1), rFree(0, 1, 0), rAlloc(fzCapacity/2 + 1), rUpTo(fzCapacity/4, 47, co),
 			rFree(0, 1, 0), rBatch(fzCapacity/4, 3, sc), rFreeAll(0), rBatch(fzCapacity, 1, co),
+		})},
+	}
+}
+
+// largeSeeds are FuzzAllocatorLarge's seeds. The records decode at
+// production scale (see geometry): rAlloc(1) is a 1 MiB object and
+// rBatch(x, n, p) a batch of 128n objects, so these fill the 44.5 GiB pool
+// with 8 MiB objects, fragment it, hit exhaustion and replay stale handles.
+func largeSeeds() []seed {
+	mib8 := allocRecord{Size: 7}                                               // exactly 8 MiB
+	odd8 := allocRecord{Size: 0x4000 | 7}                                      // just under 8 MiB
+	batch := func(r allocRecord, n uint8, p allocator.Placement) allocRecord { // 128n objects
+		r.Op, r.N, r.Place = uint8(kBatch), n, uint8(p)
+		return r
+	}
+	upTo := func(r allocRecord, n uint8, p allocator.Placement) allocRecord {
+		r.Op, r.N, r.Place = uint8(kUpTo), n, uint8(p)
+		return r
+	}
+	fit := func(r allocRecord, n uint8) allocRecord { r.Op, r.N = uint8(kFit), n; return r }
+	alloc := func(r allocRecord) allocRecord { r.Op = uint8(kAllocate); return r }
+	return []seed{
+		{"fill-5700x8MiB", encodeAllocOps([]allocRecord{
+			batch(mib8, 44, sc), batch(mib8, 1, cf), fit(mib8, 47), upTo(mib8, 47, sc), // 5632 + 68
+			alloc(mib8), rFree(0, 8, 0), rFree(100, 8, cStale), rFree(5000, 8, 0), alloc(mib8),
+			rFree(3, 1, cStale), upTo(odd8, 47, sc), rFreeAll(17),
+		})},
+		{"fragment-8MiB", encodeAllocOps([]allocRecord{
+			batch(mib8, 40, co), rFree(0, 8, 0), rFree(16, 8, 0), rFree(32, 8, 0), rFree(48, 8, 0),
+			batch(odd8, 1, sc), fit(mib8, 47), upTo(mib8, 47, co), batch(mib8, 10, co),
+			alloc(mib8), rFree(7, 3, cRepeat), rFree(9, 2, cSizeUp), rFree(11, 1, cMisaligned),
+			rFree(2, 1, cStale), rFree(1, 1, cStale), rFreeAll(3),
 		})},
 	}
 }

@@ -7,7 +7,12 @@
 //     disjoint from every other; its byte accounting adds up; its free
 //     extents are exactly the maximal free runs (coalesced); a failed or
 //     rejected call changes nothing; AllocateUpTo and Fit return the
-//     model's maximum; invalid blocks are refused.
+//     model's maximum; invalid blocks are refused, stale handles (freed
+//     blocks whose offset and size were handed out again) included; every
+//     block carries the next generation.
+//   - FuzzAllocatorLarge: the same checks at production size, 8 MiB-class
+//     objects in batches of up to 6016 on a 44.5 GiB MAP_NORESERVE pool
+//     (skipped where such a mapping is unavailable).
 //   - FuzzReserveWrite: from a random starting state (fragmentation, keys
 //     in every lock state), one ReserveWrite under each prefix strategy
 //     grants the maximal prefix, locks keys in request order, gives the tail

@@ -18,7 +18,7 @@ func TestReserveWrite(t *testing.T) {
 	t.Run("new_key_returns_success", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
 		rs := e.reserve(t, []int{1}, obj)
-		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: allocator.Block{Offset: 0, Size: obj}, Lease: 1}}, rs)
+		assert.Equal(t, []l1.Result{{Status: l1.OK, Block: allocator.Block{Offset: 0, Size: obj, Gen: 1}, Lease: 1}}, rs)
 		s := e.state(t, 1)
 		assert.True(t, s.WriteLocked)
 		assert.False(t, s.Finished)

@@ -25,12 +25,37 @@ const (
 // in internal/reference/mutant satisfy it too.
 type allocUnderTest = reference.UnderTest
 
-func newPropAllocator() *allocator.Allocator {
-	r, err := allocator.NewHeapRegion(pCapacity)
+// propPool is the pool a property runs on: its alignment and capacity, the
+// unit its object sizes come in, and how far batches scale.
+type propPool struct {
+	align, capacity, unit int64
+	batch                 int  // batches of 0 to 20×batch objects
+	noReserve             bool // a MAP_NORESERVE mapping instead of the heap
+}
+
+var (
+	// smallPool: 128 units of 64 bytes, objects of 1 to 16 units.
+	smallPool = &propPool{align: pAlign, capacity: pCapacity, unit: pAlign, batch: 1}
+	// largePool is production scale: 5700 × 8 MiB = 44.5 GiB at 4 KiB
+	// alignment, objects of 1 to 16 MiB (8 MiB among them), batches of up
+	// to 6000, over a MAP_NORESERVE mapping that costs no memory.
+	largePool = &propPool{align: allocator.DefaultAlign, capacity: 5700 << 23, unit: 1 << 20, batch: 300, noReserve: true}
+)
+
+func newPropAllocator() *allocator.Allocator { return smallPool.newAllocator() }
+
+func (g *propPool) newAllocator() *allocator.Allocator {
+	var r allocator.Region
+	var err error
+	if g.noReserve {
+		r, err = allocator.NewMmapRegion(g.capacity, allocator.MmapOptions{NoReserve: true})
+	} else {
+		r, err = allocator.NewHeapRegion(g.capacity)
+	}
 	if err != nil {
 		panic(err)
 	}
-	a, err := allocator.New(r, allocator.Options{Align: pAlign})
+	a, err := allocator.New(r, allocator.Options{Align: g.align})
 	if err != nil {
 		panic(err)
 	}
@@ -40,21 +65,21 @@ func newPropAllocator() *allocator.Allocator {
 // allocSUT is the system under test: the allocator and its live blocks in
 // allocation order, which commands refer to by index.
 type allocSUT struct {
-	a    allocUnderTest
-	live []allocator.Block
+	a           allocUnderTest
+	live, stale []allocator.Block
 }
 
 // allocState is the model: a bitmap allocator with the documented
 // placement policy, the same live list, and the outcome it predicts for
 // the command just applied. Every NextState works on a copy.
 type allocState struct {
-	ref  *reference.Alloc
-	live []allocator.Block
-	want allocOutcome
+	ref         *reference.Alloc
+	live, stale []allocator.Block
+	want        allocOutcome
 }
 
 func (s *allocState) clone() *allocState {
-	return &allocState{ref: s.ref.Clone(), live: slices.Clone(s.live)}
+	return &allocState{ref: s.ref.Clone(), live: slices.Clone(s.live), stale: slices.Clone(s.stale)}
 }
 
 // allocOutcome is what a command returned, and the allocator's state after.
@@ -82,12 +107,13 @@ func freeze(a allocUnderTest) frozenView {
 
 // allocCmd is one allocator call. Free refers to live blocks by index.
 type allocCmd struct {
+	g          *propPool
 	kind       int // 0 Allocate, 1 AllocateBatch, 2 AllocateUpTo, 3 Fit, 4 Free
 	size       int64
 	n          int
 	p          allocator.Placement
 	idx, count int // Free: count live blocks from live[idx % len]
-	corrupt    int // Free: 0 none, 1 repeat a block, 2 one block a unit too long, 3 a stale block
+	corrupt    int // Free: 0 none, 1 repeat a block, 2 one block a unit too long, 3 a foreign block, 4 a stale handle
 }
 
 func (c allocCmd) String() string {
@@ -104,9 +130,14 @@ func (c allocCmd) String() string {
 	return fmt.Sprintf("Free(%d from #%d, corruption %d)", c.count, c.idx, c.corrupt)
 }
 
-// request resolves a Free's blocks against a live list.
-func (c allocCmd) request(live []allocator.Block) []allocator.Block {
+// request resolves a Free's blocks against a live list and the handles
+// freed so far.
+func (c allocCmd) request(live, stale []allocator.Block) []allocator.Block {
 	var req []allocator.Block
+	if c.corrupt == 4 && len(stale) > 0 {
+		// A stale handle, alone: its offset and size may be live again.
+		return []allocator.Block{stale[c.idx%len(stale)]}
+	}
 	for j := range min(c.count, len(live)) {
 		req = append(req, live[(c.idx+j)%len(live)])
 	}
@@ -115,9 +146,10 @@ func (c allocCmd) request(live []allocator.Block) []allocator.Block {
 	case c.corrupt == 1:
 		req = append(req, req[0])
 	case c.corrupt == 2:
-		req[len(req)-1].Size += pAlign
+		req[len(req)-1].Size += c.g.align
 	case c.corrupt == 3:
-		req = append(req, allocator.Block{Offset: int64(c.idx%pUnits) * pAlign, Size: pAlign})
+		units := c.g.capacity / c.g.align
+		req = append(req, allocator.Block{Offset: int64(c.idx) % units * c.g.align, Size: c.g.align})
 	}
 	return req
 }
@@ -139,9 +171,10 @@ func (c allocCmd) Run(sut commands.SystemUnderTest) commands.Result {
 	case 3:
 		o.fit = s.a.Fit(c.size, c.n)
 	case 4:
-		req := c.request(s.live)
+		req := c.request(s.live, s.stale)
 		if o.err = s.a.Free(req...); o.err == nil {
 			s.live = slices.DeleteFunc(s.live, func(b allocator.Block) bool { return slices.Contains(req, b) })
+			s.stale = append(s.stale, req...)
 		}
 	}
 	if c.kind != 4 {
@@ -172,13 +205,14 @@ func (c allocCmd) NextState(state commands.State) commands.State {
 	case 3:
 		s.want.fit = r.MaxSlots(c.size, c.n)
 	case 4:
-		req := c.request(s.live)
+		req := c.request(s.live, s.stale)
 		if !r.Valid(req) {
 			s.want.err = allocator.ErrInvalidBlock
 			break
 		}
 		r.Release(req)
 		s.live = slices.DeleteFunc(s.live, func(b allocator.Block) bool { return slices.Contains(req, b) })
+		s.stale = append(s.stale, req...)
 	}
 	if err := r.Take(s.want.blocks); err != nil {
 		panic(err)
@@ -212,36 +246,57 @@ func (c allocCmd) PostCondition(state commands.State, result commands.Result) *g
 
 // genAllocCmd generates commands: sizes of 1 to 16 units, some not
 // aligned; batches of up to 20; every placement; frees of up to 4 live
-// blocks, one in five corrupted.
-func genAllocCmd(commands.State) gopter.Gen {
+// blocks, one in five corrupted, and stale handles replayed.
+func genAllocCmd(g *propPool) func(commands.State) gopter.Gen {
+	return func(commands.State) gopter.Gen { return genAllocCmdIn(g) }
+}
+
+func genAllocCmdIn(g *propPool) gopter.Gen {
 	size := gen.Weighted([]gen.WeightedGen{
-		{Weight: 3, Gen: gen.Int64Range(1, 4).Map(func(u int64) int64 { return u * pAlign })},
-		{Weight: 2, Gen: gen.Int64Range(1, 16*pAlign)},
+		{Weight: 3, Gen: gen.Int64Range(1, 4).Map(func(u int64) int64 { return u * g.unit })},
+		{Weight: 2, Gen: gen.Int64Range(1, 16*g.unit)},
 	})
+	if g.unit != g.align { // large: exact 8 MiB objects most of the time
+		size = gen.Weighted([]gen.WeightedGen{
+			{Weight: 4, Gen: gen.Const(int64(8 << 20))},
+			{Weight: 2, Gen: gen.Int64Range(1, 16).Map(func(u int64) int64 { return u * g.unit })},
+			{Weight: 1, Gen: gen.Int64Range(1, 16*g.unit)},
+		})
+	}
 	placement := gen.OneConstOf(allocator.ContiguousFirst, allocator.Scattered, allocator.Contiguous)
 	return gopter.CombineGens(
 		gen.Weighted([]gen.WeightedGen{
 			{Weight: 2, Gen: gen.Const(0)}, {Weight: 3, Gen: gen.Const(1)}, {Weight: 3, Gen: gen.Const(2)},
 			{Weight: 1, Gen: gen.Const(3)}, {Weight: 5, Gen: gen.Const(4)},
 		}),
-		size, gen.IntRange(0, 20), placement, gen.IntRange(0, 1000), gen.IntRange(1, 4),
-		gen.Weighted([]gen.WeightedGen{{Weight: 12, Gen: gen.Const(0)}, {Weight: 1, Gen: gen.IntRange(1, 3)}}),
+		size, gen.IntRange(0, 20).Map(func(n int) int { return n * g.batch }), placement, gen.IntRange(0, 1000), gen.IntRange(1, 4),
+		gen.Weighted([]gen.WeightedGen{{Weight: 12, Gen: gen.Const(0)}, {Weight: 1, Gen: gen.IntRange(1, 3)}, {Weight: 2, Gen: gen.Const(4)}}),
 	).Map(func(v []any) commands.Command {
-		return allocCmd{kind: v[0].(int), size: v[1].(int64), n: v[2].(int), p: v[3].(allocator.Placement),
+		return allocCmd{g: g, kind: v[0].(int), size: v[1].(int64), n: v[2].(int), p: v[3].(allocator.Placement),
 			idx: v[4].(int), count: v[5].(int), corrupt: v[6].(int)}
 	})
 }
 
 // allocCommands builds the commands test over allocators made by build.
 func allocCommands(build func(*allocator.Allocator) allocUnderTest) *commands.ProtoCommands {
+	return allocCommandsIn(smallPool, build)
+}
+
+// allocCommandsIn is allocCommands on pool g.
+func allocCommandsIn(g *propPool, build func(*allocator.Allocator) allocUnderTest) *commands.ProtoCommands {
 	return &commands.ProtoCommands{
 		NewSystemUnderTestFunc: func(commands.State) commands.SystemUnderTest {
-			return &allocSUT{a: build(newPropAllocator())}
+			return &allocSUT{a: build(g.newAllocator())}
+		},
+		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) {
+			if c, ok := sut.(*allocSUT).a.(interface{ Close() error }); ok {
+				c.Close()
+			}
 		},
 		InitialStateGen: gen.Const(0).Map(func(int) *allocState {
-			return &allocState{ref: reference.NewAlloc(pCapacity, pAlign)}
+			return &allocState{ref: reference.NewAlloc(g.capacity, g.align)}
 		}),
-		GenCommandFunc: genAllocCmd,
+		GenCommandFunc: genAllocCmd(g),
 	}
 }
 
@@ -249,4 +304,16 @@ func realAllocator(a *allocator.Allocator) allocUnderTest { return a }
 
 func TestPropAllocatorInvariants(t *testing.T) {
 	check(t, commands.Prop(allocCommands(realAllocator)), params(t, 200, 80))
+}
+
+// TestPropAllocatorInvariants8MiB is the same property at production
+// scale: 8 MiB-class objects in batches of up to 6000 on a 44.5 GiB
+// MAP_NORESERVE pool, so the pool fills and fragments within a case.
+func TestPropAllocatorInvariants8MiB(t *testing.T) {
+	r, err := allocator.NewMmapRegion(largePool.capacity, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("large pool unavailable: %v", err)
+	}
+	r.Close()
+	check(t, commands.Prop(allocCommandsIn(largePool, realAllocator)), params(t, 40, 40))
 }

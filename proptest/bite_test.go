@@ -43,7 +43,23 @@ func TestPropAllocatorInvariantsBites(t *testing.T) {
 		{"Free forgives a repeated block", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.FreeForgivesRepeats{Allocator: a} })},
 		{"Contiguous batch scatters", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.ContiguousScatters{Allocator: a} })},
 		{"Used off by one unit", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.UsedOffByOne{Allocator: a} })},
+		{"stale handle accepted", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.NewStaleAccepted(a) })},
 	}, 100, 80)
+}
+
+func TestPropAllocatorInvariants8MiBBites(t *testing.T) {
+	r, err := allocator.NewMmapRegion(largePool.capacity, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("large pool unavailable: %v", err)
+	}
+	r.Close()
+	variant := func(f func(*allocator.Allocator) allocUnderTest) gopter.Prop {
+		return commands.Prop(allocCommandsIn(largePool, f))
+	}
+	assertFails(t, []bite{
+		{"AllocateUpTo grants one short", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.UpToOneShort{Allocator: a} })},
+		{"stale handle accepted", variant(func(a *allocator.Allocator) allocUnderTest { return mutant.NewStaleAccepted(a) })},
+	}, 40, 40)
 }
 
 func TestPropPrefixMaximalityBites(t *testing.T) {

@@ -7,8 +7,10 @@
 //     (valid and invalid blocks, blocks referred to by index), returns
 //     exactly the blocks its documented placement policy gives, keeps its
 //     invariants, accounts every byte, coalesces free extents, and changes
-//     nothing on a failed call (a gopter commands test against a bitmap
-//     model);
+//     nothing on a failed call (a gopter commands test against a model
+//     of the live blocks), and rejects replayed stale handles;
+//     TestPropAllocatorInvariants8MiB runs it with 8 MiB-class objects in
+//     batches of up to 6000 on a 44.5 GiB MAP_NORESERVE pool;
 //   - TestPropPrefixMaximality: on any fragmentation and any mix of
 //     existing keys, ReserveWrite grants exactly as many needing keys as
 //     the memory can hold (the allocator's Fit, or one extent's share under

@@ -16,7 +16,9 @@ import "github.com/kvalloc/kvalloc/allocator"
 //   - ContiguousFirst is one run when some run holds the batch, scattered
 //     otherwise.
 //
-// The Plan functions only compute; feed their answer to Take to apply it.
+// Generations are predicted too: the blocks of a plan carry the next
+// generations in order (see Alloc). The Plan functions only compute; feed
+// their answer to Take to apply it.
 
 // PlanAllocate returns the block Allocate(size) would return, or false if
 // nothing fits. size must be positive.
@@ -25,7 +27,7 @@ func (r *Alloc) PlanAllocate(size int64) (allocator.Block, bool) {
 	if off < 0 {
 		return allocator.Block{}, false
 	}
-	return allocator.Block{Offset: off, Size: r.Units(size) * r.Align}, true
+	return allocator.Block{Offset: off, Size: r.Units(size) * r.Align, Gen: r.nextGen(0)}, true
 }
 
 // PlanBatch returns the blocks AllocateBatch(size, n, p) would return, or
@@ -36,7 +38,7 @@ func (r *Alloc) PlanBatch(size int64, n int, p allocator.Placement) ([]allocator
 	}
 	if p != allocator.Scattered {
 		if off := r.BestFit(r.Units(size) * r.Align * int64(n)); off >= 0 {
-			return r.carve(off, size, n), true
+			return r.carve(off, size, n, r.nextGen(0)), true
 		}
 		if p == allocator.Contiguous {
 			return nil, false
@@ -63,11 +65,15 @@ func (r *Alloc) PlanUpTo(size int64, n int, p allocator.Placement) []allocator.B
 	return bs
 }
 
-func (r *Alloc) carve(off, size int64, n int) []allocator.Block {
+// carve returns n objects from off on, the first with generation gen.
+func (r *Alloc) carve(off, size int64, n int, gen uint64) []allocator.Block {
 	s := r.Units(size) * r.Align
 	out := make([]allocator.Block, n)
 	for i := range out {
 		out[i] = allocator.Block{Offset: off + int64(i)*s, Size: s}
+		if gen != 0 {
+			out[i].Gen = gen + uint64(i)
+		}
 	}
 	return out
 }
@@ -85,9 +91,18 @@ func (r *Alloc) scatter(size int64, n int) []allocator.Block {
 			}
 		}
 		take := min(int64(n-len(out)), runs[best][1]/s)
-		out = append(out, r.carve(runs[best][0]*r.Align, size, int(take))...)
+		out = append(out, r.carve(runs[best][0]*r.Align, size, int(take), r.nextGen(len(out)))...)
 		runs[best][0] += take * s
 		runs[best][1] -= take * s
 	}
 	return out
+}
+
+// nextGen returns the generation of the i-th block of the next call, or 0
+// under NoGen.
+func (r *Alloc) nextGen(i int) uint64 {
+	if r.NoGen {
+		return 0
+	}
+	return r.gen + 1 + uint64(i)
 }

@@ -40,7 +40,7 @@ func (r *Alloc) CompareView(v AllocView) error {
 	}
 	st := v.Stats()
 	runs := r.Runs()
-	capacity := int64(len(r.used)) * r.Align
+	capacity := r.Capacity()
 	switch {
 	case st.Capacity != capacity:
 		return fmt.Errorf("capacity %d, reference %d", st.Capacity, capacity)
@@ -65,22 +65,4 @@ func (r *Alloc) CompareView(v AllocView) error {
 		}
 	}
 	return nil
-}
-
-// Capacity is the modelled capacity in bytes.
-func (r *Alloc) Capacity() int64 { return int64(len(r.used)) * r.Align }
-
-// Clone returns an independent copy of the model.
-func (r *Alloc) Clone() *Alloc {
-	c := &Alloc{Align: r.Align, used: append([]bool(nil), r.used...), live: make(map[int64]int64, len(r.live))}
-	for o, s := range r.live {
-		c.live[o] = s
-	}
-	return c
-}
-
-// IsLive reports whether b is exactly a live block of the model.
-func (r *Alloc) IsLive(b allocator.Block) bool {
-	s, ok := r.live[b.Offset]
-	return ok && s == b.Size
 }

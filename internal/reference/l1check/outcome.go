@@ -92,6 +92,11 @@ func (s *System) Do(op Op) Outcome {
 		o.Results, err = m.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
 		o.Results, err = m.UnsafeRead(op.Keys)
+	}
+	for i := range o.Results { // the model predicts no generations
+		o.Results[i].Block = reference.WithoutGen(o.Results[i].Block)
+	}
+	switch op.Kind {
 	case OpFinishRead:
 		o.Statuses, err = m.FinishRead(op.Keys, leases, op.Locks)
 	case OpDelete:

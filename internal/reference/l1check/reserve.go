@@ -259,7 +259,7 @@ func CheckRequestOrder(o *Observation) error {
 		case r.Block.Size < o.Size:
 			return fmt.Errorf("granted key %d: block %+v smaller than %d", key, r.Block, o.Size)
 		}
-		if before, existed := o.Before[key]; existed && before.Block != after.Block {
+		if before, existed := o.Before[key]; existed && reference.WithoutGen(before.Block) != reference.WithoutGen(after.Block) {
 			return fmt.Errorf("re-locked key %d moved from %+v to %+v", key, before.Block, after.Block)
 		}
 	}

@@ -141,3 +141,65 @@ func (a UsedOffByOne) Stats() allocator.Stats {
 	}
 	return st
 }
+
+// StaleAccepted ignores generations in Free: a block that matches a live
+// block's offset and size is freed whatever its generation, as an
+// allocator without handle generations does. A stale handle, kept after its
+// block was freed and the same offset and size were handed out again, then
+// frees the new owner's block.
+type StaleAccepted struct {
+	*allocator.Allocator
+	live map[int64]allocator.Block // offset -> the live handle there
+}
+
+// NewStaleAccepted wraps a.
+func NewStaleAccepted(a *allocator.Allocator) *StaleAccepted {
+	return &StaleAccepted{Allocator: a, live: map[int64]allocator.Block{}}
+}
+
+func (a *StaleAccepted) track(bs ...allocator.Block) {
+	for _, b := range bs {
+		a.live[b.Offset] = b
+	}
+}
+
+// Allocate records the block it hands out.
+func (a *StaleAccepted) Allocate(size int64) (allocator.Block, error) {
+	b, err := a.Allocator.Allocate(size)
+	if err == nil {
+		a.track(b)
+	}
+	return b, err
+}
+
+// AllocateBatch records the blocks it hands out.
+func (a *StaleAccepted) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	bs, err := a.Allocator.AllocateBatch(size, n, p)
+	a.track(bs...)
+	return bs, err
+}
+
+// AllocateUpTo records the blocks it hands out.
+func (a *StaleAccepted) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	bs, err := a.Allocator.AllocateUpTo(size, n, p)
+	a.track(bs...)
+	return bs, err
+}
+
+// Free replaces each block's generation with the live one at its offset
+// when the sizes match, then frees.
+func (a *StaleAccepted) Free(blocks ...allocator.Block) error {
+	fixed := slices.Clone(blocks)
+	for i, b := range fixed {
+		if l, ok := a.live[b.Offset]; ok && l.Size == b.Size {
+			fixed[i].Gen = l.Gen
+		}
+	}
+	if err := a.Allocator.Free(fixed...); err != nil {
+		return err
+	}
+	for _, b := range fixed {
+		delete(a.live, b.Offset)
+	}
+	return nil
+}

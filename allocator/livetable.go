@@ -1,0 +1,136 @@
+package allocator
+
+import "math/bits"
+
+// liveTable maps the first unit of every live block to its size and
+// generation: the allocator's whole record of live blocks. It is an
+// open-addressing table with linear probing, Fibonacci hashing and
+// backward-shift deletion, like addrTable, sized to the live blocks (load
+// factor at most ¾), not to the capacity: an allocator over 1 TiB that
+// holds 5700 blocks keeps an 8192-slot table (192 KiB) whatever the pool.
+//
+// The load factor is ¾ rather than addrTable's ½ because the table's first
+// growth is paid inside a batch: a fresh allocator's first batch of 5700
+// faults in the table's pages, and halving them cut that batch from 2.6×
+// to 1.6× a warm one, while a warm batch's inserts cost the same (profiles
+// in MEMORY.md).
+//
+// A slot's key is the start unit plus one, so the zero value of a slot is
+// empty and a freshly made table needs no initialising pass.
+type liveTable struct {
+	slots []liveSlot
+	n     int
+	shift uint // 64 - log2(len(slots))
+}
+
+// liveSlot is one live block: key = first unit + 1 (0: empty), its size in
+// units and its generation.
+type liveSlot struct {
+	key  int64
+	size int64
+	gen  uint64
+}
+
+// liveTableMin is the smallest table: 16 slots, 384 bytes.
+const liveTableMin = 16
+
+func newLiveTable() liveTable {
+	t := liveTable{}
+	t.resize(liveTableMin)
+	return t
+}
+
+func (t *liveTable) resize(size int) {
+	old := t.slots
+	t.slots = make([]liveSlot, size)
+	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	mask := size - 1
+	for _, s := range old {
+		if s.key == 0 {
+			continue
+		}
+		i := t.home(s.key)
+		for t.slots[i].key != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
+	}
+}
+
+// reserve grows the table, once, so that k more blocks fit within the load
+// factor: a batch of k blocks rehashes at most once.
+func (t *liveTable) reserve(k int) {
+	need := t.n + k
+	if 4*need <= 3*len(t.slots) {
+		return
+	}
+	size := len(t.slots)
+	for 4*need > 3*size {
+		size *= 2
+	}
+	t.resize(size)
+}
+
+func (t *liveTable) home(key int64) int {
+	return int((uint64(key) * 0x9E3779B97F4A7C15) >> t.shift)
+}
+
+// insert records a live block at unit u. u must not be live; the caller
+// has reserved room.
+func (t *liveTable) insert(u, size int64, gen uint64) {
+	key := u + 1
+	mask := len(t.slots) - 1
+	i := t.home(key)
+	for t.slots[i].key != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = liveSlot{key: key, size: size, gen: gen}
+	t.n++
+}
+
+// find returns the slot of the live block at unit u, or -1.
+func (t *liveTable) find(u int64) int {
+	key := u + 1
+	mask := len(t.slots) - 1
+	for i := t.home(key); ; i = (i + 1) & mask {
+		switch t.slots[i].key {
+		case key:
+			return i
+		case 0:
+			return -1
+		}
+	}
+}
+
+// deleteAt empties slot i, shifting later entries of its probe chain back
+// so that lookups never need tombstones.
+func (t *liveTable) deleteAt(i int) {
+	mask := len(t.slots) - 1
+	for j := i; ; {
+		t.slots[i].key = 0
+		for {
+			j = (j + 1) & mask
+			if t.slots[j].key == 0 {
+				t.n--
+				return
+			}
+			// The entry at j may move to the hole at i unless its home
+			// lies cyclically in (i, j].
+			h := t.home(t.slots[j].key)
+			if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
+				break
+			}
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+}
+
+// each calls f for every live block, in no particular order.
+func (t *liveTable) each(f func(u, size int64, gen uint64)) {
+	for _, s := range t.slots {
+		if s.key != 0 {
+			f(s.key-1, s.size, s.gen)
+		}
+	}
+}
