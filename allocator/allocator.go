@@ -41,6 +41,7 @@ type Allocator struct {
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
 	counters                         Counters
 	runs                             []freeRun // Free's scratch, reused
+	growth                           growth    // over a GrowingRegion: the ranges added so far (grow.go)
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -62,7 +63,7 @@ type Counters struct {
 // Stats is a snapshot of the allocator. All byte figures are multiples of
 // the alignment.
 type Stats struct {
-	Capacity    int64 // bytes the allocator manages
+	Capacity    int64 // bytes the allocator manages; over a GrowingRegion, the part usable so far
 	Used        int64 // bytes in live blocks
 	Free        int64 // Capacity - Used, slivers included
 	LargestFree int64 // bytes in the largest free extent: the biggest object that fits now
@@ -105,14 +106,18 @@ func New(r Region, opts Options) (*Allocator, error) {
 		freeUnits:    units,
 		largestUnits: units,
 	}
-	a.free.add(0, units)
+	if err := a.initFree(r); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
 // Align returns the block alignment in bytes.
 func (a *Allocator) Align() int64 { return a.align }
 
-// Capacity returns the number of bytes the allocator manages.
+// Capacity returns the number of bytes the allocator manages; over a
+// GrowingRegion, all of them once every range is usable (Stats.Capacity
+// reports the part usable now).
 func (a *Allocator) Capacity() int64 { return a.units << a.shift }
 
 // Region returns the region the allocator carves.
@@ -161,6 +166,7 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 	if a.mem == nil {
 		return Block{}, ErrClosed
 	}
+	a.growLocked()
 	id := a.free.bestFit(s)
 	if id == 0 {
 		return Block{}, a.failLocked(s, 1)
@@ -194,6 +200,7 @@ func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]
 	if a.mem == nil {
 		return dst, ErrClosed
 	}
+	a.growLocked()
 	k := int64(n)
 	run := int32(0)
 	if p != Scattered {
@@ -233,6 +240,7 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 	if a.mem == nil {
 		return dst, ErrClosed
 	}
+	a.growLocked()
 	var k int64
 	if p == Contiguous {
 		k = min(int64(n), a.largestUnits/s)
@@ -272,6 +280,7 @@ func (a *Allocator) Fit(size int64, n int) int {
 	if a.mem == nil {
 		return 0
 	}
+	a.growLocked()
 	return int(a.free.slots(s, int64(n)))
 }
 
@@ -528,8 +537,11 @@ func (a *Allocator) Bytes(b Block) []byte {
 func (a *Allocator) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.mem != nil {
+		a.growLocked()
+	}
 	return Stats{
-		Capacity:    a.units << a.shift,
+		Capacity:    (a.usedUnits + a.freeUnits) << a.shift,
 		Used:        a.usedUnits << a.shift,
 		Free:        a.freeUnits << a.shift,
 		LargestFree: a.largestUnits << a.shift,
@@ -545,6 +557,9 @@ func (a *Allocator) Stats() Stats {
 func (a *Allocator) FreeExtents() []Block {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.mem != nil {
+		a.growLocked()
+	}
 	out := make([]Block, 0, a.free.len())
 	a.free.byStart.each(func(start int64, id int32) {
 		out = append(out, Block{Offset: start << a.shift, Size: a.free.nodes[id].size << a.shift})

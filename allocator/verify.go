@@ -64,6 +64,10 @@ func (a *Allocator) Verify() error {
 		freeUnits += e.size
 		largest = max(largest, e.size)
 	}
+	unready, err := a.unreadyUnitsLocked(free)
+	if err != nil {
+		return err
+	}
 	// Walk the live blocks: every non-free unit belongs to the block that
 	// starts at the nearest start bit and ends at the next end bit.
 	var usedUnits, blocks int64
@@ -94,8 +98,8 @@ func (a *Allocator) Verify() error {
 		return fmt.Errorf("free units: counted %d, cached %d", freeUnits, a.freeUnits)
 	case usedUnits != a.usedUnits:
 		return fmt.Errorf("used units: counted %d, cached %d", usedUnits, a.usedUnits)
-	case usedUnits+freeUnits != a.units:
-		return fmt.Errorf("used %d + free %d != capacity %d units", usedUnits, freeUnits, a.units)
+	case usedUnits+freeUnits+unready != a.units:
+		return fmt.Errorf("used %d + free %d + not ready %d != capacity %d units", usedUnits, freeUnits, unready, a.units)
 	case blocks != a.liveBlocks:
 		return fmt.Errorf("live blocks: counted %d, cached %d", blocks, a.liveBlocks)
 	case largest != a.largestUnits:

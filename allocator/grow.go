@@ -1,0 +1,128 @@
+package allocator
+
+import "fmt"
+
+// GrowingRegion is a Region whose memory becomes usable range by range
+// after it is created, as a SegmentedRegion's does while background
+// workers populate and pin it. An allocator over a GrowingRegion starts
+// with only the ranges already usable as free extents and adds each range
+// that becomes usable later at its next call, merging it with the free
+// extents on either side; the rest of the region is never handed out.
+//
+// Ranges may become usable in any order. Grown must be cheap: the
+// allocator calls it on every allocating call, under its lock.
+type GrowingRegion interface {
+	Region
+	// Grown returns how many ranges have become usable so far. It never
+	// decreases.
+	Grown() int
+	// GrownRange returns the i-th range to become usable, 0 ≤ i < Grown(),
+	// as a byte offset and length into Bytes. Ranges never overlap and
+	// never change once reported.
+	GrownRange(i int) (off, size int64)
+	// GrowGranularity returns the alignment of every range: each offset is
+	// a multiple of it, and so is each length, except that of the range
+	// that ends the region. The allocator's alignment must divide it.
+	GrowGranularity() int64
+}
+
+// growth is the allocator's view of a GrowingRegion.
+type growth struct {
+	src  GrowingRegion // nil over a region that is usable in full
+	seen int           // ranges already added as free extents
+}
+
+// initFree seeds the free extents at New: the whole region, or, over a
+// GrowingRegion, the ranges usable now.
+func (a *Allocator) initFree(r Region) error {
+	g, ok := r.(GrowingRegion)
+	if !ok {
+		a.free.add(0, a.units)
+		return nil
+	}
+	if gran := g.GrowGranularity(); gran <= 0 || gran%a.align != 0 {
+		return fmt.Errorf("%w: alignment %d does not divide the growing region's granularity %d", ErrInvalidArgument, a.align, gran)
+	}
+	a.growth.src = g
+	a.freeUnits, a.largestUnits = 0, 0
+	a.growLocked()
+	return nil
+}
+
+// growLocked adds the ranges that became usable since the last call as free
+// extents. Over a fixed region, or when nothing new is usable, it costs one
+// comparison (and one atomic load in Grown).
+func (a *Allocator) growLocked() {
+	g := a.growth.src
+	if g == nil {
+		return
+	}
+	n := g.Grown()
+	if n == a.growth.seen {
+		return
+	}
+	for i := a.growth.seen; i < n; i++ {
+		off, size := g.GrownRange(i)
+		u, end := off>>a.shift, min((off+size)>>a.shift, a.units)
+		if end > u {
+			a.addFreeLocked(u, end-u)
+		}
+	}
+	a.growth.seen = n
+	a.largestUnits = a.free.largest()
+}
+
+// addFreeLocked adds [u, u+size), which no live block or free extent
+// covers, to the free extents, merging with the free extent that ends at u
+// and the one that starts at u+size.
+func (a *Allocator) addFreeLocked(u, size int64) {
+	l, _ := a.free.byEnd.get(u)
+	r, _ := a.free.byStart.get(u + size)
+	switch {
+	case l != 0 && r != 0:
+		ln, rn := a.free.nodes[l], a.free.nodes[r]
+		a.free.remove(r)
+		a.free.reshape(l, ln.start, ln.size+size+rn.size)
+	case l != 0:
+		ln := a.free.nodes[l]
+		a.free.reshape(l, ln.start, ln.size+size)
+	case r != 0:
+		rn := a.free.nodes[r]
+		a.free.reshape(r, u, rn.size+size)
+	default:
+		a.free.add(u, size)
+	}
+	a.freeUnits += size
+}
+
+// unreadyUnitsLocked marks in seen every unit no grown range covers yet and
+// returns how many there are; for Verify. Such a unit must be neither free
+// nor live.
+func (a *Allocator) unreadyUnitsLocked(seen bitmap) (int64, error) {
+	g := a.growth.src
+	if g == nil {
+		return 0, nil
+	}
+	ready := newBitmap(a.units)
+	for i := range a.growth.seen {
+		off, size := g.GrownRange(i)
+		for u := off >> a.shift; u < min((off+size)>>a.shift, a.units); u++ {
+			if ready.get(u) {
+				return 0, fmt.Errorf("unit %d in two grown ranges", u)
+			}
+			ready.set(u)
+		}
+	}
+	var n int64
+	for u := range a.units {
+		if ready.get(u) {
+			continue
+		}
+		if seen.get(u) || a.starts.get(u) || a.ends.get(u) {
+			return 0, fmt.Errorf("unit %d is not ready yet but free or live", u)
+		}
+		seen.set(u)
+		n++
+	}
+	return n, nil
+}
