@@ -168,7 +168,7 @@ func (e *SegmentError) Error() string {
 	if e.Limit != "" {
 		s += " (" + e.Limit + ")"
 	}
-	return s + fmt.Sprintf("; %s in %d segments stay ready and serving", regionOffsetString(e.ReadyBytes), e.ReadySegments)
+	return s + fmt.Sprintf("; %s in %d segments stay ready and serving", regionBytesString(e.ReadyBytes), e.ReadySegments)
 }
 
 // Unwrap returns the sentinel and the cause.
