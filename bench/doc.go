@@ -43,6 +43,13 @@
 //     its own 256 keys.
 //   - Fill/region=R: copying a 32 MiB object from the Go heap into its
 //     block. Reports GB/s; compared with Floor/copy.
+//   - SegmentPin/pin=P/workers=W: a 4 GiB segmented region of 64 MiB
+//     segments, from its constructor until every segment is populated and
+//     pinned (P: none, mlock or cuda) by W background workers, with an
+//     allocator polling for its first 8 MiB block meanwhile. Reports
+//     first-ns (to the first allocation), full-ns (to the whole pool) and
+//     GiB/s. first-ns is compared with full-ns, and workers=2 GiB/s with
+//     workers=1. A pin mode the machine refuses skips, with the reason.
 //
 // # Floors
 //
