@@ -40,7 +40,7 @@ type Collector struct {
 
 	regionSize, ready, pinned, readyRatio, segments, prepSeconds, prepDone *prometheus.Desc
 
-	lookups, evictions, expiries, objects, held           *prometheus.Desc
+	lookups, evictions, expiries, objects, held          *prometheus.Desc
 	reservations, l1Partial, l1Failed, oomKeys, freeErrs *prometheus.Desc
 }
 
