@@ -62,6 +62,9 @@
 //     spend per key. Reports ns/key.
 //   - Floor/copy: a heap-to-heap copy of 32 MiB: the bandwidth a Fill can
 //     hope for. Reports GB/s.
+//   - SegmentFloor/workers=W: a fixed amount of CPU work split among W
+//     goroutines. workers=2 ÷ workers=1 is the parallel speed-up the
+//     machine offers in this run, the ceiling for SegmentPin's.
 //
 // # Rules
 //
@@ -69,7 +72,8 @@
 // b.Loop and is never timed. The allocator never writes to its region, so
 // the benchmarks only touch memory they mean to measure: heap and mmap pools
 // stay virtual until Fill writes them, while pinned pools are locked, and so
-// touched, in full, which is why they stay under 512 MiB. The L1 benchmarks
+// touched, in full, which is why they stay under 512 MiB; SegmentPin, whose
+// point is pinning, pins 4 GiB, one pool at a time, released before the next. The L1 benchmarks
 // use an untouched mmap pool, which, unlike a heap region of the same size,
 // does not change how often the garbage collector runs.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,4 +108,43 @@ func segmentPinOnce(opts allocator.SegmentedOptions) (first, full time.Duration,
 		return 0, 0, err
 	}
 	return first, r.Progress().Elapsed, nil
+}
+
+// BenchmarkSegmentFloor is the machine's parallel ceiling for
+// SegmentPin's worker ratio: the same fixed amount of CPU work (summing
+// 256 MiB of words, each worker over its own cache-resident 256 KiB
+// buffer) split among W goroutines. On an idle two-core machine workers=2
+// runs near 2× workers=1; on a shared one the ratio says how much of a
+// second core there was to be had, which bounds what SegmentPin's
+// workers=2 ÷ workers=1 can show in the same run.
+func BenchmarkSegmentFloor(b *testing.B) {
+	const total, buf = 256 << 20, 256 << 10
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			bufs := make([][]uint64, workers)
+			for i := range bufs {
+				bufs[i] = make([]uint64, buf/8)
+				for j := range bufs[i] {
+					bufs[i][j] = uint64(j * (i + 1))
+				}
+			}
+			sums := make([]uint64, workers)
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for w := range workers {
+					wg.Go(func() {
+						var s uint64
+						for range total / buf / workers {
+							for _, v := range bufs[w] {
+								s += v ^ (s >> 7)
+							}
+						}
+						sums[w] += s
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(total)*float64(b.N)/(1<<30)/b.Elapsed().Seconds(), "GiB/s")
+		})
+	}
 }

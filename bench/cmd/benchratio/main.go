@@ -225,6 +225,7 @@ var targets = []target{
 	{num: m("L1CycleParallel", "ns/key"), den: m("Floor/map", "ns/key")},
 	{num: m("Fill/region=heap", "GB/s"), den: m("Floor/copy", "GB/s")},
 	{num: m("Fill/region=cuda-host", "GB/s"), den: m("Floor/copy", "GB/s")},
+	{num: m("SegmentFloor/workers=2", "GiB/s"), den: m("SegmentFloor/workers=1", "GiB/s"), note: "the machine's parallel ceiling for the row above"},
 	{num: m("SegmentPin/pin=none/workers=2", "first-ns"), den: m("SegmentPin/pin=none/workers=2", "full-ns")},
 	{num: m("SegmentPin/pin=none/workers=2", "GiB/s"), den: m("SegmentPin/pin=none/workers=1", "GiB/s")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "first-ns"), den: m("SegmentPin/pin=cuda/workers=2", "full-ns")},
