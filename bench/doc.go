@@ -73,9 +73,10 @@
 // the benchmarks only touch memory they mean to measure: heap and mmap pools
 // stay virtual until Fill writes them, while pinned pools are locked, and so
 // touched, in full, which is why they stay under 512 MiB; SegmentPin, whose
-// point is pinning, pins 4 GiB, one pool at a time, released before the next. The L1 benchmarks
-// use an untouched mmap pool, which, unlike a heap region of the same size,
-// does not change how often the garbage collector runs.
+// point is pinning, pins 4 GiB, one pool at a time, released before the
+// next. The L1 benchmarks use an untouched mmap pool, which, unlike a heap
+// region of the same size, does not change how often the garbage collector
+// runs.
 //
 // TestL1Allocs asserts the manager's allocation counts; the allocator's
 // (0 for Allocate and Free) are asserted in package allocator.
