@@ -429,3 +429,36 @@ func TestSegmentedRegionWaitContext(t *testing.T) {
 	require.ErrorIs(t, r.Wait(context.Background()), ErrClosed)
 	assert.Regexp(t, `^allocator: closed: segmented region closed with \d+ of 64 segments ready$`, r.Wait(context.Background()).Error())
 }
+
+// TestSegmentedRegionProductionSize reserves a 64 GiB pool (address space
+// only, MAP_NORESERVE), serves 8 MiB objects from its first segments and
+// closes it while the workers are still at the start: Close returns
+// promptly and nothing past the segments reached was ever touched.
+func TestSegmentedRegionProductionSize(t *testing.T) {
+	const size = 64 << 30
+	r, err := NewSegmentedRegion(size, SegmentedOptions{Workers: 1})
+	require.NoError(t, err)
+	a, err := New(r, Options{Align: 2 * regionMiB}) // keeps Verify's per-unit walk short
+	require.NoError(t, err)
+	var bs []Block
+	deadline := time.Now().Add(time.Minute)
+	for len(bs) < 8 {
+		b, err := a.Allocate(8 * regionMiB)
+		if err != nil {
+			require.ErrorIs(t, err, ErrOutOfMemory)
+			require.True(t, time.Now().Before(deadline), "no segment ready in a minute")
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		bs = append(bs, b)
+	}
+	assert.Equal(t, int64(size), a.Capacity())
+	require.NoError(t, a.Free(bs...))
+	require.NoError(t, a.Verify())
+	start := time.Now()
+	require.NoError(t, a.Close())
+	p := r.Progress()
+	t.Logf("closed after %d of %d segments in %v", p.Ready, p.Segments, time.Since(start))
+	assert.Less(t, p.Ready, p.Segments/4, "closed early")
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
