@@ -368,33 +368,36 @@ func (r *SegmentedRegion) bounds(i int) (off, size int64) {
 func (r *SegmentedRegion) prepare(i int) error {
 	off, size := r.bounds(i)
 	mem := r.os.segment(off, size)
-	op, kind, limit, err := "", error(nil), "", error(nil)
-	if err = r.os.populate(mem); err != nil {
-		op, kind, limit = "populate", ErrOutOfMemory, segMemoryLimitText()
-	} else {
-		switch r.pin {
-		case PinLock:
-			if err = r.os.lock(mem); err != nil {
-				op, kind, limit = "mlock", ErrOutOfMemory, segMemlockLimitText()
-			}
-		case PinCUDA:
-			if err = r.reg.Register(mem); err != nil {
-				op, kind = "cudaHostRegister", ErrCUDAUnavailable
-				if errors.Is(err, ErrOutOfMemory) {
-					kind, limit = ErrOutOfMemory, segMemoryLimitText()
-				}
-			}
-		}
-	}
-	if err == nil {
+	e := &SegmentError{Index: i, Segments: r.nseg, Offset: off, Size: size, Total: r.size}
+	switch {
+	case r.fill(e, "populate", r.os.populate(mem)):
+	case r.pin == PinLock && r.fill(e, "mlock", r.os.lock(mem)):
+	case r.pin == PinCUDA && r.fill(e, "cudaHostRegister", r.reg.Register(mem)):
+	default:
 		return nil
 	}
 	r.os.release(mem)
-	return &SegmentError{
-		Index: i, Segments: r.nseg, Offset: off, Size: size, Total: r.size,
-		Op: op, Limit: limit, Kind: kind, Err: err,
-		ReadyBytes: r.readyBytes.Load(), ReadySegments: int(r.nlog.Load()),
+	e.ReadyBytes, e.ReadySegments = r.readyBytes.Load(), int(r.nlog.Load())
+	return e
+}
+
+// fill records a failed operation op in e and reports whether err is one;
+// it names the limit that applies: RLIMIT_MEMLOCK for mlock, the memory
+// limits for a refused populate or an out-of-memory registration.
+func (r *SegmentedRegion) fill(e *SegmentError, op string, err error) bool {
+	if err == nil {
+		return false
 	}
+	e.Op, e.Err, e.Kind = op, err, ErrOutOfMemory
+	switch {
+	case op == "mlock":
+		e.Limit = segMemlockLimitText()
+	case op == "cudaHostRegister" && !errors.Is(err, ErrOutOfMemory):
+		e.Kind = ErrCUDAUnavailable
+	default:
+		e.Limit = segMemoryLimitText()
+	}
+	return true
 }
 
 // publish makes segment i visible to Grown and GrownRange.
