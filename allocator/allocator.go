@@ -43,6 +43,7 @@ type Allocator struct {
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
 	counters                         Counters
 	runs                             []freeRun // Free's scratch, reused
+	growth                           growth    // over a GrowingRegion: the ranges added so far (grow.go)
 
 	key    uintptr      // the region's first byte, claimed in the owners table
 	dead   atomic.Bool  // set with mem = nil, read without the lock by claimRegion
@@ -68,7 +69,7 @@ type Counters struct {
 // Stats is a snapshot of the allocator. All byte figures are multiples of
 // the alignment.
 type Stats struct {
-	Capacity    int64 // bytes the allocator manages
+	Capacity    int64 // bytes the allocator manages; over a GrowingRegion, the part usable so far
 	Used        int64 // bytes in live blocks
 	Free        int64 // Capacity - Used, slivers included
 	LargestFree int64 // bytes in the largest free extent: the biggest object that fits now
@@ -120,7 +121,9 @@ func New(r Region, opts Options) (*Allocator, error) {
 	if c, ok := r.(closedRegion); ok {
 		a.closed = c.closedFlag()
 	}
-	a.free.add(0, units)
+	if err := a.initFree(r); err != nil {
+		return nil, err
+	}
 	if err := claimRegion(a); err != nil {
 		return nil, err
 	}
@@ -130,7 +133,9 @@ func New(r Region, opts Options) (*Allocator, error) {
 // Align returns the block alignment in bytes.
 func (a *Allocator) Align() int64 { return a.align }
 
-// Capacity returns the number of bytes the allocator manages.
+// Capacity returns the number of bytes the allocator manages; over a
+// GrowingRegion, all of them once every range is usable (Stats.Capacity
+// reports the part usable now).
 func (a *Allocator) Capacity() int64 { return a.units << a.shift }
 
 // Region returns the region the allocator carves.
@@ -181,6 +186,7 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 		a.mu.Unlock()
 		return Block{}, ErrClosed
 	}
+	a.growLocked()
 	id := a.free.bestFit(s)
 	if id == 0 {
 		err := a.failLocked(s, 1)
@@ -219,6 +225,7 @@ func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]
 	if n == 0 {
 		return nonNil(dst), nil
 	}
+	a.growLocked()
 	k := int64(n)
 	run := int32(0)
 	if p != Scattered {
@@ -260,6 +267,7 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 	if !a.openLocked() {
 		return dst, ErrClosed
 	}
+	a.growLocked()
 	var k int64
 	if p == Contiguous {
 		k = min(int64(n), a.largestUnits/s)
@@ -300,6 +308,7 @@ func (a *Allocator) Fit(size int64, n int) int {
 	if !a.openLocked() {
 		return 0
 	}
+	a.growLocked()
 	return int(a.free.slots(s, int64(n)))
 }
 
@@ -526,8 +535,11 @@ func (a *Allocator) Bytes(b Block) []byte {
 func (a *Allocator) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.mem != nil {
+		a.growLocked()
+	}
 	return Stats{
-		Capacity:    a.units << a.shift,
+		Capacity:    (a.usedUnits + a.freeUnits) << a.shift,
 		Used:        a.usedUnits << a.shift,
 		Free:        a.freeUnits << a.shift,
 		LargestFree: a.largestUnits << a.shift,
@@ -543,6 +555,9 @@ func (a *Allocator) Stats() Stats {
 func (a *Allocator) FreeExtents() []Block {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.mem != nil {
+		a.growLocked()
+	}
 	out := make([]Block, 0, a.free.len())
 	a.free.byStart.each(func(start int64, id int32) {
 		out = append(out, Block{Offset: start << a.shift, Size: a.free.nodes[id].size << a.shift})

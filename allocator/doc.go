@@ -35,6 +35,11 @@
 //     of the call before it frees any.
 //   - Concurrency. An Allocator is safe for concurrent use; each call,
 //     a batch included, takes one mutex once.
+//   - Growth. Over a GrowingRegion (a SegmentedRegion whose segments are
+//     still being populated and pinned) the allocator serves only the
+//     ranges usable so far and adds each new one at its next call
+//     (grow.go); Stats.Capacity is then the usable part and Capacity the
+//     whole region.
 //
 // # Design
 //
@@ -87,5 +92,7 @@
 // visited before n slots are found; Stats O(1).
 //
 // MEMORY.md beside this file explains the regions: heap, mmap, pinned and
-// CUDA host memory, and what each costs to create and touch.
+// CUDA host memory, the segmented region that pins in the background, and
+// what each costs to create and touch. ReadBudget says how large a pool
+// fits and which limit binds.
 package allocator

@@ -40,8 +40,8 @@ func (a *Allocator) Verify() error {
 	}
 	// piece is a free extent or a live block, in units.
 	type piece struct {
-		start, size int64
-		live        bool
+		start, size   int64
+		live, unready bool
 	}
 	pieces := make([]piece, 0, x.byStart.n+a.live.n)
 	var freeUnits, largest int64
@@ -63,6 +63,16 @@ func (a *Allocator) Verify() error {
 	})
 	if bad != nil {
 		return bad
+	}
+	// Units not ready yet (a growing region) are a third kind of piece.
+	unready, err := a.unreadyRangesLocked()
+	if err != nil {
+		return err
+	}
+	var unreadyUnits int64
+	for _, r := range unready {
+		pieces = append(pieces, piece{start: r[0], size: r[1] - r[0], unready: true})
+		unreadyUnits += r[1] - r[0]
 	}
 	var usedUnits, blocks int64
 	a.live.each(func(u, size int64, gen uint64) {
@@ -90,7 +100,7 @@ func (a *Allocator) Verify() error {
 			return fmt.Errorf("unit %d is in two pieces (live=%v at %d overlaps the one before)", p.start, p.live, p.start)
 		case p.start > next:
 			return fmt.Errorf("units [%d,%d) are neither free nor live", next, p.start)
-		case !p.live && i > 0 && !pieces[i-1].live:
+		case !p.live && !p.unready && i > 0 && !pieces[i-1].live && !pieces[i-1].unready:
 			return fmt.Errorf("extent at unit %d: adjacent free extent on the left", p.start)
 		}
 		next = p.start + p.size
@@ -106,8 +116,8 @@ func (a *Allocator) Verify() error {
 		return fmt.Errorf("free units: counted %d, cached %d", freeUnits, a.freeUnits)
 	case usedUnits != a.usedUnits:
 		return fmt.Errorf("used units: counted %d, cached %d", usedUnits, a.usedUnits)
-	case usedUnits+freeUnits != a.units:
-		return fmt.Errorf("used %d + free %d != capacity %d units", usedUnits, freeUnits, a.units)
+	case usedUnits+freeUnits+unreadyUnits != a.units:
+		return fmt.Errorf("used %d + free %d + not ready %d != capacity %d units", usedUnits, freeUnits, unreadyUnits, a.units)
 	case blocks != a.liveBlocks:
 		return fmt.Errorf("live blocks: counted %d, cached %d", blocks, a.liveBlocks)
 	case largest != a.largestUnits:

@@ -76,6 +76,13 @@
 //     objects only, so eviction never walks the rest.
 //   - Fill/region=R: copying a 32 MiB object from the Go heap into its
 //     block. Reports GB/s; compared with Floor/copy.
+//   - SegmentPin/pin=P/workers=W: a 4 GiB segmented region of 64 MiB
+//     segments, from its constructor until every segment is populated and
+//     pinned (P: none, mlock or cuda) by W background workers, with an
+//     allocator polling for its first 8 MiB block meanwhile. Reports
+//     first-ns (to the first allocation), full-ns (to the whole pool) and
+//     GiB/s. first-ns is compared with full-ns, and workers=2 GiB/s with
+//     workers=1. A pin mode the machine refuses skips, with the reason.
 //
 // # Floors
 //
@@ -88,6 +95,9 @@
 //     spend per key. Reports ns/key.
 //   - Floor/copy: a heap-to-heap copy of 32 MiB: the bandwidth a Fill can
 //     hope for. Reports GB/s.
+//   - SegmentFloor/workers=W: a fixed amount of CPU work split among W
+//     goroutines. workers=2 ÷ workers=1 is the parallel speed-up the
+//     machine offers in this run, the ceiling for SegmentPin's.
 //
 // # Rules
 //
@@ -95,9 +105,11 @@
 // b.Loop and is never timed. The allocator never writes to its region, so
 // the benchmarks only touch memory they mean to measure: heap and mmap pools
 // stay virtual until Fill writes them, while pinned pools are locked, and so
-// touched, in full, which is why they stay under 512 MiB. The L1 benchmarks
-// use an untouched mmap pool, which, unlike a heap region of the same size,
-// does not change how often the garbage collector runs.
+// touched, in full, which is why they stay under 512 MiB; SegmentPin, whose
+// point is pinning, pins 4 GiB, one pool at a time, released before the
+// next. The L1 benchmarks use an untouched mmap pool, which, unlike a heap
+// region of the same size, does not change how often the garbage collector
+// runs.
 //
 // TestL1Allocs asserts the manager's allocation counts; the allocator's
 // (0 for Allocate and Free) are asserted in package allocator.

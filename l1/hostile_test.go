@@ -27,7 +27,8 @@ func TestLateWriterCannotCommitAnotherWritersReservation(t *testing.T) {
 	e.clk.Advance(11 * time.Second) // A's lock lapses
 	b := e.reserve(t, []int{1}, obj)
 	require.Equal(t, l1.OK, b[0].Status)
-	require.Equal(t, a[0].Block, b[0].Block, "B got the same block")
+	require.Equal(t, a[0].Block.Offset, b[0].Block.Offset, "B got the same memory")
+	require.NotEqual(t, a[0].Block.Gen, b[0].Block.Gen, "under a new handle generation")
 	require.NotEqual(t, a[0].Lease, b[0].Lease)
 	st, err := e.m.FinishWrite([]int{1}, []l1.Lease{a[0].Lease})
 	require.NoError(t, err)

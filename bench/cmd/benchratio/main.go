@@ -225,6 +225,8 @@ var targets = []target{
 	{num: m("Fill/region=pinned", "GB/s"), den: m("Floor/copy", "GB/s"), op: ">=", bound: 0.9},
 	{num: m("Allocate/region=heap", "allocs/op"), op: "==", bound: 0},
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
+	{num: m("SegmentPin/pin=mlock/workers=2", "first-ns"), den: m("SegmentPin/pin=mlock/workers=2", "full-ns"), op: "<=", bound: 0.1},
+	{num: m("SegmentPin/pin=mlock/workers=2", "GiB/s"), den: m("SegmentPin/pin=mlock/workers=1", "GiB/s"), op: ">=", bound: 1.6},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -251,6 +253,11 @@ var targets = []target{
 		note: "a Fit after every victim, as before"},
 	{num: m("Fill/region=heap", "GB/s"), den: m("Floor/copy", "GB/s")},
 	{num: m("Fill/region=cuda-host", "GB/s"), den: m("Floor/copy", "GB/s")},
+	{num: m("SegmentFloor/workers=2", "GiB/s"), den: m("SegmentFloor/workers=1", "GiB/s"), note: "the machine's parallel ceiling for the row above"},
+	{num: m("SegmentPin/pin=none/workers=2", "first-ns"), den: m("SegmentPin/pin=none/workers=2", "full-ns")},
+	{num: m("SegmentPin/pin=none/workers=2", "GiB/s"), den: m("SegmentPin/pin=none/workers=1", "GiB/s")},
+	{num: m("SegmentPin/pin=cuda/workers=2", "first-ns"), den: m("SegmentPin/pin=cuda/workers=2", "full-ns")},
+	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
 }
 
 func m(name, unit string) measure { return measure{name, unit} }
