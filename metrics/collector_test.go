@@ -243,9 +243,10 @@ func TestCollectorRealL1(t *testing.T) {
 	m, err := l1.New[string](a, l1.Config{})
 	require.NoError(t, err)
 	defer m.Close()
-	_, err = m.ReserveWrite([]string{"a", "b", "c"}, nil, mib, l1.ModeAll)
+	res, err := m.ReserveWrite([]string{"a", "b", "c"}, nil, mib, l1.ModeAll)
 	require.NoError(t, err)
-	m.FinishWrite([]string{"a", "b"})
+	_, err = m.FinishWrite([]string{"a", "b"}, []l1.Lease{res[0].Lease, res[1].Lease})
+	require.NoError(t, err)
 	c := New(Options{L1: L1(m)})
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP kvalloc_l1_objects Objects held, by state.

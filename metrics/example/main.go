@@ -152,16 +152,23 @@ func workload(m *l1.Manager[string], round int) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("r%d-k%d", round, i)
 	}
-	_, _ = m.ReserveWrite(keys, nil, 4<<20, l1.ModeAll)
-	m.FinishWrite(keys[:30])
+	res, err := m.ReserveWrite(keys, nil, 4<<20, l1.ModeAll)
+	if err != nil {
+		return
+	}
+	leases := make([]l1.Lease, len(res))
+	for i, r := range res {
+		leases[i] = r.Lease
+	}
+	_, _ = m.FinishWrite(keys[:30], leases[:30])
 	if res, err := m.ReserveRead(keys[:10], 1); err == nil {
 		for i, r := range res {
 			if r.Status == l1.OK {
-				m.FinishRead(keys[i:i+1], 1)
+				_, _ = m.FinishRead(keys[i:i+1], []l1.Lease{r.Lease}, 1)
 			}
 		}
 	}
-	m.Delete(keys[:20], false)
+	_, _ = m.Delete(keys[:20], false)
 }
 
 // scrape writes the registry's metrics in the text exposition format.
