@@ -14,6 +14,13 @@ func BenchmarkAllocate(b *testing.B) {
 	for _, kind := range regionKinds {
 		b.Run("region="+kind, func(b *testing.B) {
 			a := newPool(b, kind, pool, 0)
+			blk, err := a.Allocate(size) // warm: see TestAllocsPerOpIndependentOfN
+			if err == nil {
+				err = a.Free(blk)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				blk, err := a.Allocate(size)
@@ -61,8 +68,7 @@ func benchBatch(b *testing.B, kind string, p allocator.Placement, n int) {
 	pool := int64(n) * batchObject
 	a := newPool(b, kind, pool+pool/16, 0)
 	dst := make([]allocator.Block, 0, n)
-	b.ReportAllocs()
-	for b.Loop() {
+	op := func() {
 		out, err := a.AppendBatch(dst[:0], batchObject, n, p)
 		if err != nil {
 			b.Fatal(err)
@@ -70,6 +76,11 @@ func benchBatch(b *testing.B, kind string, p allocator.Placement, n int) {
 		if err := a.Free(out...); err != nil {
 			b.Fatal(err)
 		}
+	}
+	op() // warm: see TestAllocsPerOpIndependentOfN
+	b.ReportAllocs()
+	for b.Loop() {
+		op()
 	}
 	perUnit(b, n, "ns/block")
 }
@@ -106,8 +117,7 @@ func BenchmarkFragmented(b *testing.B) {
 			})
 			b.Run("op=batch", func(b *testing.B) {
 				dst := make([]allocator.Block, 0, fragmentedBatch)
-				b.ReportAllocs()
-				for b.Loop() {
+				op := func() {
 					out, err := a.AppendBatch(dst[:0], unit, fragmentedBatch, allocator.Scattered)
 					if err != nil {
 						b.Fatal(err)
@@ -115,6 +125,11 @@ func BenchmarkFragmented(b *testing.B) {
 					if err := a.Free(out...); err != nil {
 						b.Fatal(err)
 					}
+				}
+				op() // warm: see TestAllocsPerOpIndependentOfN
+				b.ReportAllocs()
+				for b.Loop() {
+					op()
 				}
 			})
 		})

@@ -39,8 +39,8 @@
 //   - L1Cycle/keys=N: ReserveWrite of N new keys, FinishWrite, ReserveRead,
 //     FinishRead, and the Delete that frees them, so every op starts from
 //     the same empty manager. Reports ns/key; compared with Floor/map.
-//     L1CycleParallel runs the cycle under b.RunParallel, each goroutine on
-//     its own 256 keys.
+//     L1CycleParallel runs the cycle on GOMAXPROCS goroutines, each on its
+//     own 256 keys.
 //   - Fill/region=R: copying a 32 MiB object from the Go heap into its
 //     block. Reports GB/s; compared with Floor/copy.
 //
@@ -59,7 +59,10 @@
 // # Rules
 //
 // Setup (making regions, fragmenting pools, making keys) happens before
-// b.Loop and is never timed. The allocator never writes to its region, so
+// b.Loop and is never timed. So is one warm-up op: the first op grows what
+// later ops reuse (record chunks, index, scratch), and counted it would
+// make allocs/op depend on b.N, which TestAllocsPerOpIndependentOfN
+// forbids. The allocator never writes to its region, so
 // the benchmarks only touch memory they mean to measure: heap and mmap pools
 // stay virtual until Fill writes them, while pinned pools are locked, and so
 // touched, in full, which is why they stay under 512 MiB. The L1 benchmarks
