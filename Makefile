@@ -4,7 +4,7 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit fuzz fuzz-smoke
+.PHONY: test vet unit fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, then a short run of
 ## every fuzz target, in that order (also under make -j).
@@ -31,10 +31,24 @@ fuzz:
 fuzz-smoke:
 	GO=$(GO) sh fuzz/run.sh $(FUZZ_SMOKE)
 
+# print-fuzz-smoke: FUZZ_SMOKE, for .ci/run to report without repeating it.
+print-fuzz-smoke:
+	@echo $(FUZZ_SMOKE)
+
+## fuzz-replay NAME=FuzzTarget[/file]: replay the committed corpus of one
+## target, or one file of it (a crasher), verbosely. A name that matches no
+## target or file fails.
+fuzz-replay:
+	@test -n "$(NAME)" || { echo "usage: make fuzz-replay NAME=FuzzTarget[/corpus-file]"; exit 2; }
+	GO=$(GO) sh fuzz/run.sh -replay '$(NAME)'
+
 # ---- Benchmarks (issue 5): bench, bench-ci, bench-diff, profile ----------
 # See bench/doc.go for what each benchmark measures and its floor.
 
 BENCH_OUT   ?= bench/out
+# make bench appends every run here, keyed by commit (bench/cmd/benchhist);
+# untracked; CI keeps it as an artifact. make bench-history plots it.
+BENCH_HISTORY ?= bench/history
 # Rounds of the whole suite; each round runs every benchmark once, so the
 # rounds interleave in time and a slow phase of the machine hits a result
 # and its floor alike.
@@ -52,7 +66,8 @@ BENCH_NONE  := ^$$
 .PHONY: bench bench-ci bench-diff profile
 
 ## bench: the suite in BENCH_COUNT rounds into bench/out/bench.txt, then the
-## benchstat summary and the ratios against the in-run floors.
+## benchstat summary and the ratios against the in-run floors (also in
+## bench/out/ratios.md); appends the run to BENCH_HISTORY.
 bench:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -c -o $(BENCH_OUT)/bench.test ./bench/
@@ -65,8 +80,15 @@ bench:
 	done; echo "bench: $(BENCH_COUNT) rounds in $$(( $$(date +%s) - start ))s, results in $(BENCH_OUT)/bench.txt"
 	@grep -h 'unavailable:' $(BENCH_OUT)/bench.txt | sed 's/^ *[a-z_]*\.go:[0-9]*: /skipped: /' | sort -u
 	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
-	$(GO) run ./bench/cmd/benchratio $(BENCH_OUT)/bench.txt
+	$(GO) run ./bench/cmd/benchratio -md $(BENCH_OUT)/ratios.md $(BENCH_OUT)/bench.txt
+	@$(GO) run ./bench/cmd/benchhist -dir $(BENCH_HISTORY) $(BENCH_OUT)/bench.txt
 	@$(MAKE) --no-print-directory scenarios
+
+.PHONY: bench-history
+## bench-history: each target's ratio over the runs in BENCH_HISTORY, as
+## plots and a table in bench/out/history/.
+bench-history:
+	$(GO) run ./bench/cmd/benchratio -history $(BENCH_HISTORY) -plot $(BENCH_OUT)/history
 
 .PHONY: scenarios
 ## scenarios: replay testdata/scenarios/*.scn under all 18 L1 policies: the
@@ -76,7 +98,8 @@ scenarios:
 	$(GO) run ./bench/cmd/scenarios -out $(BENCH_OUT) testdata/scenarios/*.scn
 
 ## bench-ci: the gate in git mode against HEAD~1 on the gated set. Fails on
-## any allocs/op growth, and on sec/op only above 25 % with p < 0.01,
+## an allocs/op growth of one allocation or more (significant, or every run
+## above every base run), and on sec/op only above 25 % with p < 0.01,
 ## confirmed by a second interleaved run; B/op is shown, not gated. Skips
 ## when there is no parent or the parent has no benchmarks.
 bench-ci:
