@@ -131,9 +131,9 @@ func TestShortName(t *testing.T) {
 	for in, want := range map[string]string{
 		"github.com/kvalloc/kvalloc/l1.(*Manager[go.shape.struct { ChunkHash string; Model string; KVRank uint32; GroupID uint32 }]).ReserveWrite": "l1.(*Manager[…]).ReserveWrite",
 		"github.com/kvalloc/kvalloc/l1.(*index[go.shape.struct { A [32]uint8 }]).find.func1":                                                       "l1.(*index[…]).find.func1",
-		"github.com/kvalloc/kvalloc/allocator.(*Allocator).Free":                                                                                  "allocator.(*Allocator).Free",
-		"runtime.memclrNoHeapPointers":                                                                                                            "runtime.memclrNoHeapPointers",
-		"slices.SortFunc[go.shape.[]github.com/kvalloc/kvalloc/allocator.Block,go.shape.struct {}]":                                                "slices.SortFunc[…]",
+		"github.com/kvalloc/kvalloc/allocator.(*Allocator).Free":                                                                                   "allocator.(*Allocator).Free",
+		"runtime.memclrNoHeapPointers": "runtime.memclrNoHeapPointers",
+		"slices.SortFunc[go.shape.[]github.com/kvalloc/kvalloc/allocator.Block,go.shape.struct {}]": "slices.SortFunc[…]",
 	} {
 		assert.Equal(t, want, ShortName(in), in)
 	}
