@@ -160,3 +160,9 @@ profile:
 	$(call PROFILE_ONE,fragbatch,900000x)
 	$(call PROFILE_ONE,l1cycle,500x)
 	$(call PROFILE_ONE,prefix,500x)
+
+.PHONY: cflite-check
+## cflite-check: run .clusterfuzzlite/build.sh here, without docker, with
+## stand-ins for the OSS-Fuzz builders; lists the seed corpus zips.
+cflite-check:
+	bash .clusterfuzzlite/check-local.sh
