@@ -9,7 +9,6 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
@@ -20,10 +19,15 @@ import (
 
 const pkgPath = "github.com/kvalloc/kvalloc/bench/cmd/pproftop"
 
+// spin does a fixed amount of work, n rounds of 100000 multiply-adds
+// (about 100 ms of CPU per 1000 rounds on the CI VM). A fixed amount of
+// work, not a wall-clock duration: on a loaded machine the profile then
+// still gets its samples, later.
+//
 //go:noinline
-func spin(d time.Duration) uint64 {
+func spin(n int) uint64 {
 	x := uint64(1)
-	for start := time.Now(); time.Since(start) < d; {
+	for range n {
 		for range 100_000 {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
@@ -32,6 +36,8 @@ func spin(d time.Duration) uint64 {
 }
 
 var sink [16][]byte
+
+var spinSink uint64
 
 //go:noinline
 func allocate(size int) {
@@ -46,7 +52,7 @@ func writeCPUProfile(t *testing.T) string {
 	f, err := os.Create(path)
 	require.NoError(t, err)
 	require.NoError(t, pprof.StartCPUProfile(f))
-	spin(400 * time.Millisecond)
+	spinSink = spin(4000)
 	pprof.StopCPUProfile()
 	require.NoError(t, f.Close())
 	return path
