@@ -71,6 +71,8 @@ BENCH_NONE  := ^$$
 bench:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -c -o $(BENCH_OUT)/bench.test ./bench/
+	@{ git rev-parse --verify -q HEAD || echo unknown; \
+	  if git status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then echo true; else echo false; fi; } >$(BENCH_OUT)/bench.commit
 	@rm -f $(BENCH_OUT)/bench.txt; start=$$(date +%s); i=0; \
 	while [ $$i -lt $(BENCH_COUNT) ]; do i=$$((i+1)); \
 	  echo "bench: round $$i of $(BENCH_COUNT) ($$(( $$(date +%s) - start ))s so far)"; \
@@ -81,7 +83,8 @@ bench:
 	@grep -h 'unavailable:' $(BENCH_OUT)/bench.txt | sed 's/^ *[a-z_]*\.go:[0-9]*: /skipped: /' | sort -u
 	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
 	$(GO) run ./bench/cmd/benchratio -md $(BENCH_OUT)/ratios.md $(BENCH_OUT)/bench.txt
-	@$(GO) run ./bench/cmd/benchhist -dir $(BENCH_HISTORY) $(BENCH_OUT)/bench.txt
+	@$(GO) run ./bench/cmd/benchhist -dir $(BENCH_HISTORY) -commit $$(sed -n 1p $(BENCH_OUT)/bench.commit) \
+	  -dirty=$$(sed -n 2p $(BENCH_OUT)/bench.commit) $(BENCH_OUT)/bench.txt
 	@$(MAKE) --no-print-directory scenarios
 
 .PHONY: bench-history

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	benchhist [-dir bench/history] [-commit SHA] bench.txt
+//	benchhist [-dir bench/history] [-commit SHA [-dirty]] bench.txt
 //
 // It reads bench.txt (Go benchmark format, as make bench writes it) and
 // appends it to DIR/COMMIT.txt after the configuration lines
@@ -27,7 +27,12 @@
 //	-commit SHA
 //		The commit to file the run under (default: git rev-parse
 //		HEAD, and the dirty flag from git status; outside git,
-//		"unknown").
+//		"unknown"). make bench records HEAD when it builds the
+//		benchmarks and passes it, so a commit made during the run
+//		does not take the results.
+//	-dirty
+//		With -commit: the tree had uncommitted changes to tracked
+//		files.
 //
 // Benchhist exits 0 on success, 1 when bench.txt has no results or the
 // history cannot be written, and 2 on a usage error.
@@ -56,8 +61,9 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "bench/history", "the history `DIR`")
 	commit := fs.String("commit", "", "file the run under `SHA` (default: git HEAD)")
+	dirty := fs.Bool("dirty", false, "with -commit: the tree had uncommitted changes")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: benchhist [-dir bench/history] [-commit SHA] bench.txt\n\n")
+		fmt.Fprintf(fs.Output(), "usage: benchhist [-dir bench/history] [-commit SHA [-dirty]] bench.txt\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -76,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		fmt.Fprintf(stderr, "benchhist: %v\n", err)
 		return 1
 	}
-	m := history.Meta{Commit: *commit, Date: now().UTC().Truncate(time.Second)}
+	m := history.Meta{Commit: *commit, Dirty: *dirty, Date: now().UTC().Truncate(time.Second)}
 	if m.Commit == "" {
 		m.Commit, m.Dirty = gitState()
 	}

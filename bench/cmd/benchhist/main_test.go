@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func TestAppendTwiceIsTwoRuns(t *testing.T) {
 	for i := range 2 {
 		var out, errOut bytes.Buffer
 		now := func() time.Time { return t0.Add(time.Duration(i) * time.Minute) }
-		if code := run([]string{"-dir", hist, "-commit", "c0ffee", in}, &out, &errOut, now); code != 0 {
+		if code := run([]string{"-dir", hist, "-commit", "c0ffee", fmt.Sprintf("-dirty=%t", i == 1), in}, &out, &errOut, now); code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut.String())
 		}
 		if !strings.Contains(out.String(), "c0ffee.txt") {
@@ -33,7 +34,7 @@ func TestAppendTwiceIsTwoRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 2 || runs[0].Commit != "c0ffee" || !runs[1].Date.Equal(t0.Add(time.Minute)) {
+	if len(runs) != 2 || runs[0].Commit != "c0ffee" || !runs[1].Date.Equal(t0.Add(time.Minute)) || runs[0].Dirty || !runs[1].Dirty {
 		t.Errorf("runs %+v", runs)
 	}
 }
