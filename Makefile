@@ -4,7 +4,7 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit fuzz fuzz-smoke
+.PHONY: test vet unit fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, then a short run of
 ## every fuzz target, in that order (also under make -j).
@@ -31,10 +31,24 @@ fuzz:
 fuzz-smoke:
 	GO=$(GO) sh fuzz/run.sh $(FUZZ_SMOKE)
 
+# print-fuzz-smoke: FUZZ_SMOKE, for .ci/run to report without repeating it.
+print-fuzz-smoke:
+	@echo $(FUZZ_SMOKE)
+
+## fuzz-replay NAME=FuzzTarget[/file]: replay the committed corpus of one
+## target, or one file of it (a crasher), verbosely. A name that matches no
+## target or file fails.
+fuzz-replay:
+	@test -n "$(NAME)" || { echo "usage: make fuzz-replay NAME=FuzzTarget[/corpus-file]"; exit 2; }
+	GO=$(GO) sh fuzz/run.sh -replay '$(NAME)'
+
 # ---- Benchmarks (issue 5): bench, bench-ci, bench-diff, profile ----------
 # See bench/doc.go for what each benchmark measures and its floor.
 
 BENCH_OUT   ?= bench/out
+# make bench appends every run here, keyed by commit (bench/cmd/benchhist);
+# untracked; CI keeps it as an artifact. make bench-history plots it.
+BENCH_HISTORY ?= bench/history
 # Rounds of the whole suite; each round runs every benchmark once, so the
 # rounds interleave in time and a slow phase of the machine hits a result
 # and its floor alike.
@@ -52,10 +66,13 @@ BENCH_NONE  := ^$$
 .PHONY: bench bench-ci bench-diff profile
 
 ## bench: the suite in BENCH_COUNT rounds into bench/out/bench.txt, then the
-## benchstat summary and the ratios against the in-run floors.
+## benchstat summary and the ratios against the in-run floors (also in
+## bench/out/ratios.md); appends the run to BENCH_HISTORY.
 bench:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -c -o $(BENCH_OUT)/bench.test ./bench/
+	@{ git rev-parse --verify -q HEAD || echo unknown; \
+	  if git status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then echo true; else echo false; fi; } >$(BENCH_OUT)/bench.commit
 	@rm -f $(BENCH_OUT)/bench.txt; start=$$(date +%s); i=0; \
 	while [ $$i -lt $(BENCH_COUNT) ]; do i=$$((i+1)); \
 	  echo "bench: round $$i of $(BENCH_COUNT) ($$(( $$(date +%s) - start ))s so far)"; \
@@ -65,9 +82,17 @@ bench:
 	done; echo "bench: $(BENCH_COUNT) rounds in $$(( $$(date +%s) - start ))s, results in $(BENCH_OUT)/bench.txt"
 	@grep -h 'unavailable:' $(BENCH_OUT)/bench.txt | sed 's/^ *[a-z_]*\.go:[0-9]*: /skipped: /' | sort -u
 	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
-	$(GO) run ./bench/cmd/benchratio $(BENCH_OUT)/bench.txt
+	$(GO) run ./bench/cmd/benchratio -md $(BENCH_OUT)/ratios.md $(BENCH_OUT)/bench.txt
+	@$(GO) run ./bench/cmd/benchhist -dir $(BENCH_HISTORY) -commit $$(sed -n 1p $(BENCH_OUT)/bench.commit) \
+	  -dirty=$$(sed -n 2p $(BENCH_OUT)/bench.commit) $(BENCH_OUT)/bench.txt
 	@$(MAKE) --no-print-directory scenarios
 	$(GO) run ./bench/cmd/trace -pool $(TRACE_POOL) $(TRACE_FILE)
+
+.PHONY: bench-history
+## bench-history: each target's ratio over the runs in BENCH_HISTORY, as
+## plots and a table in bench/out/history/.
+bench-history:
+	$(GO) run ./bench/cmd/benchratio -history $(BENCH_HISTORY) -plot $(BENCH_OUT)/history
 
 .PHONY: scenarios
 ## scenarios: replay testdata/scenarios/*.scn under all 18 L1 policies: the
@@ -91,7 +116,8 @@ trace:
 	$(GO) run ./bench/cmd/trace -out $(BENCH_OUT) -pool $(TRACE_POOLS) $(TRACE_FILE)
 
 ## bench-ci: the gate in git mode against HEAD~1 on the gated set. Fails on
-## any allocs/op growth, and on sec/op only above 25 % with p < 0.01,
+## an allocs/op growth of one allocation or more (significant, or every run
+## above every base run), and on sec/op only above 25 % with p < 0.01,
 ## confirmed by a second interleaved run; B/op is shown, not gated. Skips
 ## when there is no parent or the parent has no benchmarks.
 bench-ci:
@@ -111,6 +137,14 @@ bench-diff:
 # profile: name, benchmark regexp, fixed iteration count (about a second of
 # work each). The iteration counts make the runs repeatable; they are not
 # timings, and the profiling itself slows them.
+#
+# Heap profiles (go test -memprofile) count every allocation since the
+# binary started, so a benchmark's setup is in them: a 256 MiB heap region,
+# a fragmented pool, 5700 keys. Two rules keep them about the timed loop:
+# a benchmark with 0 allocs/op (every allocator benchmark; TestZeroAllocs
+# and bench's TestAllocsPerOpIndependentOfN hold that) gets no heap table,
+# since its profile is all setup; the others are shown under -focus on the
+# package they measure (PROF_FOCUS_*), which drops the setup's stacks.
 PROFILE_DIR := $(BENCH_OUT)/profile
 PROF_allocate   := ^BenchmarkAllocate$$/^region=heap$$
 PROF_batch      := ^BenchmarkAllocateBatch$$/^region=heap$$/^placement=scattered$$/^n=5700$$
@@ -120,13 +154,17 @@ PROF_l1cycle    := ^BenchmarkL1Cycle$$/^keys=5700$$
 PROF_prefix     := ^BenchmarkPrefixRecovery$$/^strategy=(onepass|binarysearch)$$
 PROF_batch8mib  := ^BenchmarkAllocatorPool$$/^object=8MiB$$/^pool=45GiB$$/^op=batch-warm$$
 PROF_free8mib   := ^BenchmarkAllocatorPool$$/^object=8MiB$$/^pool=45GiB$$/^op=free$$
+PROF_FOCUS_l1cycle := kvalloc/l1\.
+PROF_FOCUS_prefix  := kvalloc/l1\.
 define PROFILE_ONE
-	@echo; echo "== profile $(1): $(PROF_$(1)), $(2) iterations (a profile, not a timing) =="
+	@echo; echo "== $(1), $(2) (a profile, not a timing): $(PROF_$(1))"
 	@$(PROFILE_DIR)/bench.test -test.run='$(BENCH_NONE)' -test.bench='$(PROF_$(1))' -test.benchtime=$(2) \
 	  -test.benchmem -test.cpuprofile=$(PROFILE_DIR)/$(1).cpu.pprof -test.memprofile=$(PROFILE_DIR)/$(1).mem.pprof \
 	  >$(PROFILE_DIR)/$(1).txt 2>&1 || { cat $(PROFILE_DIR)/$(1).txt; exit 1; }
-	@$(PROFILE_DIR)/pproftop -n 15 $(PROFILE_DIR)/$(1).cpu.pprof
-	@echo; $(PROFILE_DIR)/pproftop -n 10 -sample_index alloc_space $(PROFILE_DIR)/$(1).mem.pprof
+	@$(PROFILE_DIR)/pproftop -n 8 $(PROFILE_DIR)/$(1).cpu.pprof
+	@if ! grep -q 'allocs/op' $(PROFILE_DIR)/$(1).txt || grep 'allocs/op' $(PROFILE_DIR)/$(1).txt | grep -qv ' 0 allocs/op'; then \
+	  $(PROFILE_DIR)/pproftop -n 6 -tables flat -sample_index alloc_space -focus '$(or $(PROF_FOCUS_$(1)),.)' $(PROFILE_DIR)/$(1).mem.pprof; \
+	else echo "heap: 0 allocs/op in the timed loop; $(1).mem.pprof holds only setup"; fi
 
 endef
 
@@ -144,3 +182,9 @@ profile:
 	$(call PROFILE_ONE,prefix,500x)
 	$(call PROFILE_ONE,batch8mib,20000x)
 	$(call PROFILE_ONE,free8mib,20000x)
+
+.PHONY: cflite-check
+## cflite-check: run .clusterfuzzlite/build.sh here, without docker, with
+## stand-ins for the OSS-Fuzz builders; lists the seed corpus zips.
+cflite-check:
+	bash .clusterfuzzlite/check-local.sh

@@ -15,6 +15,13 @@ func BenchmarkAllocate(b *testing.B) {
 	for _, kind := range regionKinds {
 		b.Run("region="+kind, func(b *testing.B) {
 			a := newPool(b, kind, pool, 0)
+			blk, err := a.Allocate(size) // warm: see TestAllocsPerOpIndependentOfN
+			if err == nil {
+				err = a.Free(blk)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				blk, err := a.Allocate(size)
@@ -62,17 +69,7 @@ func benchBatch(b *testing.B, kind string, p allocator.Placement, n int) {
 	pool := int64(n) * batchObject
 	a := newPool(b, kind, pool+pool/16, 0)
 	dst := make([]allocator.Block, 0, n)
-	// One batch before timing grows the live-block table, so allocs/op and
-	// B/op do not depend on b.N.
-	out, err := a.AppendBatch(dst[:0], batchObject, n, p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := a.Free(out...); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
+	op := func() {
 		out, err := a.AppendBatch(dst[:0], batchObject, n, p)
 		if err != nil {
 			b.Fatal(err)
@@ -80,6 +77,11 @@ func benchBatch(b *testing.B, kind string, p allocator.Placement, n int) {
 		if err := a.Free(out...); err != nil {
 			b.Fatal(err)
 		}
+	}
+	op() // warm: see TestAllocsPerOpIndependentOfN
+	b.ReportAllocs()
+	for b.Loop() {
+		op()
 	}
 	perUnit(b, n, "ns/block")
 }
@@ -116,8 +118,7 @@ func BenchmarkFragmented(b *testing.B) {
 			})
 			b.Run("op=batch", func(b *testing.B) {
 				dst := make([]allocator.Block, 0, fragmentedBatch)
-				b.ReportAllocs()
-				for b.Loop() {
+				op := func() {
 					out, err := a.AppendBatch(dst[:0], unit, fragmentedBatch, allocator.Scattered)
 					if err != nil {
 						b.Fatal(err)
@@ -125,6 +126,11 @@ func BenchmarkFragmented(b *testing.B) {
 					if err := a.Free(out...); err != nil {
 						b.Fatal(err)
 					}
+				}
+				op() // warm: see TestAllocsPerOpIndependentOfN
+				b.ReportAllocs()
+				for b.Loop() {
+					op()
 				}
 			})
 		})

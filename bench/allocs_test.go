@@ -1,9 +1,17 @@
 package bench
 
 import (
+	"bytes"
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -106,4 +114,93 @@ func mustStatus(t *testing.T, sts []l1.Status, err error) {
 			t.Fatalf("key %d: %v", i, st)
 		}
 	}
+}
+
+// TestAllocsPerOpIndependentOfN runs every benchmark at 1, 10 and 100
+// iterations and asserts that each reports the same allocs/op at all three.
+//
+// The benchmark gate compares allocs/op between runs whose iteration counts
+// differ (a -benchtime of 200ms reaches fewer iterations on a loaded
+// machine). A benchmark that allocates in its first iteration only (the
+// manager's record chunks and index, the allocator's scratch, the
+// goroutines of b.RunParallel) reports that cost divided by b.N:
+// BenchmarkL1Cycle/keys=5700 reported 81 allocs/op at 1 iteration, 12 at
+// 10 and 5 at 100, and the gate took machine load for a regression. So
+// every benchmark runs its op once before b.Loop (or b.ResetTimer): the
+// warm-up grows what later ops reuse, and allocs/op is the steady state.
+// A real per-op allocation still counts in every iteration.
+//
+// The benchmarks run in a binary built without the race detector (which
+// drops sync.Pool items at random) and with GOGC=off: fmt's sync.Pool is
+// emptied by each collection, so code that formats an error (a failed
+// probe of PrefixRecovery/strategy=binarysearch) allocates a few times more
+// after a collection, and how many collections a run sees depends on its
+// length. Both are noise the gate tolerates (see package
+// bench/internal/gate); this test looks for the systematic kind.
+func TestAllocsPerOpIndependentOfN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the benchmark binary")
+	}
+	bin := filepath.Join(t.TempDir(), "bench.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c: %v\n%s", err, out)
+	}
+	counts := make(map[string]map[string]float64) // name -> benchtime -> allocs/op
+	benchtimes := []string{"1x", "10x", "100x"}
+	for _, bt := range benchtimes {
+		cmd := exec.Command(bin, "-test.run=^$", "-test.bench=.", "-test.benchmem", "-test.benchtime="+bt, "-test.cpu=1", "-test.timeout=5m")
+		// GOGC=off: no collection, so no pool emptied mid-run; the
+		// memory limit still collects before a heavy benchmark at 100
+		// iterations could exhaust the machine.
+		cmd.Env = append(os.Environ(), "GOGC=off", "GOMEMLIMIT=4GiB")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("-test.benchtime=%s: %v\n%s%s", bt, err, out, stderr.Bytes())
+		}
+		r := benchfmt.NewReader(bytes.NewReader(out), bt)
+		for r.Scan() {
+			res, ok := r.Result().(*benchfmt.Result)
+			if !ok {
+				continue
+			}
+			v, ok := res.Value("allocs/op")
+			if !ok {
+				t.Errorf("%s at %s reports no allocs/op", res.Name, bt)
+				continue
+			}
+			name := string(res.Name.Full())
+			if counts[name] == nil {
+				counts[name] = make(map[string]float64)
+			}
+			counts[name][bt] = v
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, must := range []string{"L1Cycle/keys=5700", "L1CycleParallel", "PrefixRecovery/strategy=binarysearch/n=5700", "AllocateBatch/region=heap/placement=scattered/n=256", "Allocate/region=heap"} {
+		if counts[must] == nil {
+			t.Errorf("benchmark %s did not run", must)
+		}
+	}
+	for name, byBT := range counts {
+		var line []string
+		same := true
+		for _, bt := range benchtimes {
+			v, ok := byBT[bt]
+			if !ok {
+				t.Errorf("%s did not run at %s", name, bt)
+				continue
+			}
+			same = same && v == byBT[benchtimes[0]]
+			line = append(line, fmt.Sprintf("%g at %s", v, bt))
+		}
+		if !same {
+			t.Errorf("%s: allocs/op depends on the iteration count: %s", name, strings.Join(line, ", "))
+		}
+	}
+	t.Logf("%d benchmarks compared at %s", len(counts), strings.Join(benchtimes, ", "))
 }

@@ -59,7 +59,7 @@
 //     the same empty manager. Reports ns/key; compared with Floor/map.
 //     L1Cycle/size=8MiB/keys=5700 is the production regime: 8 MiB objects
 //     filling a 45 GiB MAP_NORESERVE pool. L1CycleParallel runs the cycle
-//     under b.RunParallel, each goroutine on its own 256 keys.
+//     on GOMAXPROCS goroutines, each on its own 256 keys.
 //   - EvictOnDemand/victims=V: one ReserveWrite of 5700 new 8 MiB keys into
 //     a full 45 GiB pool of 5700 evictable objects, so on-demand eviction
 //     takes them all; the reordering between ops is not timed. adjacent
@@ -102,7 +102,10 @@
 // # Rules
 //
 // Setup (making regions, fragmenting pools, making keys) happens before
-// b.Loop and is never timed. The allocator never writes to its region, so
+// b.Loop and is never timed. So is one warm-up op: the first op grows what
+// later ops reuse (record chunks, index, scratch), and counted it would
+// make allocs/op depend on b.N, which TestAllocsPerOpIndependentOfN
+// forbids. The allocator never writes to its region, so
 // the benchmarks only touch memory they mean to measure: heap and mmap pools
 // stay virtual until Fill writes them, while pinned pools are locked, and so
 // touched, in full, which is why they stay under 512 MiB; SegmentPin, whose

@@ -5,9 +5,15 @@
 # found in this run.
 #
 # Usage: fuzz/run.sh [FUZZTIME] [TARGET...]
+#        fuzz/run.sh -replay TARGET[/FILE]
 #   FUZZTIME  go test -fuzztime value, e.g. 10s, 5m, 2h or 100000x; default
 #             $FUZZTIME, else 1m.
-#   TARGET    target names; default every Fuzz* function in ./fuzz.
+#   TARGET    target names; default every Fuzz* function in ./fuzz. A name
+#             that is not a target fails (exit 2) instead of fuzzing nothing.
+#   -replay   run the committed corpus of TARGET, or its one file FILE (a
+#             crasher go test wrote to fuzz/testdata/fuzz/TARGET/), with -v.
+#             A target or file that does not exist fails (exit 2): go test
+#             -run with a pattern that matches nothing would pass.
 #
 # A failing target stops the run with go test's exit status; go test has
 # then written the minimized input to fuzz/testdata/fuzz/<Target>/ and
@@ -15,12 +21,45 @@
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+known=$($GO test -list '^Fuzz' ./fuzz/ | grep '^Fuzz' || true)
+if [ -z "$known" ]; then
+	echo "fuzz: no Fuzz targets in ./fuzz (go test -list failed?)" >&2
+	exit 2
+fi
+# check_target fails unless $1 is one of the package's fuzz targets.
+check_target() {
+	for k in $known; do
+		[ "$k" = "$1" ] && return 0
+	done
+	echo "fuzz: no fuzz target $1 in ./fuzz; the targets are:" $known >&2
+	exit 2
+}
+if [ "${1:-}" = "-replay" ]; then
+	[ $# -eq 2 ] || { echo "usage: fuzz/run.sh -replay TARGET[/FILE]" >&2; exit 2; }
+	target=${2%%/*}
+	check_target "$target"
+	pattern="^$target\$"
+	case $2 in
+	*/*)
+		file=${2#*/}
+		if [ ! -f "fuzz/testdata/fuzz/$target/$file" ]; then
+			echo "fuzz: no corpus file fuzz/testdata/fuzz/$target/$file" >&2
+			exit 2
+		fi
+		pattern="$pattern/^$file\$"
+		;;
+	esac
+	exec $GO test -count=1 -run="$pattern" -v ./fuzz/
+fi
 time=${1:-${FUZZTIME:-1m}}
 [ $# -gt 0 ] && shift
 targets=$*
 if [ -z "$targets" ]; then
-	targets=$($GO test -list '^Fuzz' ./fuzz/ | grep '^Fuzz')
+	targets=$known
 fi
+for t in $targets; do
+	check_target "$t"
+done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 summary=""

@@ -376,20 +376,38 @@ func writeProfileDiff(w io.Writer, base, head *profile.Profile, benchtime string
 		return err
 	}
 	bm, hm := bt.Map(), ht.Map()
-	fs := diff.ByAbsFlat()
-	if len(fs) > n {
-		fs = fs[:n]
+	// The code under test first, then the runtime: a regression in Free
+	// must not rank below runtime.memclrNoHeapPointers, whose share moves
+	// with when the heap grows and how often the GC runs.
+	var code, rt []proftop.Func
+	for _, f := range diff.ByAbsFlatCodeFirst() {
+		if proftop.IsRuntime(f.Name) {
+			rt = append(rt, f)
+		} else {
+			code = append(code, f)
+		}
 	}
+	nRT := min(len(rt), max(3, n-len(code)))
+	code, rt = code[:min(len(code), n)], rt[:nRT]
 	unit := diff.Unit
-	fmt.Fprintf(w, "\nCPU profile, head - base, %d largest flat differences (%s, -test.benchtime=%s; base total %s, head total %s):\n",
-		len(fs), diff.Type, benchtime, proftop.FormatValue(bt.Total, unit), proftop.FormatValue(ht.Total, unit))
+	fmt.Fprintf(w, "\nCPU profile, head - base, largest flat differences, the code under test first (%s, -test.benchtime=%s; base total %s, head total %s):\n",
+		diff.Type, benchtime, proftop.FormatValue(bt.Total, unit), proftop.FormatValue(ht.Total, unit))
 	fmt.Fprintf(w, "%10s %10s %10s  %s\n", "delta", "base", "head", "function")
-	for _, f := range fs {
+	line := func(f proftop.Func) {
 		d := proftop.FormatValue(f.Flat, unit)
 		if f.Flat > 0 {
 			d = "+" + d
 		}
-		fmt.Fprintf(w, "%10s %10s %10s  %s\n", d, proftop.FormatValue(bm[f.Name].Flat, unit), proftop.FormatValue(hm[f.Name].Flat, unit), f.Name)
+		fmt.Fprintf(w, "%10s %10s %10s  %s\n", d, proftop.FormatValue(bm[f.Name].Flat, unit), proftop.FormatValue(hm[f.Name].Flat, unit), proftop.ShortName(f.Name))
+	}
+	for _, f := range code {
+		line(f)
+	}
+	if len(rt) > 0 {
+		fmt.Fprintf(w, "runtime and standard library internals (allocation, GC, scheduling):\n")
+		for _, f := range rt {
+			line(f)
+		}
 	}
 	return nil
 }

@@ -25,10 +25,13 @@
 // (golang.org/x/perf/benchmath.AssumeNothing). Only three units are
 // gated. sec/op regresses when the difference is significant (p <
 // -alpha) and the median grew by more than -time-threshold; B/op
-// likewise with -bytes-threshold. allocs/op regresses as soon as its
-// median grows, significant or not: allocation counts are
-// deterministic, so a growth is real even with too few runs for a
-// p-value. Samples whose values are all equal (0 B/op on both sides)
+// likewise with -bytes-threshold. allocs/op regresses when its median
+// grew by at least -allocs-delta allocations (default 1) and the growth
+// is real: p < -alpha, or every head run above every base run (which
+// catches a deterministic 0 -> 1 with too few runs for a p-value). A
+// median of 5 -> 5.5, or a count that wanders over the same range on
+// both sides (fmt's sync.Pool refilled after each GC), is not a
+// regression. Samples whose values are all equal (0 B/op on both sides)
 // print as "~" and never as NaN. Other units are shown, not gated, and
 // improvements never fail the gate.
 //
@@ -59,10 +62,11 @@
 //	-bytes-threshold T
 //		Fail when B/op grows significantly by more than T (default
 //		0.10). Negative disables the B/op gate.
-//	-allocs-exact
-//		Fail when the median of allocs/op grows, without a test of
-//		significance (default true). With -allocs-exact=false,
-//		allocs/op fails on any significant growth.
+//	-allocs-delta D
+//		Fail when the allocs/op median grows by at least D
+//		allocations and the growth is significant or every head
+//		run is above every base run (default 1). Negative
+//		disables the allocs/op gate.
 //	-strict-base
 //		Exit 2 instead of skipping when the base is missing or has
 //		no matching benchmarks.
@@ -162,7 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, int) {
 	fs.Float64Var(&c.opt.Confidence, "confidence", c.opt.Confidence, "confidence level `C` of the intervals printed around medians")
 	fs.Float64Var(&c.opt.TimeThreshold, "time-threshold", c.opt.TimeThreshold, "fail when sec/op grows significantly by more than `T` (0.05 = 5%); negative disables")
 	fs.Float64Var(&c.opt.BytesThreshold, "bytes-threshold", c.opt.BytesThreshold, "fail when B/op grows significantly by more than `T`; negative disables")
-	fs.BoolVar(&c.opt.AllocsExact, "allocs-exact", c.opt.AllocsExact, "fail when the allocs/op median grows, without a significance test")
+	fs.Float64Var(&c.opt.AllocsMinDelta, "allocs-delta", c.opt.AllocsMinDelta, "fail when the allocs/op median grows by at least `D` and significantly (or every head run is above every base run); negative disables")
 	fs.BoolVar(&c.strictBase, "strict-base", false, "exit 2 instead of skipping when the base is missing or has no matching benchmarks")
 	fs.StringVar(&c.oldFile, "old", "", "file mode: baseline results `file` in the Go benchmark format")
 	fs.StringVar(&c.newFile, "new", "", "file mode: new results `file` in the Go benchmark format")

@@ -93,7 +93,7 @@ func TestFileModeAllocsZeroToOne(t *testing.T) {
 	cur := writeFile(t, "new.txt", goTestOutput(4, 10, bench{name: "Get", ns: 100, noise: 0.01, bytes: 8, allocs: 1}))
 	code, out, _ := runArgs("-bytes-threshold=-1", "-old", old, "-new", cur)
 	assert.Equal(t, exitRegression, code)
-	assert.Contains(t, out, "Get allocs/op: median 0 -> 1 (exact)")
+	assert.Contains(t, out, "Get allocs/op: median 0 -> 1, +1 >= 1 (")
 	assert.NotContains(t, out, "Get B/op:", "B/op gate disabled")
 	assert.NotContains(t, out, "NaN")
 }
@@ -160,7 +160,7 @@ func TestUsageErrors(t *testing.T) {
 
 	code, _, errOut := runArgs("-h")
 	assert.Equal(t, exitOK, code)
-	for _, flag := range []string{"-alpha", "-time-threshold", "-bytes-threshold", "-allocs-exact", "-strict-base", "-old", "-new", "-base", "-bench", "-count", "-benchtime", "-pkg", "-confirm", "-profile", "-profile-time", "-out"} {
+	for _, flag := range []string{"-alpha", "-time-threshold", "-bytes-threshold", "-allocs-delta", "-strict-base", "-old", "-new", "-base", "-bench", "-count", "-benchtime", "-pkg", "-confirm", "-profile", "-profile-time", "-out"} {
 		assert.Regexp(t, `(?m)^  `+flag+`( \S+)?$`, errOut)
 	}
 	assert.Contains(t, errOut, "Exit status: 0 no regression or skipped, 1 regression, 2 usage error or failure.")

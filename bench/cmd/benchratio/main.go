@@ -26,6 +26,21 @@
 //
 //	-strict
 //		Exit 1 when any target is missed (default: report and exit 0).
+//	-md FILE
+//		Also write the table, with results, as markdown to FILE (make
+//		bench writes bench/out/ratios.md).
+//	-history DIR -plot OUT
+//		Read a benchmark history (bench/internal/history: the runs
+//		make bench appends to bench/history/, keyed by commit),
+//		compute every target's ratio in every run, and draw each
+//		over the runs into OUT/NAME.svg and OUT/NAME.png, with
+//		OUT/history.md as the table of the same numbers. A slow
+//		drift that no pairwise gate sees shows there.
+//	-targets
+//		Print the targets alone, from the definitions below, as the
+//		markdown table README.md carries, and read no input. The
+//		README's copy is checked by TestReadmeTargets, so it cannot
+//		drift from these definitions; the results live in bench/out.
 //
 // Benchratio exits 2 on a usage error or unreadable input.
 package main
@@ -53,8 +68,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchratio", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	strict := fs.Bool("strict", false, "exit 1 when a target is missed")
+	mdPath := fs.String("md", "", "also write the table as markdown to `FILE`")
+	targetsOnly := fs.Bool("targets", false, "print the targets as a markdown table and exit")
+	historyDir := fs.String("history", "", "plot every target's ratio over the runs in history `DIR` (with -plot)")
+	plotDir := fs.String("plot", "", "with -history: write the plots and history.md to `DIR`")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: benchratio [-strict] bench.txt...\n\n")
+		fmt.Fprintf(fs.Output(), "usage: benchratio [-strict] [-md FILE] bench.txt...\n       benchratio -targets\n       benchratio -history DIR -plot OUT\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +81,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if *historyDir != "" || *plotDir != "" {
+		if *historyDir == "" || *plotDir == "" || fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "benchratio: -history and -plot go together, without input files\n")
+			return 2
+		}
+		return plotHistory(*historyDir, *plotDir, stdout, stderr)
+	}
+	if *targetsOnly {
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "benchratio: -targets reads no input\n")
+			return 2
+		}
+		io.WriteString(stdout, targetsMarkdown(targets))
+		return 0
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintf(stderr, "benchratio: no input files\n")
@@ -83,6 +117,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := writeTable(stdout, rows, s); err != nil {
 		fmt.Fprintf(stderr, "benchratio: %v\n", err)
 		return 2
+	}
+	if *mdPath != "" {
+		if err := os.WriteFile(*mdPath, []byte(resultsMarkdown(rows, s)), 0o644); err != nil {
+			fmt.Fprintf(stderr, "benchratio: %v\n", err)
+			return 2
+		}
 	}
 	if *strict && slices.ContainsFunc(rows, func(r row) bool { return r.verdict == verdictMiss }) {
 		return 1
@@ -108,25 +148,30 @@ func (s samples) read(r io.Reader, name string) error {
 	for br.Scan() {
 		switch rec := br.Result().(type) {
 		case *benchfmt.Result:
-			key := stripProcs(rec.Name)
-			units := s[key]
-			if units == nil {
-				units = map[string][]float64{}
-				s[key] = units
-			}
-			for _, v := range rec.Values {
-				unit, val := v.Unit, v.Value
-				if v.OrigUnit != "" {
-					unit, val = v.OrigUnit, v.OrigValue
-				}
-				units[unit] = append(units[unit], val)
-			}
+			s.add(rec)
 		case *benchfmt.SyntaxError:
 			// Not a result line we understand: go test's own chatter
 			// and -v output are full of them.
 		}
 	}
 	return br.Err()
+}
+
+// add records the values of rec.
+func (s samples) add(rec *benchfmt.Result) {
+	key := stripProcs(rec.Name)
+	units := s[key]
+	if units == nil {
+		units = map[string][]float64{}
+		s[key] = units
+	}
+	for _, v := range rec.Values {
+		unit, val := v.Unit, v.Value
+		if v.OrigUnit != "" {
+			unit, val = v.OrigUnit, v.OrigValue
+		}
+		units[unit] = append(units[unit], val)
+	}
 }
 
 // stripProcs returns the name without its -GOMAXPROCS suffix.
@@ -376,4 +421,69 @@ func formatNum(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.3g", v)
+}
+
+// goal is the target of r as text, such as "≤ 3×", or "—" for info rows.
+func (t target) goal() string {
+	if t.op == "" {
+		return "—"
+	}
+	g := opSymbol(t.op) + " " + formatNum(t.bound)
+	if t.den.name != "" {
+		g += "×"
+	}
+	return g
+}
+
+// targetsMarkdown is the markdown table of the targets with a bound, in
+// definition order: what README.md shows under "Where it stands".
+func targetsMarkdown(ts []target) string {
+	var b strings.Builder
+	b.WriteString("| measure | ÷ floor | target |\n|---|---|--:|\n")
+	for _, t := range ts {
+		if t.op == "" {
+			continue
+		}
+		den := "—"
+		if t.den.name != "" {
+			den = "`" + t.den.name + "` " + t.den.unit
+		}
+		goal := t.goal()
+		if t.note != "" {
+			goal += " (" + t.note + ")"
+		}
+		fmt.Fprintf(&b, "| `%s` %s | %s | %s |\n", t.num.name, t.num.unit, den, goal)
+	}
+	return b.String()
+}
+
+// resultsMarkdown is the table of writeTable in markdown, for
+// bench/out/ratios.md.
+func resultsMarkdown(rows []row, s samples) string {
+	runs := 0
+	for _, units := range s {
+		for _, vs := range units {
+			runs = max(runs, len(vs))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Ratios against in-run floors\n\nMedians of up to %d runs, written by `go run ./bench/cmd/benchratio`.\n\n", runs)
+	b.WriteString("| measure | median | floor | ratio | target | result |\n|---|--:|--:|--:|--:|---|\n")
+	for _, r := range rows {
+		name := "`" + r.num.name + "`"
+		if r.den.name != "" {
+			name += " ÷ `" + r.den.name + "`"
+		}
+		if r.verdict == verdictMissing {
+			fmt.Fprintf(&b, "| %s | — | — | — | %s | %s: %s |\n", name, r.goal(), r.verdict, r.why)
+			continue
+		}
+		floor, ratio := "—", formatNum(r.ratio)
+		if r.den.name != "" {
+			floor = formatNum(r.denV) + " " + r.den.unit
+			ratio += "×"
+		}
+		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s |\n", name, formatNum(r.numV), r.num.unit, floor, ratio, r.goal(), r.verdict)
+	}
+	return b.String()
 }

@@ -232,3 +232,80 @@ func TestPoolTargets(t *testing.T) {
 		t.Errorf("no row %s ÷ %s", k.num, k.den)
 	}
 }
+
+// The README's target table is the output of benchratio -targets, between
+// these markers.
+const (
+	readmePath         = "../../../README.md"
+	readmeTargetsOpen  = "<!-- benchratio -targets: begin (generated; KVALLOC_UPDATE_README=1 go test ./bench/cmd/benchratio rewrites it) -->\n"
+	readmeTargetsClose = "<!-- benchratio -targets: end -->\n"
+)
+
+// TestReadmeTargets fails when README.md's target table differs from the
+// targets defined here, so a target added, changed or dropped in benchratio
+// cannot leave the README behind. KVALLOC_UPDATE_README=1 rewrites the
+// README's block instead.
+func TestReadmeTargets(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(readme), readmeTargetsOpen)
+	if !ok {
+		t.Fatalf("README.md lacks the line %q", readmeTargetsOpen)
+	}
+	block, after, ok := strings.Cut(rest, readmeTargetsClose)
+	if !ok {
+		t.Fatalf("README.md lacks the line %q", readmeTargetsClose)
+	}
+	want := targetsMarkdown(targets)
+	if block == want {
+		return
+	}
+	if os.Getenv("KVALLOC_UPDATE_README") != "" {
+		if err := os.WriteFile(readmePath, []byte(before+readmeTargetsOpen+want+readmeTargetsClose+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote the target table in %s", readmePath)
+		return
+	}
+	t.Errorf("README.md's target table differs from benchratio's targets; run\n\tKVALLOC_UPDATE_README=1 go test -run TestReadmeTargets ./bench/cmd/benchratio\nREADME has:\n%s\nbenchratio -targets prints:\n%s", block, want)
+}
+
+func TestTargetsFlagAndMarkdown(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-targets"}, &out, &errOut); code != 0 {
+		t.Fatalf("-targets: exit %d: %s", code, errOut.String())
+	}
+	if out.String() != targetsMarkdown(targets) {
+		t.Errorf("-targets printed\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "| `Allocate/region=heap` ns/op | `Floor/bump` ns/op | ≤ 20× |") {
+		t.Errorf("-targets lacks the Allocate row:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "L1CycleParallel") {
+		t.Errorf("-targets lists an info row:\n%s", out.String())
+	}
+	if code := run([]string{"-targets", "x.txt"}, &out, &errOut); code != 2 {
+		t.Errorf("-targets with input: exit %d, want 2", code)
+	}
+
+	dir := t.TempDir()
+	in, md := filepath.Join(dir, "bench.txt"), filepath.Join(dir, "ratios.md")
+	if err := os.WriteFile(in, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"-md", md, in}, &out, &errOut); code != 0 {
+		t.Fatalf("-md: exit %d: %s", code, errOut.String())
+	}
+	got, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| `Allocate/region=heap` ÷ `Floor/bump` | 12 ns/op | 2 ns/op | 6× | ≤ 20× | PASS |", "n/a: no Allocate/region=cuda-host"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("ratios.md lacks %q:\n%s", want, got)
+		}
+	}
+}

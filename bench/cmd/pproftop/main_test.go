@@ -9,7 +9,6 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
@@ -20,10 +19,15 @@ import (
 
 const pkgPath = "github.com/kvalloc/kvalloc/bench/cmd/pproftop"
 
+// spin does a fixed amount of work, n rounds of 100000 multiply-adds
+// (about 100 ms of CPU per 1000 rounds on the CI VM). A fixed amount of
+// work, not a wall-clock duration: on a loaded machine the profile then
+// still gets its samples, later.
+//
 //go:noinline
-func spin(d time.Duration) uint64 {
+func spin(n int) uint64 {
 	x := uint64(1)
-	for start := time.Now(); time.Since(start) < d; {
+	for range n {
 		for range 100_000 {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
@@ -32,6 +36,8 @@ func spin(d time.Duration) uint64 {
 }
 
 var sink [16][]byte
+
+var spinSink uint64
 
 //go:noinline
 func allocate(size int) {
@@ -46,7 +52,7 @@ func writeCPUProfile(t *testing.T) string {
 	f, err := os.Create(path)
 	require.NoError(t, err)
 	require.NoError(t, pprof.StartCPUProfile(f))
-	spin(400 * time.Millisecond)
+	spinSink = spin(4000)
 	pprof.StopCPUProfile()
 	require.NoError(t, f.Close())
 	return path
@@ -61,9 +67,9 @@ func TestCPUProfile(t *testing.T) {
 	require.Equal(t, 0, run([]string{"-n", "5", path}, &out, &errb), errb.String())
 	s := out.String()
 	t.Log("\n" + s)
-	assert.Contains(t, s, "Type: cpu (nanoseconds)")
-	assert.Regexp(t, `Top [1-5] functions by flat:`, s)
-	assert.Contains(t, s, pkgPath+".spin")
+	assert.Contains(t, s, "cpu (nanoseconds): total ")
+	assert.Regexp(t, `top [1-5] by flat:`, s)
+	assert.Contains(t, s, "bench/cmd/pproftop.spin", "the module prefix is dropped")
 
 	// spin should account for most of the profile, directly and below.
 	f, err := os.Open(path)
@@ -80,7 +86,7 @@ func TestCPUProfile(t *testing.T) {
 	// The samples column counts 10ms ticks.
 	out.Reset()
 	require.Equal(t, 0, run([]string{"-sample_index", "samples", path}, &out, &errb))
-	assert.Contains(t, out.String(), "Type: samples (count)")
+	assert.Contains(t, out.String(), "samples (count): total ")
 }
 
 func TestHeapProfile(t *testing.T) {
@@ -103,9 +109,9 @@ func TestHeapProfile(t *testing.T) {
 	require.Equal(t, 0, run([]string{"-n", "3", "-sample_index", "alloc_space", path}, &out, &errb), errb.String())
 	s := out.String()
 	t.Log("\n" + s)
-	assert.Contains(t, s, "Type: alloc_space (bytes)")
+	assert.Contains(t, s, "alloc_space (bytes): total ")
 	// allocate tops the flat list.
-	assert.Regexp(t, `(?m)^Top 3 functions by flat:\n.*\n.*\s`+regexp.QuoteMeta(pkgPath+".allocate")+`\n`, s)
+	assert.Regexp(t, `(?m)^top 3 by flat:\n.*\n.*\s`+regexp.QuoteMeta("bench/cmd/pproftop.allocate")+`\n`, s)
 
 	// With MemProfileRate 1 every allocation is recorded: at least 16
 	// objects of 1 MiB (the runtime may add a few small ones, and the
@@ -127,7 +133,7 @@ func TestHeapProfile(t *testing.T) {
 	// alloc_space.
 	out.Reset()
 	require.Equal(t, 0, run([]string{path}, &out, &errb), errb.String())
-	assert.Contains(t, out.String(), "Type: alloc_space (bytes)")
+	assert.Contains(t, out.String(), "alloc_space (bytes): total ")
 }
 
 func TestHandMadeProfile(t *testing.T) {
@@ -155,18 +161,27 @@ func TestHandMadeProfile(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, run([]string{path}, &out, &errb), errb.String())
-	want := `Type: cpu (nanoseconds)
-Total: 1s
-
-Top 2 functions by flat:
+	want := `cpu (nanoseconds): total 1s
+top 2 by flat:
       flat   flat%    sum%        cum    cum%
      750ms  75.00%  75.00%      750ms  75.00%  main.work
      250ms  25.00% 100.00%         1s 100.00%  main.main
-
-Top 2 functions by cum:
+top 2 by cum:
       flat   flat%    sum%        cum    cum%
      250ms  25.00%  25.00%         1s 100.00%  main.main
      750ms  75.00% 100.00%      750ms  75.00%  main.work
+`
+	assert.Equal(t, want, out.String())
+
+	// -focus keeps the samples through main.work; -tables cum drops the
+	// flat table.
+	out.Reset()
+	require.Equal(t, 0, run([]string{"-focus", `^main\.work$`, "-tables", "cum", path}, &out, &errb), errb.String())
+	want = `cpu (nanoseconds): total 1s, 750ms of it under -focus ^main\.work$
+top 2 by cum:
+      flat   flat%    sum%        cum    cum%
+     750ms 100.00% 100.00%      750ms 100.00%  main.work
+         0   0.00% 100.00%      750ms 100.00%  main.main
 `
 	assert.Equal(t, want, out.String())
 }

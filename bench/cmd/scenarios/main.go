@@ -27,6 +27,8 @@
 //	-check             compare the runner's model with l1 after every operation (slow)
 //	-j N               concurrent runs (default GOMAXPROCS)
 //
+// Scenarios exits 0 on success and for -h, and 1 on any error.
+//
 // Example, as make scenarios runs it:
 //
 //	go run ./bench/cmd/scenarios -out bench/out testdata/scenarios/*.scn
@@ -34,6 +36,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,10 +51,19 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "scenarios:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode is the exit status for run's error: 0 for success and for -h
+// (as the other tools under bench/cmd), 1 for anything else, which it
+// prints.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(stderr, "scenarios:", err)
+	return 1
 }
 
 // progressAfter is how long a run goes before it reports progress, and

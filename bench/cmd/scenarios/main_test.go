@@ -58,3 +58,19 @@ func TestRunErrors(t *testing.T) {
 		t.Errorf("duplicate scenario: %v", err)
 	}
 }
+
+// TestHelpExitsZero: -h prints the usage and exits 0, as the other tools
+// do; it exited 1 before (fails before this commit).
+func TestHelpExitsZero(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := exitCode(run([]string{"-h"}, &out, &errs), &errs); code != 0 {
+		t.Errorf("scenarios -h exits %d, want 0", code)
+	}
+	if !strings.Contains(errs.String(), "usage: scenarios") {
+		t.Errorf("scenarios -h printed %q, want the usage", errs.String())
+	}
+	errs.Reset()
+	if code := exitCode(run([]string{"-bogus"}, &out, &errs), &errs); code != 1 {
+		t.Errorf("scenarios -bogus exits %d, want 1", code)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -193,8 +194,8 @@ func abs(v int64) int64 {
 }
 
 // WriteTop prints the first n of fs with the columns of pprof -top:
-// flat, flat%, sum%, cum, cum% and the function name, one function a
-// line, right-aligned. Percentages are of t.Total; sum% accumulates flat% down the list.
+// flat, flat%, sum%, cum, cum% and the function name (ShortName), one
+// function a line, right-aligned. Percentages are of t.Total; sum% accumulates flat% down the list.
 func (t *Table) WriteTop(w io.Writer, fs []Func, n int) error {
 	if n < len(fs) {
 		fs = fs[:n]
@@ -207,7 +208,7 @@ func (t *Table) WriteTop(w io.Writer, fs []Func, n int) error {
 		sum += f.Flat
 		if _, err := fmt.Fprintf(w, "%10s %7s %7s %10s %7s  %s\n",
 			FormatValue(f.Flat, t.Unit), t.percent(f.Flat), t.percent(sum),
-			FormatValue(f.Cum, t.Unit), t.percent(f.Cum), f.Name); err != nil {
+			FormatValue(f.Cum, t.Unit), t.percent(f.Cum), ShortName(f.Name)); err != nil {
 			return err
 		}
 	}
@@ -261,4 +262,89 @@ func FormatValue(v int64, unit string) string {
 // stay short ("20ms", "1.50s").
 func trimFloat(f float64) string {
 	return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 2, 64), ".00")
+}
+
+// ModulePrefix is the import path prefix ShortName drops.
+const ModulePrefix = "github.com/kvalloc/kvalloc/"
+
+// ShortName shortens a function name for a one-line table: it drops
+// ModulePrefix wherever it occurs and replaces the type arguments of a
+// generic function or type, which pprof spells out in full (such as
+// "[go.shape.struct { ChunkHash string; Model string; ... }]"), with
+// "[…]". "github.com/kvalloc/kvalloc/l1.(*Manager[go.shape.string]).Delete"
+// becomes "l1.(*Manager[…]).Delete".
+func ShortName(name string) string {
+	name = strings.ReplaceAll(name, ModulePrefix, "")
+	if !strings.Contains(name, "[") {
+		return name
+	}
+	var b strings.Builder
+	depth := 0
+	for _, r := range name {
+		switch {
+		case r == '[':
+			if depth == 0 {
+				b.WriteString("[…]")
+			}
+			depth++
+		case r == ']' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Focus returns a copy of p with only the samples that have a frame
+// (inlined ones included) whose function name matches re, as pprof
+// -focus does. It keeps a profile of a benchmark to the code the
+// benchmark measures and drops its setup.
+func Focus(p *profile.Profile, re *regexp.Regexp) *profile.Profile {
+	q := p.Copy()
+	kept := q.Sample[:0]
+	for _, s := range q.Sample {
+		if sampleMatches(s, re) {
+			kept = append(kept, s)
+		}
+	}
+	q.Sample = kept
+	return q
+}
+
+func sampleMatches(s *profile.Sample, re *regexp.Regexp) bool {
+	for _, loc := range s.Location {
+		for i := range max(len(loc.Line), 1) {
+			if re.MatchString(frameName(loc, i)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// IsRuntime reports whether name is a function of the Go runtime or of
+// the standard library's internals (runtime., internal/, sync/atomic.,
+// syscall.): code a benchmark reaches through allocation, GC and
+// scheduling, which shifts with the heap and the machine rather than
+// with the code under test.
+func IsRuntime(name string) bool {
+	for _, p := range []string{"runtime.", "internal/", "sync/atomic.", "syscall.", "gcWriteBarrier", "memeqbody", "indexbytebody", "cmpbody"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ByAbsFlatCodeFirst is ByAbsFlat with the functions IsRuntime reports
+// moved after all others, each group still by decreasing |flat|. It
+// ranks a difference of two profiles: a regression in the code under
+// test comes before the runtime noise around it (a different number of
+// garbage collections, a heap grown at another moment), which can be
+// larger in absolute terms.
+func (t *Table) ByAbsFlatCodeFirst() []Func {
+	fs := t.ByAbsFlat()
+	sort.SliceStable(fs, func(i, j int) bool { return !IsRuntime(fs[i].Name) && IsRuntime(fs[j].Name) })
+	return fs
 }

@@ -2,6 +2,7 @@ package proftop
 
 import (
 	"bytes"
+	"regexp"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -124,4 +125,40 @@ func TestFormatValue(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, FormatValue(c.v, c.unit), "%d %s", c.v, c.unit)
 	}
+}
+
+func TestShortName(t *testing.T) {
+	for in, want := range map[string]string{
+		"github.com/kvalloc/kvalloc/l1.(*Manager[go.shape.struct { ChunkHash string; Model string; KVRank uint32; GroupID uint32 }]).ReserveWrite": "l1.(*Manager[…]).ReserveWrite",
+		"github.com/kvalloc/kvalloc/l1.(*index[go.shape.struct { A [32]uint8 }]).find.func1":                                                       "l1.(*index[…]).find.func1",
+		"github.com/kvalloc/kvalloc/allocator.(*Allocator).Free":                                                                                   "allocator.(*Allocator).Free",
+		"runtime.memclrNoHeapPointers": "runtime.memclrNoHeapPointers",
+		"slices.SortFunc[go.shape.[]github.com/kvalloc/kvalloc/allocator.Block,go.shape.struct {}]": "slices.SortFunc[…]",
+	} {
+		assert.Equal(t, want, ShortName(in), in)
+	}
+}
+
+func TestFocus(t *testing.T) {
+	p := handProfile(1)
+	// main.leaf is inlined into main.caller: both samples through
+	// main.caller stay, the recursion goes.
+	tb, err := Functions(Focus(p, regexp.MustCompile(`^main\.caller$`)), "cpu")
+	require.NoError(t, err)
+	assert.Equal(t, int64(40e6), tb.Total)
+	assert.Len(t, p.Sample, 3, "the input is not modified")
+}
+
+func TestByAbsFlatCodeFirst(t *testing.T) {
+	tb := &Table{Funcs: []Func{
+		{Name: "runtime.memclrNoHeapPointers", Flat: 900},
+		{Name: "github.com/kvalloc/kvalloc/allocator.(*Allocator).Free", Flat: 300},
+		{Name: "internal/runtime/maps.(*Map).putSlot", Flat: -500},
+		{Name: "github.com/kvalloc/kvalloc/l1.(*Manager[...]).Delete", Flat: -20},
+	}}
+	var names []string
+	for _, f := range tb.ByAbsFlatCodeFirst() {
+		names = append(names, ShortName(f.Name))
+	}
+	assert.Equal(t, []string{"allocator.(*Allocator).Free", "l1.(*Manager[…]).Delete", "runtime.memclrNoHeapPointers", "internal/runtime/maps.(*Map).putSlot"}, names)
 }

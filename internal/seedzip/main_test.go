@@ -1,0 +1,139 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDecodeEveryType(t *testing.T) {
+	file := "go test fuzz v1\n" +
+		"[]byte(\"\\x00\\xffab\")\n" +
+		"string(\"hi\\n\")\n" +
+		"bool(true)\n" +
+		"int(-5)\n" +
+		"int8(-128)\n" +
+		"int16(300)\n" +
+		"rune('é')\n" +
+		"int64(9223372036854775807)\n" +
+		"uint(7)\n" +
+		"byte('A')\n" +
+		"uint16(0xffff)\n" +
+		"uint32(1)\n" +
+		"uint64(18446744073709551615)\n" +
+		"float32(1.5)\n" +
+		"float64(-2.25)\n" +
+		"float64(math.Float64frombits(0x7ff8000000000001))\n"
+	vals, err := Decode([]byte(file))
+	require.NoError(t, err)
+	require.Len(t, vals, 16)
+	assert.Equal(t, []byte{0, 0xff, 'a', 'b'}, vals[0])
+	assert.Equal(t, "hi\n", vals[1])
+	assert.Equal(t, true, vals[2])
+	assert.Equal(t, -5, vals[3])
+	assert.Equal(t, int8(-128), vals[4])
+	assert.Equal(t, int16(300), vals[5])
+	assert.Equal(t, int32('é'), vals[6])
+	assert.Equal(t, int64(math.MaxInt64), vals[7])
+	assert.Equal(t, uint(7), vals[8])
+	assert.Equal(t, uint8('A'), vals[9])
+	assert.Equal(t, uint16(0xffff), vals[10])
+	assert.Equal(t, uint32(1), vals[11])
+	assert.Equal(t, uint64(math.MaxUint64), vals[12])
+	assert.Equal(t, float32(1.5), vals[13])
+	assert.Equal(t, -2.25, vals[14])
+	assert.Equal(t, uint64(0x7ff8000000000001), math.Float64bits(vals[15].(float64)))
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, bad := range []string{
+		"",
+		"go test fuzz v2\n[]byte(\"x\")\n",
+		"go test fuzz v1\n[]int(\"x\")\n",
+		"go test fuzz v1\nint8(300)\n",
+		"go test fuzz v1\nbool(1)\n",
+		"go test fuzz v1\n[]byte(x)\n",
+		"go test fuzz v1\nos.Exit(1)\n",
+	} {
+		_, err := Decode([]byte(bad))
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+func TestEncodeLayouts(t *testing.T) {
+	// One []byte: a zero weight byte, then the payload.
+	got, err := Encode([]any{[]byte("abc")}, "v2")
+	require.NoError(t, err)
+	assert.Equal(t, []byte{0, 'a', 'b', 'c'}, got)
+	got, err = Encode([]any{[]byte("abc")}, "raw")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("abc"), got)
+	// Fixed-size arguments first, big-endian, whatever their position.
+	got, err = Encode([]any{"xy", uint16(0x0102), true, int8(-1)}, "v2")
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 2, 1, 0xff, 0, 'x', 'y'}, got)
+
+	_, err = Encode([]any{[]byte("a"), []byte("b")}, "v2")
+	assert.ErrorContains(t, err, "only one")
+	_, err = Encode([]any{uint8(1), []byte("b")}, "raw")
+	assert.Error(t, err)
+}
+
+// TestZipOfTheCommittedCorpus builds the zip build.sh ships for every fuzz
+// target from fuzz/testdata/fuzz/<Target>/ and checks each entry against
+// the corpus file it came from: a zero weight byte and the []byte payload.
+func TestZipOfTheCommittedCorpus(t *testing.T) {
+	root := "../../fuzz/testdata/fuzz"
+	targets, err := os.ReadDir(root)
+	require.NoError(t, err)
+	require.NotEmpty(t, targets)
+	for _, target := range targets {
+		dir := filepath.Join(root, target.Name())
+		out := filepath.Join(t.TempDir(), target.Name()+"_seed_corpus.zip")
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 0, run([]string{"-o", out, dir}, &stdout, &stderr), stderr.String())
+		zr, err := zip.OpenReader(out)
+		require.NoError(t, err)
+		files, _ := os.ReadDir(dir)
+		assert.Len(t, zr.File, len(files), target.Name())
+		for _, f := range zr.File {
+			src, err := os.ReadFile(filepath.Join(dir, f.Name))
+			require.NoError(t, err, f.Name)
+			lines := strings.Split(strings.TrimSpace(string(src)), "\n")
+			require.Len(t, lines, 2, "%s: one []byte argument", f.Name)
+			rc, err := f.Open()
+			require.NoError(t, err)
+			raw, err := io.ReadAll(rc)
+			rc.Close()
+			require.NoError(t, err)
+			require.NotEmpty(t, raw)
+			assert.Equal(t, byte(0), raw[0], "%s/%s: weight byte", target.Name(), f.Name)
+			want, err := Decode(src)
+			require.NoError(t, err)
+			assert.Equal(t, want[0], raw[1:], "%s/%s", target.Name(), f.Name)
+		}
+		zr.Close()
+		// The same corpus gives the same zip.
+		again := filepath.Join(t.TempDir(), "again.zip")
+		require.Equal(t, 0, run([]string{"-o", again, dir}, &stdout, &stderr))
+		a, _ := os.ReadFile(out)
+		b, _ := os.ReadFile(again)
+		assert.Equal(t, a, b, "zip is deterministic")
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 0, run([]string{"-h"}, &out, &errOut))
+	assert.Equal(t, 2, run([]string{"dir"}, &out, &errOut))
+	assert.Equal(t, 2, run([]string{"-layout", "v3", "-o", "x.zip", "dir"}, &out, &errOut))
+	assert.Equal(t, 1, run([]string{"-o", filepath.Join(t.TempDir(), "x.zip"), t.TempDir()}, &out, &errOut), "empty dir")
+}
