@@ -184,7 +184,7 @@ func TestCollectorCatchesChange(t *testing.T) {
 	a := knownAllocator(t)
 	c := New(Options{Allocator: a, ConstLabels: prometheus.Labels{"pool": "p0"}})
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(wantAllocator)))
-	require.NoError(t, a.Free(allocator.Block{Offset: 15 * mib, Size: mib}))
+	require.NoError(t, a.Free(allocator.Block{Offset: 15 * mib, Size: mib, Gen: 16}))
 	err := testutil.CollectAndCompare(c, strings.NewReader(wantAllocator))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `kvalloc_allocator_blocks_freed_total{pool="p0"} 4`)
