@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ const (
 // CAP_IPC_LOCK); pin=none, populate only, always runs. pin=cuda registers
 // with the CUDA driver and skips without one.
 func BenchmarkSegmentPin(b *testing.B) {
+	if os.Getenv(allocsCheckEnv) != "" {
+		b.Skip("pins 4 GiB per op; skipped by TestAllocsPerOpIndependentOfN")
+	}
 	pins := []struct {
 		name string
 		pin  allocator.PinMode
@@ -118,6 +122,9 @@ func segmentPinOnce(opts allocator.SegmentedOptions) (first, full time.Duration,
 // second core there was to be had, which bounds what SegmentPin's
 // workers=2 ÷ workers=1 can show in the same run.
 func BenchmarkSegmentFloor(b *testing.B) {
+	if os.Getenv(allocsCheckEnv) != "" {
+		b.Skip("pins 4 GiB per op; skipped by TestAllocsPerOpIndependentOfN")
+	}
 	const total, buf = 256 << 20, 256 << 10
 	for _, workers := range []int{1, 2} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
