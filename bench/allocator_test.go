@@ -328,6 +328,9 @@ func benchPoolOp(b *testing.B, op string, pool, size int64, n int) {
 		}
 	case "free":
 		a := noReservePool(b, pool)
+		out, err := a.AppendBatch(dst[:0], size, n, allocator.Contiguous) // warm: see TestAllocsPerOpIndependentOfN
+		must(err)
+		must(a.Free(out...))
 		b.ReportAllocs()
 		for b.Loop() {
 			b.StopTimer()

@@ -105,6 +105,14 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 		defer m.Close()
 		keys := cycleKeys(prefixRoom, 1)
 		leases := make([]l1.Lease, prefixRoom)
+		// warm: see TestAllocsPerOpIndependentOfN.
+		res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mustGrant(b, res, leases)
+		sts, err := m.AbortWrite(keys, leases)
+		mustAll(b, "AbortWrite", sts, err)
 		b.ReportAllocs()
 		for b.Loop() {
 			res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
@@ -251,6 +259,7 @@ func BenchmarkL1Cycle(b *testing.B) {
 		m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{})
 		keys := cycleKeys(prodKeys, 2)
 		leases := make([]l1.Lease, prodKeys)
+		l1CycleSized(b, m, keys, leases, prodObject) // warm: see TestAllocsPerOpIndependentOfN
 		b.ReportAllocs()
 		for b.Loop() {
 			l1CycleSized(b, m, keys, leases, prodObject)
@@ -413,6 +422,13 @@ func BenchmarkEvictOnDemand(b *testing.B) {
 					b.Fatal(err)
 				}
 				settle(cur, res)
+				// warm: one op before timing (TestAllocsPerOpIndependentOfN).
+				res, err = m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
+				if err != nil {
+					b.Fatal(err)
+				}
+				settle(next, res)
+				cur, next = next, cur
 				b.ReportAllocs()
 				for b.Loop() {
 					res, err := m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
@@ -495,8 +511,7 @@ func BenchmarkEvictPastLocked(b *testing.B) {
 			}
 			g := groups - 1
 			leases := make([]l1.Lease, batch)
-			b.ReportAllocs()
-			for b.Loop() {
+			op := func() {
 				ks := ring[g*batch : (g+1)*batch]
 				res, err := m.ReserveWrite(ks, nil, l1Object, l1.ModeAll)
 				if err != nil {
@@ -506,6 +521,15 @@ func BenchmarkEvictPastLocked(b *testing.B) {
 				sts, err := m.FinishWrite(ks, leases)
 				mustAll(b, "FinishWrite", sts, err)
 				g = (g + 1) % groups
+			}
+			// warm: one turn of the ring, so every group has been
+			// evicted and stored once (TestAllocsPerOpIndependentOfN).
+			for range groups {
+				op()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				op()
 			}
 		})
 	}
