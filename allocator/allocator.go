@@ -477,6 +477,15 @@ func (a *Allocator) scatterLocked(s, k int64, dst []Block) []Block {
 // an extent that ends or starts exactly there, because free extents are
 // maximal. It is the one place where units become free.
 func (a *Allocator) releaseLocked(u, size int64) {
+	a.addFreeLocked(u, size)
+	a.usedUnits -= size
+}
+
+// addFreeLocked adds [u, u+size), which no live block or free extent
+// covers, to the free extents, merging with the free extent that ends at u
+// and the one that starts at u+size. Free (through releaseLocked) and
+// growth (grow.go) both use it.
+func (a *Allocator) addFreeLocked(u, size int64) {
 	var l, r int32
 	if u > 0 {
 		l, _ = a.free.byEnd.get(u)
@@ -499,7 +508,6 @@ func (a *Allocator) releaseLocked(u, size int64) {
 		a.free.add(u, size)
 	}
 	a.freeUnits += size
-	a.usedUnits -= size
 }
 
 // failLocked records a failed allocation of k objects of s units and

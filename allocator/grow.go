@@ -80,29 +80,6 @@ func (a *Allocator) growFromLocked(g GrowingRegion) {
 	a.largestUnits = a.free.largest()
 }
 
-// addFreeLocked adds [u, u+size), which no live block or free extent
-// covers, to the free extents, merging with the free extent that ends at u
-// and the one that starts at u+size.
-func (a *Allocator) addFreeLocked(u, size int64) {
-	l, _ := a.free.byEnd.get(u)
-	r, _ := a.free.byStart.get(u + size)
-	switch {
-	case l != 0 && r != 0:
-		ln, rn := a.free.nodes[l], a.free.nodes[r]
-		a.free.remove(r)
-		a.free.reshape(l, ln.start, ln.size+size+rn.size)
-	case l != 0:
-		ln := a.free.nodes[l]
-		a.free.reshape(l, ln.start, ln.size+size)
-	case r != 0:
-		rn := a.free.nodes[r]
-		a.free.reshape(r, u, rn.size+size)
-	default:
-		a.free.add(u, size)
-	}
-	a.freeUnits += size
-}
-
 // unreadyRangesLocked returns the unit ranges [start, end) that no grown
 // range covers yet, in address order; for Verify, which checks that such
 // units are neither free nor live. Grown ranges that overlap are an error.
