@@ -229,10 +229,10 @@ func (b Budget) Check(size int64) error {
 	}
 	for _, l := range b.Limits {
 		if l.Name == b.Binding {
-			return fmt.Errorf("%w: a pool of %s does not fit: %s binds (%s)", ErrOutOfMemory, regionBytesString(size), l.Name, l)
+			return fmt.Errorf("%w: a pool of %s does not fit: %s binds (%s)", ErrOutOfMemory, regionSizeString(size), l.Name, l)
 		}
 	}
-	return fmt.Errorf("%w: a pool of %s does not fit in %s", ErrOutOfMemory, regionBytesString(size), regionBytesString(b.Fits))
+	return fmt.Errorf("%w: a pool of %s does not fit in %s", ErrOutOfMemory, regionSizeString(size), regionSizeString(b.Fits))
 }
 
 // String formats the limit: "limit 8 GiB, used 7 GiB, headroom 1 GiB, from

@@ -168,7 +168,7 @@ func (e *SegmentError) Error() string {
 	if e.Limit != "" {
 		s += " (" + e.Limit + ")"
 	}
-	return s + fmt.Sprintf("; %s in %d segments stay ready and serving", regionBytesString(e.ReadyBytes), e.ReadySegments)
+	return s + fmt.Sprintf("; %s in %d segments stay ready and serving", regionSizeString(e.ReadyBytes), e.ReadySegments)
 }
 
 // Unwrap returns the sentinel and the cause.
@@ -179,7 +179,7 @@ func regionOffsetString(n int64) string {
 	if n == 0 {
 		return "0"
 	}
-	return regionBytesString(n)
+	return regionSizeString(n)
 }
 
 // Segment states.
@@ -272,9 +272,9 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 	}
 	switch {
 	case segSize < 0 || segSize%page != 0:
-		return nil, fmt.Errorf("%w: segment size %d is not a positive multiple of the %s page", ErrInvalidArgument, segSize, regionBytesString(page))
+		return nil, fmt.Errorf("%w: segment size %d is not a positive multiple of the %s page", ErrInvalidArgument, segSize, regionSizeString(page))
 	case segSize > MaxSegmentSize:
-		return nil, fmt.Errorf("%w: segment size %s exceeds MaxSegmentSize (%s)", ErrInvalidArgument, regionBytesString(segSize), regionBytesString(MaxSegmentSize))
+		return nil, fmt.Errorf("%w: segment size %s exceeds MaxSegmentSize (%s)", ErrInvalidArgument, regionSizeString(segSize), regionSizeString(MaxSegmentSize))
 	case opts.Workers < 0:
 		return nil, fmt.Errorf("%w: %d workers", ErrInvalidArgument, opts.Workers)
 	case opts.Pin < PinNone || opts.Pin > PinCUDA:
@@ -293,7 +293,7 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 	}
 	nseg64 := (size + segSize - 1) / segSize
 	if nseg64 > 1<<31-1 {
-		return nil, fmt.Errorf("%w: %d segments of %s is too many; raise SegmentSize", ErrInvalidArgument, nseg64, regionBytesString(segSize))
+		return nil, fmt.Errorf("%w: %d segments of %s is too many; raise SegmentSize", ErrInvalidArgument, nseg64, regionSizeString(segSize))
 	}
 	nseg := int(nseg64)
 	workers := opts.Workers
@@ -570,21 +570,3 @@ func (r *SegmentedRegion) Close() error {
 // segMaxNUMANodes bounds SegmentedOptions.NUMANodes: the nodemask passed to
 // mbind has this many bits.
 const segMaxNUMANodes = 1024
-
-// regionBytesString formats a byte count for messages: "64 MiB" when exact
-// in the largest binary unit that fits, else "N bytes (X.Y MiB)".
-func regionBytesString(n int64) string {
-	units := []string{"KiB", "MiB", "GiB", "TiB"}
-	if n < 1024 {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	u, div := 0, int64(1024)
-	for u+1 < len(units) && n >= div*1024 {
-		u++
-		div *= 1024
-	}
-	if n%div == 0 {
-		return fmt.Sprintf("%d %s", n/div, units[u])
-	}
-	return fmt.Sprintf("%d bytes (%.1f %s)", n, float64(n)/float64(div), units[u])
-}

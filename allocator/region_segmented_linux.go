@@ -35,7 +35,7 @@ func (s *segOS) reserve(size int64, align uintptr, opts SegmentedOptions) (hint 
 		if errors.Is(err, unix.ENOMEM) {
 			limit = " (" + segOvercommitText() + ")"
 		}
-		return nil, fmt.Errorf("%w: reserving %s of address space: mmap: %w%s", mmapErrSentinel(err), regionBytesString(size), err, limit)
+		return nil, fmt.Errorf("%w: reserving %s of address space: mmap: %w%s", mmapErrSentinel(err), regionSizeString(size), err, limit)
 	}
 	s.base, s.length = base, length
 	mem := unsafe.Slice((*byte)(base), length)
@@ -159,7 +159,7 @@ func segMemlockLimitText() string {
 		return fmt.Sprintf("RLIMIT_MEMLOCK soft=unlimited hard=%s, so the limit is not what refused it; %s", rlimString(lim.Max), segMemoryLimitText())
 	}
 	return fmt.Sprintf("RLIMIT_MEMLOCK soft=%d hard=%s, %s locked by this process; raise it with ulimit -l or --ulimit memlock=-1:-1",
-		lim.Cur, rlimString(lim.Max), regionBytesString(locked))
+		lim.Cur, rlimString(lim.Max), regionSizeString(locked))
 }
 
 // segMemoryLimitText names the memory limits: cgroup memory.max,
