@@ -151,10 +151,12 @@ PROF_batch      := ^BenchmarkAllocateBatch$$/^region=heap$$/^placement=scattered
 PROF_fragsingle := ^BenchmarkFragmented$$/^extents=100000$$/^op=single$$
 PROF_fragbatch  := ^BenchmarkFragmented$$/^extents=100000$$/^op=batch$$
 PROF_l1cycle    := ^BenchmarkL1Cycle$$/^keys=5700$$
+PROF_l1cycle8mib := ^BenchmarkL1Cycle$$/^size=8MiB$$/^keys=5700$$
 PROF_prefix     := ^BenchmarkPrefixRecovery$$/^strategy=(onepass|binarysearch)$$
 PROF_batch8mib  := ^BenchmarkAllocatorPool$$/^object=8MiB$$/^pool=45GiB$$/^op=batch-warm$$
 PROF_free8mib   := ^BenchmarkAllocatorPool$$/^object=8MiB$$/^pool=45GiB$$/^op=free$$
 PROF_FOCUS_l1cycle := kvalloc/l1\.
+PROF_FOCUS_l1cycle8mib := kvalloc/l1\.
 PROF_FOCUS_prefix  := kvalloc/l1\.
 define PROFILE_ONE
 	@echo; echo "== $(1), $(2) (a profile, not a timing): $(PROF_$(1))"
@@ -179,6 +181,7 @@ profile:
 	$(call PROFILE_ONE,fragsingle,15000000x)
 	$(call PROFILE_ONE,fragbatch,900000x)
 	$(call PROFILE_ONE,l1cycle,500x)
+	$(call PROFILE_ONE,l1cycle8mib,500x)
 	$(call PROFILE_ONE,prefix,500x)
 	$(call PROFILE_ONE,batch8mib,20000x)
 	$(call PROFILE_ONE,free8mib,20000x)
