@@ -20,9 +20,9 @@
 // A request arriving at time t (its timestamp divided by Options.Rate):
 //
 //  1. Lookup: read-locks the longest prefix of its blocks that is resident
-//     and readable (ReserveRead, one key at a time, stopping at the first
-//     miss, so nothing behind the miss is locked or touched). Those blocks
-//     are the hits. A block being written by another request is a miss.
+//     and readable (l1's AppendReadPrefix, one call that stops at the
+//     first miss, so nothing behind the miss is locked or touched). Those
+//     blocks are the hits. A block being written by another request is a miss.
 //  2. Store: reserves every later block with one ReserveWrite in ModeNew:
 //     blocks that exist (resident behind the miss, or being written by an
 //     earlier request) are left alone, the missing ones are allocated, and

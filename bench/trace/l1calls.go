@@ -29,23 +29,13 @@ func newManager(mem *allocator.Allocator, cfg l1.Config) (*l1.Manager[int32], er
 	return l1.New[int32](mem, cfg)
 }
 
-// readPrefix read-locks the longest readable prefix of keys, one key per
-// ReserveRead so that nothing behind the first miss is locked or made more
-// recently used, and appends a lease per locked key to leases. It returns
-// the number of keys locked. l1 has no call that stops at the first miss;
-// one would make this a single call.
+// readPrefix read-locks the longest readable prefix of keys in one
+// AppendReadPrefix, which stops at the first miss so that nothing behind it
+// is locked or made more recently used, and appends a lease per locked key
+// to leases. It returns the number of keys locked.
 func readPrefix(m *l1.Manager[int32], keys []int32, leases []lease) (int, []lease, error) {
-	for i := range keys {
-		rs, err := m.ReserveRead(keys[i:i+1], 1)
-		if err != nil {
-			return i, leases, err
-		}
-		if rs[0].Status != l1.OK {
-			return i, leases, nil
-		}
-		leases = append(leases, leaseOf(rs[0]))
-	}
-	return len(keys), leases, nil
+	leases, n, err := m.AppendReadPrefix(leases, keys, 1)
+	return n, leases, err
 }
 
 // reserveWrite reserves the keys for writing, in one ReserveWrite in mode
