@@ -21,6 +21,11 @@ type l1Cache struct {
 	frag  float64 // sums for the means
 	use   float64
 	nobs  int64
+	// partial is the Policy's Partial; blockTokens the trace's tokens per
+	// block; pos the positions buffer of the stores.
+	partial     bool
+	blockTokens int64
+	pos         []uint32
 }
 
 // newL1Cache builds the allocator and the manager of p for o.
@@ -68,7 +73,10 @@ func (c *l1Cache) store(f *flight) error {
 	if len(tail) == 0 {
 		return nil
 	}
-	rs, err := reserveWrite(c.m, tail, f.hits, c.size)
+	r := f.req
+	partial := c.partial && r.Input < int64(len(r.Blocks))*c.blockTokens
+	rs, pos, err := reserveWrite(c.m, tail, f.hits, c.size, partial, c.pos)
+	c.pos = pos
 	c.res.L1Calls++
 	if err != nil {
 		return err

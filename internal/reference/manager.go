@@ -140,7 +140,8 @@ type ObjectModel struct {
 	readSeq   uint64 // when the read lock was last taken: the read queue's order
 	// The eviction policy's (policy.go).
 	op    uint64 // the call of the last use
-	Pos   uint32 // position in its chain
+	Pos   uint32 // position in its chain, with the Partial bit
+	enter uint64 // when it last joined the policy's set
 	home  uint8  // S3-FIFO queue
 	freq  uint8  // S3-FIFO use count
 	inSet bool   // evictable as of the last reconciliation

@@ -81,6 +81,10 @@ func (s *System) Do(op Op) Outcome {
 	leases := s.Book.Leases(op)
 	switch op.Kind {
 	case OpReserveWrite:
+		if op.Positions != nil {
+			o.Results, err = m.ReserveWriteChain(op.Keys, op.Positions, op.Temporary, op.Size, op.Mode)
+			break
+		}
 		o.Results, err = m.ReserveWrite(op.Keys, op.Temporary, op.Size, op.Mode)
 	case OpFinishWrite:
 		o.Statuses, err = m.FinishWrite(op.Keys, leases)
@@ -148,6 +152,10 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	leases := modelLeases(book.Leases(op))
 	switch op.Kind {
 	case OpReserveWrite:
+		if op.Positions != nil {
+			rs, err = md.ReserveWriteChain(op.Keys, op.Positions, op.Temporary, op.Size, mode(op.Mode))
+			break
+		}
 		rs, err = md.ReserveWrite(op.Keys, op.Temporary, op.Size, mode(op.Mode))
 	case OpFinishWrite:
 		ss, err = md.FinishWrite(op.Keys, leases)
