@@ -48,7 +48,18 @@
 // EvictTo(usage × (1 − SweepRatio)), LMCache's 1 s poll evicting a fifth
 // of the objects at 80 %), times placement scattered, contiguous-first or
 // contiguous. A new l1 knob, such as a choice of eviction policy, becomes
-// new rows through Policy.Configure.
+// new rows through Policy.Configure. The rows ending in +partial pass
+// l1.Partial for a request's last block when its tokens do not fill it
+// (input_length < blocks × block tokens): the caller's dead-on-arrival
+// hint, which every l1 policy honours by evicting that block first.
+//
+// policylab_test.go (KVALLOC_POLICYLAB=1 go test -run PolicyLab) replays
+// allocator-free models of candidate policies (LRU with the partial hint,
+// segmented LRU, S3-FIFO fixed and adaptive, W-TinyLFU) under the bounds'
+// request model, and computes a class+age bound: the most reuse hits any
+// policy can reach that keeps a block for an age limit chosen per class
+// (chain position, partial last block, later turn, use count) with
+// hindsight of the trace's reuse gaps, under the pool's slot-time.
 //
 // The pool is Slots blocks of BlockSize bytes rounded up to the alignment,
 // given as a fraction of the trace's distinct blocks or as bytes. The

@@ -266,9 +266,9 @@ type Op struct {
 	Actor     int
 	Lease     LeaseMode // FinishWrite, FinishWriteAndReserveRead, AbortWrite, FinishRead
 	Keys      []Key
-	Size      int64         // ReserveWrite
-	Temporary []bool        // ReserveWrite
-	Mode      l1.Mode       // ReserveWrite
+	Size      int64   // ReserveWrite
+	Temporary []bool  // ReserveWrite
+	Mode      l1.Mode // ReserveWrite
 	// Positions, when not nil, makes the ReserveWrite a ReserveWriteChain
 	// with these chain positions (l1.Partial bits included).
 	Positions []uint32
