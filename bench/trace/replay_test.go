@@ -70,6 +70,12 @@ func countsOf(r *Result) counts {
 // prefill 3 (C, D, A); orphans 2 (E, D); cold 7 (A..G once each);
 // 7+3+2+7 = 19 references. Stored 3+2+1+1+2+1 = 10; evictions C, D, A,
 // E, B, A = 6.
+//
+// l1 calls: one AppendReadPrefix per request, a ReserveWrite when blocks
+// miss, a FinishWrite when some were granted, a FinishRead when some hit:
+// r0 1+1+1, r1 1+1+1+1, r2 1+1+1+1, r3 1+1+1, r4 1+1+1, r5 1+1+1+1,
+// r6 1+1 (everything hit) = 23. A ReserveRead per key up to the first
+// miss made 29 (r1, r2 two more each, r5 and r6 one more each).
 func TestHandTraceL1(t *testing.T) {
 	tr := parseString(t, handTrace)
 	require.Equal(t, 7, tr.Distinct)
@@ -87,6 +93,7 @@ func TestHandTraceL1(t *testing.T) {
 			require.Zero(t, r.FailedCalls)
 			require.Zero(t, r.Lost)
 			require.EqualValues(t, 6, r.OnDemandEvictions)
+			require.EqualValues(t, 23, r.L1Calls, "one lookup call per request")
 			require.InDelta(t, 7.0/19, r.HitRate(), 1e-12)
 			require.InDelta(t, 3160.0/8832, r.TokenHitRate(), 1e-12)
 			require.Equal(t, 60*time.Second+time.Duration(0), r.Sim) // r6 needs no prefill
