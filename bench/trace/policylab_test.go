@@ -238,6 +238,7 @@ func (g *labGhost) add(b int32, limit int) {
 type labTinyLFU struct {
 	l             *labLists // 0 window, 1 probation, 2 protected
 	window, prot  int
+	slots         int
 	count         []uint8
 	seen, resetAt int
 }
@@ -253,7 +254,16 @@ func (p *labTinyLFU) touch(b int32) {
 		}
 	}
 }
-func (p *labTinyLFU) insert(b int32, _ labMeta) { p.touch(b); p.l.pushBack(0, b) }
+func (p *labTinyLFU) insert(b int32, _ labMeta) {
+	p.touch(b)
+	p.l.pushBack(0, b)
+	// While the main cache has room, the window's overflow joins it.
+	for p.l.n[0] > p.window && p.l.n[1]+p.l.n[2] < p.slots-p.window {
+		c := p.l.front(0)
+		p.l.remove(c)
+		p.l.pushBack(1, c)
+	}
+}
 func (p *labTinyLFU) hit(b int32) {
 	p.touch(b)
 	switch p.l.in[b] {
@@ -270,33 +280,93 @@ func (p *labTinyLFU) hit(b int32) {
 		}
 	}
 }
+
+// victim makes room for one block: when the window is at its size, its
+// oldest block duels the main cache's victim, and the less used goes.
 func (p *labTinyLFU) victim() int32 {
-	for p.l.n[0] > p.window {
+	mainVictim := func() int32 {
+		for s := 1; s <= 2; s++ {
+			if v := p.l.front(s); v >= 0 {
+				return v
+			}
+		}
+		return -1
+	}
+	if p.l.n[0] >= p.window {
 		c := p.l.front(0)
+		v := mainVictim()
+		if v < 0 || p.count[c] <= p.count[v] {
+			p.l.remove(c)
+			return c
+		}
+		p.l.remove(v)
 		p.l.remove(c)
-		p.l.pushBack(1, c) // candidate joins probation, then the duel below
-		if p.l.n[1]+p.l.n[2] <= 0 {
-			break
-		}
-		v := p.l.front(1)
-		if v == c {
-			continue
-		}
-		if p.count[c] > p.count[v] {
-			p.l.remove(v)
-			return v
-		}
-		p.l.remove(c)
-		return c
+		p.l.pushBack(1, c)
+		return v
 	}
-	for s := 1; s <= 2; s++ {
-		if v := p.l.front(s); v >= 0 {
-			p.l.remove(v)
-			return v
-		}
+	v := mainVictim()
+	if v < 0 {
+		v = p.l.front(0)
 	}
-	v := p.l.front(0)
 	p.l.remove(v)
+	return v
+}
+
+// labARC is ARC (Megiddo and Modha, FAST '03): T1 holds blocks used once
+// since they entered, T2 blocks used again; ghosts B1 and B2 remember
+// blocks evicted from each, and a hit in a ghost moves the target size p
+// of T1 towards the list that would have kept it. doa puts a partial last
+// block at T1's cold end.
+type labARC struct {
+	l        *labLists // 0 T1, 1 T2, 2 B1, 3 B2
+	p, slots int
+	doa      bool
+	pending  int32 // the block being inserted, for replace
+}
+
+func (a *labARC) prepare(b int32) {
+	a.pending = b
+	switch a.l.in[b] {
+	case 2:
+		a.p = min(a.slots, a.p+max(1, a.l.n[3]/max(1, a.l.n[2])))
+	case 3:
+		a.p = max(0, a.p-max(1, a.l.n[2]/max(1, a.l.n[3])))
+	}
+}
+
+func (a *labARC) insert(b int32, m labMeta) {
+	switch a.l.in[b] {
+	case 2, 3:
+		a.l.remove(b)
+		a.l.pushBack(1, b)
+		return
+	}
+	// Trim the ghosts to ARC's bounds: |T1|+|B1| ≤ c, total ≤ 2c.
+	if a.l.n[0]+a.l.n[2] >= a.slots && a.l.n[2] > 0 {
+		a.l.remove(a.l.front(2))
+	} else if a.l.n[0]+a.l.n[1]+a.l.n[2]+a.l.n[3] >= 2*a.slots && a.l.n[3] > 0 {
+		a.l.remove(a.l.front(3))
+	}
+	if a.doa && m.last {
+		a.l.pushFront(0, b)
+		return
+	}
+	a.l.pushBack(0, b)
+}
+
+func (a *labARC) hit(b int32) { a.l.remove(b); a.l.pushBack(1, b) }
+
+func (a *labARC) victim() int32 {
+	t1 := a.l.n[0]
+	if t1 > 0 && (t1 > a.p || (a.l.in[a.pending] == 3 && t1 == a.p) || a.l.n[1] == 0) {
+		v := a.l.front(0)
+		a.l.remove(v)
+		a.l.pushBack(2, v)
+		return v
+	}
+	v := a.l.front(1)
+	a.l.remove(v)
+	a.l.pushBack(3, v)
 	return v
 }
 
@@ -346,6 +416,9 @@ func (c *labCache) finish(f *flight) ([]int32, error) {
 	// Tail first: the chain's later blocks are inserted first, so colder.
 	for i := len(f.granted) - 1; i >= 0; i-- {
 		b := f.granted[i]
+		if pr, ok := c.pol.(interface{ prepare(int32) }); ok {
+			pr.prepare(b)
+		}
 		if c.n == c.slots {
 			v := c.pol.victim()
 			c.resident[v] = 0
@@ -383,7 +456,7 @@ func labPolicies(tr *Trace, slots int) []struct {
 		}
 	}
 	tiny := func() labPolicy {
-		return &labTinyLFU{l: newLabLists(d, 3), window: max(1, slots/100), prot: slots * 8 / 10, count: make([]uint8, d), resetAt: 10 * slots}
+		return &labTinyLFU{l: newLabLists(d, 3), window: max(1, slots/100), prot: slots * 8 / 10, slots: slots, count: make([]uint8, d), resetAt: 10 * slots}
 	}
 	return []struct {
 		name string
@@ -400,6 +473,8 @@ func labPolicies(tr *Trace, slots int) []struct {
 		{"s3fifo adaptive", s3(0.1, true, false)},
 		{"s3fifo adaptive+doa", s3(0.1, true, true)},
 		{"w-tinylfu", tiny},
+		{"arc", func() labPolicy { return &labARC{l: newLabLists(d, 4), slots: slots} }},
+		{"arc+doa", func() labPolicy { return &labARC{l: newLabLists(d, 4), slots: slots, doa: true} }},
 	}
 }
 
