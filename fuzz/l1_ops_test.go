@@ -172,6 +172,7 @@ func (r l1Record) op(h l1Header) l1check.Op {
 		}
 	case l1check.OpFinishWriteAndReserveRead, l1check.OpReserveRead, l1check.OpFinishRead:
 		op.Locks = int(r.Arg) % (l1.MaxReadLocks + 2) // 0 and 129 are invalid
+		op.Prefix = op.Kind == l1check.OpReserveRead && r.Flags&0x40 != 0
 	case l1check.OpDelete, l1check.OpClear:
 		op.Force = r.Flags&1 != 0
 	case l1check.OpEvictTo:

@@ -29,6 +29,9 @@ func (h l1Header) ttl(i int) l1Header                  { h.Flags |= uint8(i) << 
 func (r l1Record) temp(mask uint16) l1Record           { r.Flags |= 1; r.Temp = mask; return r }
 func (r l1Record) mismatched() l1Record                { r.Flags |= 2; return r }
 
+// prefix makes a ReserveRead a ReserveReadPrefix.
+func (r l1Record) prefix() l1Record { r.Flags |= 0x40; return r }
+
 // chain makes a ReserveWrite a ReserveWriteChain, positions from Start;
 // key i carries the Partial hint when bit 15-i of mask is set.
 func (r l1Record) chain(mask uint16) l1Record         { r.Flags |= 0x40; r.Temp = mask; return r }
@@ -144,6 +147,12 @@ func everyLockState() []l1Record {
 func init() {
 	lifeHdr := hdr(64, allocator.ContiguousFirst, 16)
 	seedSets["FuzzL1Lifecycle"] = []seed{
+		// ReserveReadPrefix stops at the first missing key (2) and at the
+		// first write-locked one (5), and locks nothing behind either.
+		{"read-prefix", encodeL1(lifeHdr, obsAll(
+			rw(0, 5, 256, l1.ModeAll), fw(0, 5), del(2, 1), rr(0, 5, 1).prefix(), fr(0, 2, 1),
+			rw(5, 1, 256, l1.ModeAll), rr(3, 4, 2).prefix(), rr(2, 0, 1).prefix(), rr(0, 2, 0).prefix(), fr(3, 2, 2),
+		))},
 		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
 			rw(0, 4, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
 			rr(1, 2, 128), fr(1, 2, 127), ur(1, 2), fr(1, 2, 128), del(0, 4), isEv(0, 4), length(),

@@ -58,6 +58,7 @@ func genPolicyCmd(commands.State) gopter.Gen {
 			op.Temporary = make([]bool, len(op.Keys))
 			op.Temporary[0] = true
 		}
+		op.Prefix = op.Kind == l1check.OpReserveRead && v[5].(bool)
 		if c := v[6].(int); op.Kind == l1check.OpReserveWrite && c > 0 {
 			op.Positions = make([]uint32, len(op.Keys))
 			for i := range op.Positions {

@@ -17,7 +17,7 @@ import (
 type Outcome struct {
 	Statuses  []l1.Status // FinishWrite, AbortWrite, FinishRead, Delete
 	Results   []l1.Result // ReserveWrite, FinishWriteAndReserveRead, ReserveRead, UnsafeRead
-	N         int         // Clear, EvictTo, Len
+	N         int         // Clear, EvictTo, Len, ReserveReadPrefix
 	Evictable []bool      // IsEvictable, per key
 	KeyStates []keyState  // State, per key, with IsEvictable
 	Err       string      // "", "invalid", "closed", or the unexpected error
@@ -93,6 +93,10 @@ func (s *System) Do(op Op) Outcome {
 	case OpAbortWrite:
 		o.Statuses, err = m.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
+		if op.Prefix {
+			o.Results, o.N, err = m.ReserveReadPrefix(op.Keys, op.Locks)
+			break
+		}
 		o.Results, err = m.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
 		o.Results, err = m.UnsafeRead(op.Keys)
@@ -164,6 +168,10 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	case OpAbortWrite:
 		ss, err = md.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
+		if op.Prefix {
+			rs, o.N, err = md.ReserveReadPrefix(op.Keys, op.Locks)
+			break
+		}
 		rs, err = md.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
 		rs, err = md.UnsafeRead(op.Keys)

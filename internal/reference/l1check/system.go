@@ -41,6 +41,7 @@ type Manager interface {
 	FinishWriteAndReserveRead(keys []Key, leases []l1.Lease, locks int) ([]l1.Result, error)
 	AbortWrite(keys []Key, leases []l1.Lease) ([]l1.Status, error)
 	ReserveRead(keys []Key, locks int) ([]l1.Result, error)
+	ReserveReadPrefix(keys []Key, locks int) ([]l1.Result, int, error)
 	UnsafeRead(keys []Key) ([]l1.Result, error)
 	FinishRead(keys []Key, leases []l1.Lease, locks int) ([]l1.Status, error)
 	Delete(keys []Key, force bool) ([]l1.Status, error)
@@ -269,6 +270,8 @@ type Op struct {
 	Size      int64   // ReserveWrite
 	Temporary []bool  // ReserveWrite
 	Mode      l1.Mode // ReserveWrite
+	// Prefix makes a ReserveRead a ReserveReadPrefix.
+	Prefix bool
 	// Positions, when not nil, makes the ReserveWrite a ReserveWriteChain
 	// with these chain positions (l1.Partial bits included).
 	Positions []uint32
@@ -298,6 +301,9 @@ func (o Op) String() string {
 		}
 		return fmt.Sprintf("ReserveWrite(%s, %d, temp=%v, %v)", keys, o.Size, o.Temporary, o.Mode)
 	case OpFinishWriteAndReserveRead, OpReserveRead, OpFinishRead:
+		if o.Kind == OpReserveRead && o.Prefix {
+			return fmt.Sprintf("ReserveReadPrefix(%s, %d)", keys, o.Locks)
+		}
 		return fmt.Sprintf("%v(%s, %d)", o.Kind, keys, o.Locks)
 	case OpDelete:
 		return fmt.Sprintf("Delete(%s, force=%v)", keys, o.Force)
@@ -404,6 +410,18 @@ func (s *System) apply(op Op) error {
 		}
 		return compareStatuses(got, want)
 	case OpReserveRead:
+		if op.Prefix {
+			got, n, err := s.M.ReserveReadPrefix(op.Keys, op.Locks)
+			s.Book.Record(op, got, err)
+			want, wantN, wantErr := md.ReserveReadPrefix(op.Keys, op.Locks)
+			if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+				return err
+			}
+			if n != wantN {
+				return fmt.Errorf("locked a prefix of %d keys, model %d", n, wantN)
+			}
+			return compareResults(got, want)
+		}
 		got, err := s.M.ReserveRead(op.Keys, op.Locks)
 		s.Book.Record(op, got, err)
 		want, wantErr := md.ReserveRead(op.Keys, op.Locks)
