@@ -93,12 +93,17 @@ func (l *labLists) front(s int) int32 {
 // labLRU is LRU; doa puts a partial last block at the cold end; tail
 // inserts a request's new blocks tail first (prefix-aware).
 type labLRU struct {
-	l        *labLists
+	l        *labLists // 0 the LRU list, 1 the partial blocks (fifo)
 	doa      bool
+	fifo     bool // partial blocks wait in their own FIFO, evicted first
 	revisitC bool // new blocks of later turns go to the cold end too
 }
 
 func (p *labLRU) insert(b int32, m labMeta) {
+	if p.doa && m.last && p.fifo {
+		p.l.pushBack(1, b)
+		return
+	}
 	if (p.doa && m.last) || (p.revisitC && m.revisit) {
 		p.l.pushFront(0, b)
 		return
@@ -107,7 +112,10 @@ func (p *labLRU) insert(b int32, m labMeta) {
 }
 func (p *labLRU) hit(b int32) { p.l.remove(b); p.l.pushBack(0, b) }
 func (p *labLRU) victim() int32 {
-	v := p.l.front(0)
+	v := p.l.front(1)
+	if v < 0 {
+		v = p.l.front(0)
+	}
 	p.l.remove(v)
 	return v
 }
@@ -444,8 +452,9 @@ func labPolicies(tr *Trace, slots int) []struct {
 } {
 	d := tr.Distinct
 	lru := func(doa, rc bool) func() labPolicy {
-		return func() labPolicy { return &labLRU{l: newLabLists(d, 1), doa: doa, revisitC: rc} }
+		return func() labPolicy { return &labLRU{l: newLabLists(d, 2), doa: doa, revisitC: rc} }
 	}
+	lruFIFO := func() labPolicy { return &labLRU{l: newLabLists(d, 2), doa: true, fifo: true} }
 	slru := func(f float64, doa bool) func() labPolicy {
 		return func() labPolicy { return &labSLRU{l: newLabLists(d, 2), protect: int(f * float64(slots)), doa: doa} }
 	}
@@ -464,6 +473,7 @@ func labPolicies(tr *Trace, slots int) []struct {
 	}{
 		{"lru (tail first)", lru(false, false)},
 		{"lru+doa", lru(true, false)},
+		{"lru+doa fifo", lruFIFO},
 		{"lru+doa+later-turns-cold", lru(true, true)},
 		{"slru 50%", slru(0.5, false)},
 		{"slru 80%", slru(0.8, false)},
