@@ -136,16 +136,24 @@ func (c *l1Cache) finish(f *flight) ([]int32, error) {
 		if err != nil {
 			return nil, err
 		}
-		stored = f.granted[:0:0]
-		for i, s := range sts {
-			if s == l1.OK {
-				stored = append(stored, f.granted[i])
-			} else {
-				c.res.Lost++
+		// Usually every write commits: stored is then f.granted itself
+		// (the replay reads it before the flight is reused), and only a
+		// lost write costs a new slice.
+		stored = f.granted
+		lost := 0
+		for _, s := range sts {
+			if s != l1.OK {
+				lost++
 			}
 		}
-		if len(stored) == len(f.granted) {
-			stored = f.granted
+		if lost > 0 {
+			c.res.Lost += int64(lost)
+			stored = make([]int32, 0, len(f.granted)-lost)
+			for i, s := range sts {
+				if s == l1.OK {
+					stored = append(stored, f.granted[i])
+				}
+			}
 		}
 	}
 	if f.hits > 0 {
