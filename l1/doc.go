@@ -143,6 +143,13 @@
 // instead of calling Fit after each victim: O(victims) per call, scattered
 // victims as cheap as adjacent ones. See policy.go and evict.go.
 //
+// A caller that knows a block is partial (a prompt's last block, not full
+// of tokens) ORs Partial into its position in ReserveWriteChain: under
+// every policy such an object is the next victim once it is evictable,
+// until a use clears the hint. On Mooncake's conversation trace this adds
+// 0.5 percentage points of hit rate over LRU at a pool of a tenth of the
+// distinct blocks (bench/trace).
+//
 // # What differs from LMCache
 //
 //   - One pass instead of about log2(n) probe allocations (n = 5700: 1
