@@ -532,7 +532,9 @@ func TestPolicyLab(t *testing.T) {
 // the limits together may use no more slot-time than the pool has
 // (slots × the trace's duration, a relaxation of "at most slots at every
 // instant"), and every reference within its limit counts as a hit
-// whether or not its prefix hit. It returns the bound on hits, and the
+// whether or not its prefix hit. The bound is the Lagrangian dual of that
+// choice, so it holds for every choice of limits, not only the one found.
+// It returns the bound on hits, and the
 // reuse references it must miss (≥ what a policy's eviction-induced
 // prefill plus orphans can be, since each reuse miss is one or the
 // other).
@@ -619,7 +621,9 @@ func ttlBound(tr *Trace, slots int64, prefillRate float64) (hits, reuseMisses in
 		k := sort.SearchFloat64s(a, math.Nextafter(tau, math.Inf(1)))
 		return sum[k] + tau*float64(len(a)-k)
 	}
-	best := func(lambda float64) (h int64, cost float64) {
+	// best picks each class's limit for the multiplier lambda: the hits, the
+	// slot-time, and the Lagrangian Σ max(hits − λ·cost).
+	best := func(lambda float64) (h int64, cost, value float64) {
 		for _, c := range cs {
 			bh, bc, bv := int64(0), 0.0, 0.0
 			for k, g := range c.gaps {
@@ -633,27 +637,40 @@ func ttlBound(tr *Trace, slots int64, prefillRate float64) (hits, reuseMisses in
 			}
 			h += bh
 			cost += bc
+			value += bv
 		}
-		return h, cost
+		return h, cost, value
 	}
+	// Weak duality: for every λ ≥ 0, Σ max(hits − λ·cost) + λ·budget is at
+	// least the hits of any choice of limits within the budget. The dual
+	// is convex in λ; bisect on its slope (budget − cost) and keep the
+	// least value seen.
 	budget := float64(slots) * end
+	dual := func(lambda float64) float64 {
+		_, _, v := best(lambda)
+		return v + lambda*budget
+	}
+	bound := dual(0)
 	lo, hi := 0.0, 1.0
 	for {
-		if _, c := best(hi); c <= budget {
+		_, c, _ := best(hi)
+		bound = min(bound, dual(hi))
+		if c <= budget {
 			break
 		}
 		hi *= 2
 	}
 	for range 60 {
 		mid := (lo + hi) / 2
-		if _, c := best(mid); c <= budget {
+		bound = min(bound, dual(mid))
+		if _, c, _ := best(mid); c <= budget {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	h, _ := best(hi)
-	return h, reuse - h
+	hits = min(reuse, int64(math.Floor(bound)))
+	return hits, reuse - hits
 }
 
 func TestPolicyLabBound(t *testing.T) {
