@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,6 +80,44 @@ func TestPartialBlockOnDemand(t *testing.T) {
 			ev := evicted(e.rec.take())
 			assert.Len(t, ev, 1)
 			assert.NotContains(t, ev, 4, "a key the call names is never its victim")
+		})
+	}
+}
+
+// A rewrite is a use: the hint a re-locking call passes is dropped, and
+// an older object that was never partial goes first.
+func TestPartialHintOfARewriteIsDropped(t *testing.T) {
+	for _, p := range []l1.EvictionPolicy{l1.EvictLRU, l1.EvictPrefix} {
+		t.Run(p.String(), func(t *testing.T) {
+			e := newEnv(t, 64*KiB, l1.Config{Eviction: p})
+			e.put(t, []int{7}, obj)
+			e.put(t, []int{1}, obj)
+			rs, err := e.m.ReserveWriteChain([]int{1}, []uint32{l1.Partial}, nil, obj, l1.ModeAll)
+			require.NoError(t, err)
+			require.Equal(t, l1.OK, rs[0].Status)
+			require.Equal(t, []l1.Status{l1.OK}, e.finish([]int{1}))
+			e.rec.take()
+			_, err = e.m.EvictTo(float64(obj) / float64(64*KiB))
+			require.NoError(t, err)
+			assert.Equal(t, []int{7}, evicted(e.rec.take()))
+		})
+	}
+}
+
+// Positions at the edges: the hint on position 0 and on the largest
+// position, and the largest position without it.
+func TestPartialPositionEdges(t *testing.T) {
+	for _, p := range l1.EvictionPolicies {
+		t.Run(p.String(), func(t *testing.T) {
+			e := newEnv(t, 64*KiB, l1.Config{Eviction: p})
+			rs, err := e.m.ReserveWriteChain([]int{1, 2, 3}, []uint32{l1.Partial, math.MaxUint32, math.MaxUint32 &^ l1.Partial}, nil, obj, l1.ModeAll)
+			require.NoError(t, err)
+			require.Equal(t, repeat(l1.OK, 3), statuses(rs))
+			require.Equal(t, repeat(l1.OK, 3), e.finish([]int{1, 2, 3}))
+			e.rec.take()
+			_, err = e.m.EvictTo(float64(obj) / float64(64*KiB))
+			require.NoError(t, err)
+			assert.Equal(t, []int{2, 1}, evicted(e.rec.take()), "both partial keys first, the latest first")
 		})
 	}
 }

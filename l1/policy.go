@@ -67,7 +67,9 @@ const (
 // stored with the hint goes, when it becomes evictable, to the cold end:
 // it is the next victim, before every object stored without it (the
 // latest such object first). A use (a read, a touch, a rewrite) clears the
-// hint, and the object is ranked as any other from then on. The prefix
+// hint, and the object is ranked as any other from then on; so a call that
+// re-locks an existing key (ModeAll, ModeUpdate) drops the hint it passes
+// for it, since the rewrite is itself a use. The prefix
 // policy reads the flag as the highest position, so a partial block is
 // also its chain's tail.
 const Partial uint32 = 1 << 31
