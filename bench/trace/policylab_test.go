@@ -446,7 +446,7 @@ func (c *labCache) observe(*flight)         {}
 func (c *labCache) close(res *Result) error { res.Evictions = c.evictions; return nil }
 
 // labPolicies are the lab's candidates, by name.
-func labPolicies(tr *Trace, slots int) []struct {
+func labPolicies(tr *Trace, slots int, clock *int64) []struct {
 	name string
 	pol  func() labPolicy
 } {
@@ -483,6 +483,7 @@ func labPolicies(tr *Trace, slots int) []struct {
 		{"s3fifo adaptive", s3(0.1, true, false)},
 		{"s3fifo adaptive+doa", s3(0.1, true, true)},
 		{"w-tinylfu", tiny},
+		{"lhd", func() labPolicy { return newLabLHD(d, clock) }},
 		{"arc", func() labPolicy { return &labARC{l: newLabLists(d, 4), slots: slots} }},
 		{"arc+doa", func() labPolicy { return &labARC{l: newLabLists(d, 4), slots: slots, doa: true} }},
 	}
@@ -510,8 +511,9 @@ func TestPolicyLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Printf("pool %.2f (%d slots): ideal LRU %.2f%% prefill %d; Belady %.2f%%\n", frac, o.Slots, 100*lru.HitRate(), lru.EvictPrefill, 100*bel.HitRate())
-		for _, p := range labPolicies(tr, int(o.Slots)) {
-			var clock int64
+		var clock int64
+		for _, p := range labPolicies(tr, int(o.Slots), &clock) {
+			clock = 0
 			res := &Result{Policy: p.name}
 			c := &labCache{tr: tr, slots: int(o.Slots), pol: p.pol(), resident: make([]int8, tr.Distinct), meta: map[*flight][]labMeta{}}
 			if err := replay(tr, c, o, false, &clock, res); err != nil {
