@@ -59,19 +59,22 @@ const (
 
 // Partial, OR'ed into a key's position in ReserveWriteChain, says that the
 // key's block is partial: the last block of a prompt whose tokens do not
-// fill it. A serving engine knows this when it stores the block, and such
-// a block is nearly dead on arrival: when the conversation goes on, the
+// fill it. A serving engine knows this when it stores the block, and such a
+// block is nearly dead on arrival: when the conversation goes on, the
 // block's tokens are followed by more, so the next turn's chain names a
 // different key for it (in Mooncake's conversation trace, 96 of 11,913
-// partial last blocks were ever read again). Under every policy an object
-// stored with the hint goes, when it becomes evictable, to the cold end:
-// it is the next victim, before every object stored without it (the
-// latest such object first). A use (a read, a touch, a rewrite) clears the
-// hint, and the object is ranked as any other from then on; so a call that
-// re-locks an existing key (ModeAll, ModeUpdate) drops the hint it passes
-// for it, since the rewrite is itself a use. The prefix
-// policy reads the flag as the highest position, so a partial block is
-// also its chain's tail.
+// partial last blocks were ever read again). An object stored with the hint
+// goes, when it becomes evictable, to the cold end. Under LRU and the
+// prefix policy that is the front of the one list: it is the next victim,
+// before every object stored without it (the latest such object first).
+// Under S3-FIFO it is the front of the object's queue, the small one for a
+// new object: the next object that queue gives up, without promotion, while
+// the main queue keeps its own order. A use (a read, a touch, a rewrite)
+// clears the hint, and the object is ranked as any other from then on; so a
+// call that re-locks an existing key (ModeAll, ModeUpdate) drops the hint
+// it passes for it, since the rewrite is itself a use. The prefix policy
+// reads the flag as the highest position, so a partial block is also its
+// chain's tail.
 const Partial uint32 = 1 << 31
 
 // EvictionPolicies lists every policy, for tests and benchmarks that run

@@ -51,7 +51,8 @@
 // new rows through Policy.Configure. The rows ending in +partial pass
 // l1.Partial for a request's last block when its tokens do not fill it
 // (input_length < blocks × block tokens): the caller's dead-on-arrival
-// hint, which every l1 policy honours by evicting that block first.
+// hint, which l1 honours by evicting that block first (under S3-FIFO,
+// first of its small queue).
 //
 // policylab_test.go (KVALLOC_POLICYLAB=1 go test -run PolicyLab) replays
 // allocator-free models of candidate policies (LRU with the partial hint,

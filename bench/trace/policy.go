@@ -49,7 +49,8 @@ type Policy struct {
 	// Partial makes the store mark a request's last block, when its
 	// tokens do not fill it, with l1.Partial: the caller's hint that the
 	// block is dead on arrival (the next turn's chain names another key
-	// for it), so every l1 policy evicts it first.
+	// for it), so l1 evicts it first (under S3-FIFO, first of its small
+	// queue).
 	Partial bool
 }
 

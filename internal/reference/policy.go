@@ -25,7 +25,8 @@ import (
 
 // Partial mirrors l1.Partial: the hint of a partial block, OR'ed into its
 // position. An object that joins the set with it is the next victim under
-// every policy (the latest to join first) until a use clears it.
+// LRU and prefix (the latest to join first), and joins the front of its
+// queue under S3-FIFO, until a use clears it.
 const Partial uint32 = 1 << 31
 
 // partial reports whether o carries the Partial hint.
