@@ -65,6 +65,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"leases ignored", everywhere(mutant.VariantLeasesIgnored), "model STALE_LEASE"},
 		{"TTL overflow", everywhere(mutant.VariantTTLOverflow), "Len() = 0, model 2"},
 		{"listeners share Keys", everywhere(mutant.VariantSharedKeys), "listeners got write-reserved"},
+		{"prefix read locks past the miss", everywhere(mutant.VariantReadPrefixLocksAll), "ReserveReadPrefix"},
 	})
 }
 

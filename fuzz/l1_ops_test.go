@@ -159,8 +159,20 @@ func (r l1Record) op(h l1Header) l1check.Op {
 		if r.Flags&2 != 0 {
 			op.Temporary = append(op.Temporary, true) // one flag too many
 		}
+		if r.Flags&0x40 != 0 {
+			// A chain: positions from Start, and the Partial hint where
+			// Temp's bits, read from the top, say so.
+			op.Positions = make([]uint32, len(op.Keys))
+			for i := range op.Positions {
+				op.Positions[i] = uint32(int(r.Start)%64 + i)
+				if r.Temp>>(15-i%16)&1 != 0 {
+					op.Positions[i] |= l1.Partial
+				}
+			}
+		}
 	case l1check.OpFinishWriteAndReserveRead, l1check.OpReserveRead, l1check.OpFinishRead:
 		op.Locks = int(r.Arg) % (l1.MaxReadLocks + 2) // 0 and 129 are invalid
+		op.Prefix = op.Kind == l1check.OpReserveRead && r.Flags&0x40 != 0
 	case l1check.OpDelete, l1check.OpClear:
 		op.Force = r.Flags&1 != 0
 	case l1check.OpEvictTo:

@@ -17,5 +17,6 @@ func TestFuzzL1PolicyBites(t *testing.T) {
 		{"eviction takes a locked object", everywhere(mutant.VariantEvictsLocked), "evicted"},
 		{"S3-FIFO is LRU", everywhere(mutant.VariantS3FIFOIsLRU), "policy s3fifo"},
 		{"prefix is LRU", everywhere(mutant.VariantPrefixIsLRU), "policy prefix"},
+		{"the Partial hint is ignored", everywhere(mutant.VariantPartialIgnored), "policy"},
 	})
 }

@@ -28,12 +28,19 @@ func (h l1Header) prefix(s l1.PrefixStrategy) l1Header { h.Flags |= uint8(s) << 
 func (h l1Header) ttl(i int) l1Header                  { h.Flags |= uint8(i) << 3; return h }
 func (r l1Record) temp(mask uint16) l1Record           { r.Flags |= 1; r.Temp = mask; return r }
 func (r l1Record) mismatched() l1Record                { r.Flags |= 2; return r }
-func (r l1Record) obs() l1Record                       { r.Flags |= 0x80; return r }
-func (r l1Record) stride(s int) l1Record               { r.Stride = uint8(s); return r }
-func (r l1Record) force() l1Record                     { r.Flags |= 1; return r }
-func (r l1Record) edgeSize(v uint16) l1Record          { r.Size = 0x8000 | v; return r }
-func (r l1Record) by(actor int) l1Record               { r.Flags |= uint8(actor) << 2; return r }
-func (r l1Record) lease(m l1check.LeaseMode) l1Record  { r.Flags |= uint8(m) << 4; return r }
+
+// prefix makes a ReserveRead a ReserveReadPrefix.
+func (r l1Record) prefix() l1Record { r.Flags |= 0x40; return r }
+
+// chain makes a ReserveWrite a ReserveWriteChain, positions from Start;
+// key i carries the Partial hint when bit 15-i of mask is set.
+func (r l1Record) chain(mask uint16) l1Record         { r.Flags |= 0x40; r.Temp = mask; return r }
+func (r l1Record) obs() l1Record                      { r.Flags |= 0x80; return r }
+func (r l1Record) stride(s int) l1Record              { r.Stride = uint8(s); return r }
+func (r l1Record) force() l1Record                    { r.Flags |= 1; return r }
+func (r l1Record) edgeSize(v uint16) l1Record         { r.Size = 0x8000 | v; return r }
+func (r l1Record) by(actor int) l1Record              { r.Flags |= uint8(actor) << 2; return r }
+func (r l1Record) lease(m l1check.LeaseMode) l1Record { r.Flags |= uint8(m) << 4; return r }
 func keyRec(op l1check.OpKind, start, count int) l1Record {
 	c := uint16(count)
 	if count >= 64 {
@@ -140,6 +147,12 @@ func everyLockState() []l1Record {
 func init() {
 	lifeHdr := hdr(64, allocator.ContiguousFirst, 16)
 	seedSets["FuzzL1Lifecycle"] = []seed{
+		// ReserveReadPrefix stops at the first missing key (2) and at the
+		// first write-locked one (5), and locks nothing behind either.
+		{"read-prefix", encodeL1(lifeHdr, obsAll(
+			rw(0, 5, 256, l1.ModeAll), fw(0, 5), del(2, 1), rr(0, 5, 1).prefix(), fr(0, 2, 1),
+			rw(5, 1, 256, l1.ModeAll), rr(3, 4, 2).prefix(), rr(2, 0, 1).prefix(), rr(0, 2, 0).prefix(), fr(3, 2, 2),
+		))},
 		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
 			rw(0, 4, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
 			rr(1, 2, 128), fr(1, 2, 127), ur(1, 2), fr(1, 2, 128), del(0, 4), isEv(0, 4), length(),
@@ -203,6 +216,13 @@ func init() {
 		{"evict-policies", encodeL1(hdr(10, allocator.ContiguousFirst, 65536), obsAll(
 			rw(0, 4, 64, l1.ModeAll), fw(0, 4), touch(1, 1), touch(0, 1), evictTo(0.1), evictTo(0),
 			rw(0, 6, 64, l1.ModeAll), fw(0, 6), rr(0, 3, 1), fr(0, 3, 1), evictTo(0.3), evictTo(0),
+		))},
+		// The Partial hint: key 3, the chain's partial last block, is the
+		// first victim under every policy (LRU would take key 0, S3-FIFO
+		// key 0 too); a read clears the hint (key 9).
+		{"evict-partial-first", encodeL1(hdr(10, allocator.ContiguousFirst, 65536), obsAll(
+			rw(0, 4, 64, l1.ModeAll).chain(1<<12), fw(0, 4), rw(4, 2, 64, l1.ModeAll), fw(4, 2), evictTo(0.5),
+			rw(8, 2, 64, l1.ModeAll).chain(1<<14), fw(8, 2), rr(9, 1, 1), fr(9, 1, 1), evictTo(0.5), evictTo(0.3), evictTo(0),
 		))},
 		{"evict-on-demand-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536).evict(), append(fillAndFinish, obsAll(
 			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),

@@ -16,6 +16,8 @@
 //	    FinishWriteAndReserveRead(keys, leases, locks) commit and read-lock at once; read leases
 //	    AbortWrite(keys, leases)                      discard the reservation
 //	ReserveRead(keys, locks)                          read-lock; get the blocks and read leases
+//	ReserveReadPrefix(keys, locks)                    read-lock the longest readable prefix, stop at
+//	                                                  the first miss; AppendReadPrefix: leases only
 //	    UnsafeRead(keys)                              blocks of read-locked keys
 //	    FinishRead(keys, leases, locks)               unlock; temporary objects go
 //	Delete(keys, force), Clear(force), Close()        remove
@@ -123,6 +125,16 @@
 // evicted first, in the order of the eviction policy (Config.Eviction:
 // LRU, prefix-aware tail first, or S3-FIFO), until the batch fits.
 //
+// # Prefix lookups
+//
+// A serving engine looks up a request's blocks as a chain: the longest
+// cached prefix is a hit, and everything behind the first miss is
+// recomputed. ReserveReadPrefix (and AppendReadPrefix, which keeps only the
+// leases and allocates nothing) read-lock that prefix in one call and stop
+// at the first key that is missing or write-locked: its Result says which,
+// and every later key is Skipped, neither locked nor made recently used.
+// ReserveRead would lock every readable key of the chain.
+//
 // # Eviction
 //
 // The policy's structures hold the evictable objects only, so eviction
@@ -130,6 +142,13 @@
 // allocator counts what each victim frees in O(1) (allocator.FreeAround)
 // instead of calling Fit after each victim: O(victims) per call, scattered
 // victims as cheap as adjacent ones. See policy.go and evict.go.
+//
+// A caller that knows a block is partial (a prompt's last block, not full
+// of tokens) ORs Partial into its position in ReserveWriteChain: once
+// evictable such an object is the next victim (under S3-FIFO, the next of
+// its queue), until a use clears the hint. On Mooncake's conversation trace this adds
+// 0.5 percentage points of hit rate over LRU at a pool of a tenth of the
+// distinct blocks (bench/trace).
 //
 // # What differs from LMCache
 //

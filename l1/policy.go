@@ -57,6 +57,26 @@ const (
 	EvictS3FIFO
 )
 
+// Partial, OR'ed into a key's position in ReserveWriteChain, says that the
+// key's block is partial: the last block of a prompt whose tokens do not
+// fill it. A serving engine knows this when it stores the block, and such a
+// block is nearly dead on arrival: when the conversation goes on, the
+// block's tokens are followed by more, so the next turn's chain names a
+// different key for it (in Mooncake's conversation trace, 96 of 11,913
+// partial last blocks were ever read again). An object stored with the hint
+// goes, when it becomes evictable, to the cold end. Under LRU and the
+// prefix policy that is the front of the one list: it is the next victim,
+// before every object stored without it (the latest such object first).
+// Under S3-FIFO it is the front of the object's queue, the small one for a
+// new object: the next object that queue gives up, without promotion, while
+// the main queue keeps its own order. A use (a read, a touch, a rewrite)
+// clears the hint, and the object is ranked as any other from then on; so a
+// call that re-locks an existing key (ModeAll, ModeUpdate) drops the hint
+// it passes for it, since the rewrite is itself a use. The prefix policy
+// reads the flag as the highest position, so a partial block is also its
+// chain's tail.
+const Partial uint32 = 1 << 31
+
 // EvictionPolicies lists every policy, for tests and benchmarks that run
 // once per policy.
 var EvictionPolicies = []EvictionPolicy{EvictLRU, EvictPrefix, EvictS3FIFO}
@@ -162,6 +182,10 @@ func (e *evictSet[K]) queue(q evQueue) *list[K] {
 // enter adds o, which just became evictable.
 func (e *evictSet[K]) enter(o *object[K]) {
 	e.n++
+	if o.pos&Partial != 0 {
+		e.enterCold(o)
+		return
+	}
 	switch e.policy {
 	case EvictPrefix:
 		o.evq = evMain
@@ -176,6 +200,23 @@ func (e *evictSet[K]) enter(o *object[K]) {
 		e.link(o, o.home)
 	default:
 		e.link(o, evMain)
+	}
+}
+
+// enterCold puts o, stored with the Partial hint and not used since, at
+// the cold end: the front of the list, or of S3-FIFO's small queue.
+func (e *evictSet[K]) enterCold(o *object[K]) {
+	q := evMain
+	if e.policy == EvictS3FIFO {
+		if o.home == evNone {
+			o.home = evSmall
+		}
+		q = o.home
+	}
+	o.evq = q
+	e.queue(q).pushFront(o)
+	if q == evSmall {
+		e.smallBytes += o.block.Size
 	}
 }
 
@@ -223,6 +264,7 @@ func (e *evictSet[K]) used(o *object[K]) {
 // hit records a use of o for S3-FIFO's count: a read, a touch or a rewrite.
 // o need not be in the set.
 func (e *evictSet[K]) hit(o *object[K]) {
+	o.pos &^= Partial // used: no longer dead on arrival
 	if o.freq < maxFreq {
 		o.freq++
 	}

@@ -41,6 +41,10 @@ const (
 	// since, by someone else. Nothing is committed, aborted, unlocked or
 	// freed. See Lease.
 	StaleLease
+	// Skipped means the call stopped before the key and did nothing to it:
+	// ReserveReadPrefix answers it for every key after the first that was
+	// not readable.
+	Skipped
 )
 
 var statusNames = [...]string{
@@ -52,6 +56,7 @@ var statusNames = [...]string{
 	KeyIsLocked:     "KEY_IS_LOCKED",
 	OutOfMemory:     "OUT_OF_MEMORY",
 	StaleLease:      "STALE_LEASE",
+	Skipped:         "SKIPPED",
 }
 
 // String returns LMCache's name for the status, e.g. "KEY_NOT_EXIST"; OK

@@ -92,5 +92,6 @@ func TestPropL1StateMachineBites(t *testing.T) {
 		{"mismatched flags truncated", commands.Prop(l1Commands(mutant.VariantTruncateFlags))},
 		{"leases ignored", commands.Prop(l1Commands(mutant.VariantLeasesIgnored))},
 		{"TTL overflow", commands.Prop(l1Commands(mutant.VariantTTLOverflow))},
+		{"prefix read locks past the miss", commands.Prop(l1Commands(mutant.VariantReadPrefixLocksAll))},
 	}, 150, 60)
 }

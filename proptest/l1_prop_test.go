@@ -102,6 +102,7 @@ func genL1Cmd(state commands.State) gopter.Gen {
 		case 1:
 			op.Lease = l1check.LeaseShort
 		}
+		op.Prefix = bits&(1<<25) != 0 // ReserveRead as ReserveReadPrefix
 		op.Advance = advances[v[5].(int)]
 		op.Ratio = v[6].(float64)
 		return l1Cmd{op}

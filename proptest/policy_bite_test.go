@@ -17,5 +17,6 @@ func TestPropL1PolicyBites(t *testing.T) {
 		{"eviction takes a locked object", commands.Prop(policyCommands(mutant.VariantEvictsLocked))},
 		{"S3-FIFO is LRU", commands.Prop(policyCommands(mutant.VariantS3FIFOIsLRU))},
 		{"prefix is LRU", commands.Prop(policyCommands(mutant.VariantPrefixIsLRU))},
+		{"the Partial hint is ignored", commands.Prop(policyCommands(mutant.VariantPartialIgnored))},
 	}, 300, 60)
 }

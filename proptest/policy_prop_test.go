@@ -49,12 +49,24 @@ func genPolicyCmd(commands.State) gopter.Gen {
 		}
 		return ks
 	})
-	return gopter.CombineGens(kind, keys, gen.IntRange(1, 2), gen.OneConstOf(0.0, 0.2, 0.4, 0.6, 0.8), gen.Bool(), gen.Bool()).Map(func(v []any) commands.Command {
+	// Chain positions: none, or from 0 with the last key partial or not.
+	chain := gen.IntRange(0, 2)
+	return gopter.CombineGens(kind, keys, gen.IntRange(1, 2), gen.OneConstOf(0.0, 0.2, 0.4, 0.6, 0.8), gen.Bool(), gen.Bool(), chain).Map(func(v []any) commands.Command {
 		op := l1check.Op{Kind: v[0].(l1check.OpKind), Keys: v[1].([]int), Size: int64(v[2].(int)) * 64, Locks: 1,
 			Ratio: v[3].(float64), Observe: v[4].(bool), Mode: l1.ModeAll}
 		if op.Kind == l1check.OpReserveWrite && v[5].(bool) {
 			op.Temporary = make([]bool, len(op.Keys))
 			op.Temporary[0] = true
+		}
+		op.Prefix = op.Kind == l1check.OpReserveRead && v[5].(bool)
+		if c := v[6].(int); op.Kind == l1check.OpReserveWrite && c > 0 {
+			op.Positions = make([]uint32, len(op.Keys))
+			for i := range op.Positions {
+				op.Positions[i] = uint32(i)
+			}
+			if c == 2 {
+				op.Positions[len(op.Positions)-1] |= l1.Partial
+			}
 		}
 		return l1Cmd{op}
 	})

@@ -20,9 +20,9 @@
 // A request arriving at time t (its timestamp divided by Options.Rate):
 //
 //  1. Lookup: read-locks the longest prefix of its blocks that is resident
-//     and readable (ReserveRead, one key at a time, stopping at the first
-//     miss, so nothing behind the miss is locked or touched). Those blocks
-//     are the hits. A block being written by another request is a miss.
+//     and readable (l1's AppendReadPrefix, one call that stops at the
+//     first miss, so nothing behind the miss is locked or touched). Those
+//     blocks are the hits. A block being written by another request is a miss.
 //  2. Store: reserves every later block with one ReserveWrite in ModeNew:
 //     blocks that exist (resident behind the miss, or being written by an
 //     earlier request) are left alone, the missing ones are allocated, and
@@ -48,7 +48,19 @@
 // EvictTo(usage × (1 − SweepRatio)), LMCache's 1 s poll evicting a fifth
 // of the objects at 80 %), times placement scattered, contiguous-first or
 // contiguous. A new l1 knob, such as a choice of eviction policy, becomes
-// new rows through Policy.Configure.
+// new rows through Policy.Configure. The rows ending in +partial pass
+// l1.Partial for a request's last block when its tokens do not fill it
+// (input_length < blocks × block tokens): the caller's dead-on-arrival
+// hint, which l1 honours by evicting that block first (under S3-FIFO,
+// first of its small queue).
+//
+// policylab_test.go (KVALLOC_POLICYLAB=1 go test -run PolicyLab) replays
+// allocator-free models of candidate policies (LRU with the partial hint,
+// segmented LRU, S3-FIFO fixed and adaptive, W-TinyLFU) under the bounds'
+// request model, and computes a class+age bound: the most reuse hits any
+// policy can reach that keeps a block for an age limit chosen per class
+// (chain position, partial last block, later turn, use count) with
+// hindsight of the trace's reuse gaps, under the pool's slot-time.
 //
 // The pool is Slots blocks of BlockSize bytes rounded up to the alignment,
 // given as a fraction of the trace's distinct blocks or as bytes. The

@@ -29,38 +29,35 @@ func newManager(mem *allocator.Allocator, cfg l1.Config) (*l1.Manager[int32], er
 	return l1.New[int32](mem, cfg)
 }
 
-// readPrefix read-locks the longest readable prefix of keys, one key per
-// ReserveRead so that nothing behind the first miss is locked or made more
-// recently used, and appends a lease per locked key to leases. It returns
-// the number of keys locked. l1 has no call that stops at the first miss;
-// one would make this a single call.
+// readPrefix read-locks the longest readable prefix of keys in one
+// AppendReadPrefix, which stops at the first miss so that nothing behind it
+// is locked or made more recently used, and appends a lease per locked key
+// to leases. It returns the number of keys locked.
 func readPrefix(m *l1.Manager[int32], keys []int32, leases []lease) (int, []lease, error) {
-	for i := range keys {
-		rs, err := m.ReserveRead(keys[i:i+1], 1)
-		if err != nil {
-			return i, leases, err
-		}
-		if rs[0].Status != l1.OK {
-			return i, leases, nil
-		}
-		leases = append(leases, leaseOf(rs[0]))
-	}
-	return len(keys), leases, nil
+	leases, n, err := m.AppendReadPrefix(leases, keys, 1)
+	return n, leases, err
 }
 
 // reserveWrite reserves the keys for writing, in one ReserveWrite in mode
 // ModeNew: keys that exist (resident behind a miss, or being written by
 // another request) are left alone. first is the position of keys[0] in its
-// request's chain of blocks; keys[i] is at first+i.
-func reserveWrite(m *l1.Manager[int32], keys []int32, first int, size int64) ([]l1.Result, error) {
-	if m.Config().Eviction != l1.EvictPrefix {
-		return m.ReserveWrite(keys, nil, size, l1.ModeNew)
+// request's chain of blocks; keys[i] is at first+i. With partial, the last
+// key carries l1.Partial (the request's last block, known to be partial).
+// pos is a buffer for the positions, returned for reuse.
+func reserveWrite(m *l1.Manager[int32], keys []int32, first int, size int64, partial bool, pos []uint32) ([]l1.Result, []uint32, error) {
+	if m.Config().Eviction != l1.EvictPrefix && !partial {
+		rs, err := m.ReserveWrite(keys, nil, size, l1.ModeNew)
+		return rs, pos, err
 	}
-	pos := make([]uint32, len(keys))
-	for i := range pos {
-		pos[i] = uint32(first + i)
+	pos = pos[:0]
+	for i := range keys {
+		pos = append(pos, uint32(first+i))
 	}
-	return m.ReserveWriteChain(keys, pos, nil, size, l1.ModeNew)
+	if partial && len(pos) > 0 {
+		pos[len(pos)-1] |= l1.Partial
+	}
+	rs, err := m.ReserveWriteChain(keys, pos, nil, size, l1.ModeNew)
+	return rs, pos, err
 }
 
 // finishWrite commits the granted keys.

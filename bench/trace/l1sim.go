@@ -21,6 +21,11 @@ type l1Cache struct {
 	frag  float64 // sums for the means
 	use   float64
 	nobs  int64
+	// partial is the Policy's Partial; blockTokens the trace's tokens per
+	// block; pos the positions buffer of the stores.
+	partial     bool
+	blockTokens int64
+	pos         []uint32
 }
 
 // newL1Cache builds the allocator and the manager of p for o.
@@ -58,7 +63,7 @@ func newL1Cache(p Policy, o Options, clock *int64, res *Result) (*l1Cache, error
 func (c *l1Cache) lookup(f *flight) error {
 	n, leases, err := readPrefix(c.m, f.req.Blocks, f.readLeases)
 	f.hits, f.readLeases = n, leases
-	c.res.L1Calls += int64(min(n+1, len(f.req.Blocks)))
+	c.res.L1Calls++
 	return err
 }
 
@@ -68,7 +73,10 @@ func (c *l1Cache) store(f *flight) error {
 	if len(tail) == 0 {
 		return nil
 	}
-	rs, err := reserveWrite(c.m, tail, f.hits, c.size)
+	r := f.req
+	partial := c.partial && r.Input < int64(len(r.Blocks))*c.blockTokens
+	rs, pos, err := reserveWrite(c.m, tail, f.hits, c.size, partial, c.pos)
+	c.pos = pos
 	c.res.L1Calls++
 	if err != nil {
 		return err
@@ -128,16 +136,24 @@ func (c *l1Cache) finish(f *flight) ([]int32, error) {
 		if err != nil {
 			return nil, err
 		}
-		stored = f.granted[:0:0]
-		for i, s := range sts {
-			if s == l1.OK {
-				stored = append(stored, f.granted[i])
-			} else {
-				c.res.Lost++
+		// Usually every write commits: stored is then f.granted itself
+		// (the replay reads it before the flight is reused), and only a
+		// lost write costs a new slice.
+		stored = f.granted
+		lost := 0
+		for _, s := range sts {
+			if s != l1.OK {
+				lost++
 			}
 		}
-		if len(stored) == len(f.granted) {
-			stored = f.granted
+		if lost > 0 {
+			c.res.Lost += int64(lost)
+			stored = make([]int32, 0, len(f.granted)-lost)
+			for i, s := range sts {
+				if s == l1.OK {
+					stored = append(stored, f.granted[i])
+				}
+			}
 		}
 	}
 	if f.hits > 0 {

@@ -46,6 +46,12 @@ type Policy struct {
 	// Eviction are applied: the hook for l1 fields the table does not
 	// name yet (for example a future Config.Eviction policy).
 	Configure func(*l1.Config)
+	// Partial makes the store mark a request's last block, when its
+	// tokens do not fill it, with l1.Partial: the caller's hint that the
+	// block is dead on arrival (the next turn's chain names another key
+	// for it), so l1 evicts it first (under S3-FIFO, first of its small
+	// queue).
+	Partial bool
 }
 
 // Policies is the table of l1 configurations the replay scores, on-demand
@@ -57,6 +63,9 @@ var Policies = []Policy{
 	{Name: "on-demand/contiguous", Placement: allocator.Contiguous, Eviction: OnDemand},
 	{Name: "on-demand/scattered/prefix", Placement: allocator.Scattered, Eviction: OnDemand, Configure: evictWith(l1.EvictPrefix)},
 	{Name: "on-demand/scattered/s3fifo", Placement: allocator.Scattered, Eviction: OnDemand, Configure: evictWith(l1.EvictS3FIFO)},
+	{Name: "on-demand/scattered/lru+partial", Placement: allocator.Scattered, Eviction: OnDemand, Partial: true},
+	{Name: "on-demand/scattered/prefix+partial", Placement: allocator.Scattered, Eviction: OnDemand, Configure: evictWith(l1.EvictPrefix), Partial: true},
+	{Name: "on-demand/scattered/s3fifo+partial", Placement: allocator.Scattered, Eviction: OnDemand, Configure: evictWith(l1.EvictS3FIFO), Partial: true},
 	{Name: "periodic/scattered", Placement: allocator.Scattered, Eviction: Periodic},
 	{Name: "periodic/contiguous-first", Placement: allocator.ContiguousFirst, Eviction: Periodic},
 	{Name: "periodic/contiguous", Placement: allocator.Contiguous, Eviction: Periodic},

@@ -70,6 +70,12 @@ func countsOf(r *Result) counts {
 // prefill 3 (C, D, A); orphans 2 (E, D); cold 7 (A..G once each);
 // 7+3+2+7 = 19 references. Stored 3+2+1+1+2+1 = 10; evictions C, D, A,
 // E, B, A = 6.
+//
+// l1 calls: one AppendReadPrefix per request, a ReserveWrite when blocks
+// miss, a FinishWrite when some were granted, a FinishRead when some hit:
+// r0 1+1+1, r1 1+1+1+1, r2 1+1+1+1, r3 1+1+1, r4 1+1+1, r5 1+1+1+1,
+// r6 1+1 (everything hit) = 23. A ReserveRead per key up to the first
+// miss made 29 (r1, r2 two more each, r5 and r6 one more each).
 func TestHandTraceL1(t *testing.T) {
 	tr := parseString(t, handTrace)
 	require.Equal(t, 7, tr.Distinct)
@@ -87,6 +93,7 @@ func TestHandTraceL1(t *testing.T) {
 			require.Zero(t, r.FailedCalls)
 			require.Zero(t, r.Lost)
 			require.EqualValues(t, 6, r.OnDemandEvictions)
+			require.EqualValues(t, 23, r.L1Calls, "one lookup call per request")
 			require.InDelta(t, 7.0/19, r.HitRate(), 1e-12)
 			require.InDelta(t, 3160.0/8832, r.TokenHitRate(), 1e-12)
 			require.Equal(t, 60*time.Second+time.Duration(0), r.Sim) // r6 needs no prefill
@@ -218,4 +225,57 @@ func TestInFlightBlocksMissAndAreStoredOnce(t *testing.T) {
 		require.EqualValues(t, 2, l1r.Granted)
 		require.EqualValues(t, 2, l1r.Requested)
 	}
+}
+
+// partialTrace shows the Partial hint on four requests 10 s apart, each
+// done long before the next, in a pool of 3 blocks:
+//
+//	r0 t=0   [A B]  700 tokens: B is partial
+//	r1 t=10  [C]    512
+//	r2 t=20  [D]    512
+//	r3 t=30  [A X] 1024
+const partialTrace = `{"timestamp": 0, "input_length": 700, "output_length": 1, "hash_ids": [1, 2]}
+{"timestamp": 10000, "input_length": 512, "output_length": 1, "hash_ids": [3]}
+{"timestamp": 20000, "input_length": 512, "output_length": 1, "hash_ids": [4]}
+{"timestamp": 30000, "input_length": 1024, "output_length": 1, "hash_ids": [1, 5]}
+`
+
+// TestHandTracePartial replays partialTrace under LRU with and without the
+// Partial hint. LRU order is written least recently used first.
+//
+//	      LRU                               LRU + Partial
+//	r0    A B cold; stored.        A B      A B cold; B stored partial:
+//	                                        the cold end.             B A
+//	r1    C cold; stored.          A B C    the same.                 B A C
+//	r2    D cold; full: evict A.   B C D    full: evict B.            A C D
+//	r3    A evicted before: evict  C D A X  A hits (read-locked); X
+//	      prefill; X cold. Two          cold; full: evict C (A is
+//	      slots: evict B, C.            locked).                  D A X
+//
+// LRU: hits 0, cold 5 (A B C D X), evict prefill 1, stored 6, evictions
+// 3. With the hint: hits 1 (512 tokens), cold 5, evict prefill 0, stored
+// 5, evictions 2. The prefix policy with the hint agrees.
+func TestHandTracePartial(t *testing.T) {
+	tr := parseString(t, partialTrace)
+	o := Options{Slots: 3, BlockSize: 4096, PrefillRate: 512}
+	want := map[string]counts{
+		"on-demand/scattered":                {Cold: 5, EvictPrefill: 1, Stored: 6, Evictions: 3},
+		"on-demand/scattered/lru+partial":    {Hits: 1, HitTokens: 512, Cold: 5, Stored: 5, Evictions: 2},
+		"on-demand/scattered/prefix+partial": {Hits: 1, HitTokens: 512, Cold: 5, Stored: 5, Evictions: 2},
+	}
+	for _, p := range Policies {
+		w, ok := want[p.Name]
+		if !ok {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			r, err := Run(tr, p, o)
+			require.NoError(t, err)
+			require.Equal(t, w, countsOf(r))
+			require.Zero(t, r.Lost)
+		})
+	}
+	r, err := RunLRU(tr, o)
+	require.NoError(t, err)
+	require.Equal(t, want["on-demand/scattered"], countsOf(r), "the ideal LRU agrees with l1's LRU here")
 }

@@ -118,6 +118,7 @@ func Run(tr *Trace, p Policy, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.partial, c.blockTokens = p.Partial, tr.BlockTokens
 	if err := replay(tr, c, o, p.Eviction == Periodic, &clock, res); err != nil {
 		return nil, fmt.Errorf("trace: %s under %s: %w", tr.Name, p.Name, err)
 	}

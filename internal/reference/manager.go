@@ -41,9 +41,10 @@ const (
 	KeyIsLocked
 	OutOfMemory
 	StaleLease
+	Skipped
 )
 
-var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE"}
+var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE", "SKIPPED"}
 
 // String returns LMCache's name, as l1.Status.String does.
 func (s Status) String() string {
@@ -140,7 +141,8 @@ type ObjectModel struct {
 	readSeq   uint64 // when the read lock was last taken: the read queue's order
 	// The eviction policy's (policy.go).
 	op    uint64 // the call of the last use
-	Pos   uint32 // position in its chain
+	Pos   uint32 // position in its chain, with the Partial bit
+	enter uint64 // when it last joined the policy's set
 	home  uint8  // S3-FIFO queue
 	freq  uint8  // S3-FIFO use count
 	inSet bool   // evictable as of the last reconciliation
@@ -629,6 +631,44 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// ReserveReadPrefix models l1.Manager.ReserveReadPrefix: ReserveRead of
+// the keys up to the first that is missing or write-locked, which gets its
+// status; every later key is Skipped and left alone.
+func (m *Manager[K]) ReserveReadPrefix(keys []K, locks int) ([]Result, int, error) {
+	if badLocks(locks) {
+		return nil, 0, ErrInvalidArgument
+	}
+	m.Sweep()
+	if m.closed {
+		return nil, 0, ErrClosed
+	}
+	out := make([]Result, len(keys))
+	n := 0
+	for ; n < len(keys); n++ {
+		o, ok := m.objects[keys[n]]
+		if !ok || o.write.held(m.Now) {
+			break
+		}
+	}
+	if n > 0 {
+		rs, err := m.ReserveRead(keys[:n], locks)
+		if err != nil {
+			return nil, 0, err
+		}
+		copy(out, rs)
+	}
+	if n < len(keys) {
+		out[n].Status = KeyNotReadable
+		if _, ok := m.objects[keys[n]]; !ok {
+			out[n].Status = KeyNotExist
+		}
+		for i := n + 1; i < len(keys); i++ {
+			out[i].Status = Skipped
+		}
+	}
+	return out, n, nil
 }
 
 // UnsafeRead models l1.Manager.UnsafeRead.

@@ -23,6 +23,15 @@ import (
 // also marks it used, key by key); an object that stopped being evictable,
 // or is gone, leaves.
 
+// Partial mirrors l1.Partial: the hint of a partial block, OR'ed into its
+// position. An object that joins the set with it is the next victim under
+// LRU and prefix (the latest to join first), and joins the front of its
+// queue under S3-FIFO, until a use clears it.
+const Partial uint32 = 1 << 31
+
+// partial reports whether o carries the Partial hint.
+func partial(o *ObjectModel) bool { return o.Pos&Partial != 0 }
+
 // Policy mirrors l1.EvictionPolicy.
 type Policy uint8
 
@@ -55,6 +64,7 @@ type policyState[K comparable] struct {
 	small, main []s3Entry[K]
 	ghost       []K
 	positions   []uint32 // ReserveWriteChain's, during the call
+	enters      uint64   // objects that joined the set, for ObjectModel.enter
 }
 
 // ReserveWriteChain models l1.Manager.ReserveWriteChain.
@@ -77,6 +87,7 @@ func (m *Manager[K]) position(i int) uint32 {
 
 // hit counts a use for S3-FIFO: a read, a touch, a rewrite.
 func (m *Manager[K]) hit(o *ObjectModel) {
+	o.Pos &^= Partial
 	if o.freq < maxFreq {
 		o.freq++
 	}
@@ -108,14 +119,24 @@ func (m *Manager[K]) syncPolicy() {
 	for _, k := range entering {
 		o := m.objects[k]
 		o.inSet = true
+		m.pol.enters++
+		o.enter = m.pol.enters
 		if m.Cfg.Eviction != PolicyS3FIFO {
 			continue
 		}
 		if o.home == s3None {
 			o.home = s3Small
-			if slices.Contains(m.pol.ghost, k) {
+			if !partial(o) && slices.Contains(m.pol.ghost, k) {
 				o.home = s3Main
 			}
+		}
+		if partial(o) { // the cold end: the front of its queue
+			if o.home == s3Small {
+				m.pol.small = slices.Insert(m.pol.small, 0, s3Entry[K]{k, o})
+			} else {
+				m.pol.main = slices.Insert(m.pol.main, 0, s3Entry[K]{k, o})
+			}
+			continue
 		}
 		m.pushS3(s3Entry[K]{k, o})
 	}
@@ -156,6 +177,16 @@ func (m *Manager[K]) victim(request map[K]int, aside *[]s3Entry[K]) (K, bool) {
 		}
 		return slices.MinFunc(cand, func(a, b K) int {
 			oa, ob := m.objects[a], m.objects[b]
+			if pa, pb := partial(oa), partial(ob); pa || pb {
+				// Partial objects first, the latest to join first.
+				if pa != pb {
+					if pa {
+						return -1
+					}
+					return 1
+				}
+				return cmp.Compare(ob.enter, oa.enter)
+			}
 			if m.Cfg.Eviction == PolicyPrefix {
 				return cmp.Or(cmp.Compare(oa.op, ob.op), cmp.Compare(ob.Pos, oa.Pos), cmp.Compare(ob.used, oa.used))
 			}
@@ -251,8 +282,9 @@ func (m *Manager[K]) clonePolicy(c *Manager[K]) {
 		return out
 	}
 	c.pol = policyState[K]{
-		small: remap(m.pol.small),
-		main:  remap(m.pol.main),
-		ghost: slices.Clone(m.pol.ghost),
+		small:  remap(m.pol.small),
+		main:   remap(m.pol.main),
+		ghost:  slices.Clone(m.pol.ghost),
+		enters: m.pol.enters,
 	}
 }

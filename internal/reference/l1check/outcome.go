@@ -17,7 +17,7 @@ import (
 type Outcome struct {
 	Statuses  []l1.Status // FinishWrite, AbortWrite, FinishRead, Delete
 	Results   []l1.Result // ReserveWrite, FinishWriteAndReserveRead, ReserveRead, UnsafeRead
-	N         int         // Clear, EvictTo, Len
+	N         int         // Clear, EvictTo, Len, ReserveReadPrefix
 	Evictable []bool      // IsEvictable, per key
 	KeyStates []keyState  // State, per key, with IsEvictable
 	Err       string      // "", "invalid", "closed", or the unexpected error
@@ -81,6 +81,10 @@ func (s *System) Do(op Op) Outcome {
 	leases := s.Book.Leases(op)
 	switch op.Kind {
 	case OpReserveWrite:
+		if op.Positions != nil {
+			o.Results, err = m.ReserveWriteChain(op.Keys, op.Positions, op.Temporary, op.Size, op.Mode)
+			break
+		}
 		o.Results, err = m.ReserveWrite(op.Keys, op.Temporary, op.Size, op.Mode)
 	case OpFinishWrite:
 		o.Statuses, err = m.FinishWrite(op.Keys, leases)
@@ -89,6 +93,10 @@ func (s *System) Do(op Op) Outcome {
 	case OpAbortWrite:
 		o.Statuses, err = m.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
+		if op.Prefix {
+			o.Results, o.N, err = m.ReserveReadPrefix(op.Keys, op.Locks)
+			break
+		}
 		o.Results, err = m.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
 		o.Results, err = m.UnsafeRead(op.Keys)
@@ -148,6 +156,10 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	leases := modelLeases(book.Leases(op))
 	switch op.Kind {
 	case OpReserveWrite:
+		if op.Positions != nil {
+			rs, err = md.ReserveWriteChain(op.Keys, op.Positions, op.Temporary, op.Size, mode(op.Mode))
+			break
+		}
 		rs, err = md.ReserveWrite(op.Keys, op.Temporary, op.Size, mode(op.Mode))
 	case OpFinishWrite:
 		ss, err = md.FinishWrite(op.Keys, leases)
@@ -156,6 +168,10 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	case OpAbortWrite:
 		ss, err = md.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
+		if op.Prefix {
+			rs, o.N, err = md.ReserveReadPrefix(op.Keys, op.Locks)
+			break
+		}
 		rs, err = md.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
 		rs, err = md.UnsafeRead(op.Keys)

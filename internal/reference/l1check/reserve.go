@@ -14,8 +14,10 @@ import (
 // Observation records one ReserveWrite call: the request, what the system
 // looked like just before, the answer, and what it looked like after.
 type Observation struct {
-	Setup     Setup
-	Keys      []Key
+	Setup Setup
+	Keys  []Key
+	// Positions are ReserveWriteChain's; nil for ReserveWrite.
+	Positions []uint32
 	Size      int64
 	Temporary []bool
 	Mode      l1.Mode
@@ -96,7 +98,13 @@ func (s *System) modelStates() map[Key]l1.ObjectState {
 // which reclaims expired objects first; without, it is read from the model,
 // which must be in step.
 func (s *System) ObserveReserve(keys []Key, temporary []bool, size int64, mode l1.Mode, peek bool) *Observation {
-	o := &Observation{Setup: s.Setup, Keys: keys, Size: size, Temporary: temporary, Mode: mode}
+	return s.ObserveReserveChain(keys, nil, temporary, size, mode, peek)
+}
+
+// ObserveReserveChain is ObserveReserve for ReserveWriteChain with
+// positions (nil: a plain ReserveWrite).
+func (s *System) ObserveReserveChain(keys []Key, positions []uint32, temporary []bool, size int64, mode l1.Mode, peek bool) *Observation {
+	o := &Observation{Setup: s.Setup, Keys: keys, Positions: positions, Size: size, Temporary: temporary, Mode: mode}
 	if peek {
 		o.Before, o.ExtentsBefore = s.states(), s.A.FreeExtents()
 	} else {
@@ -112,7 +120,11 @@ func (s *System) ObserveReserve(keys []Key, temporary []bool, size int64, mode l
 	}
 	o.Fit = fitOf(o.ExtentsBefore, size, len(o.Need), s.Setup)
 	s.takeEvents()
-	o.Results, o.Err = s.M.ReserveWrite(keys, temporary, size, mode)
+	if positions != nil {
+		o.Results, o.Err = s.M.ReserveWriteChain(keys, positions, temporary, size, mode)
+	} else {
+		o.Results, o.Err = s.M.ReserveWrite(keys, temporary, size, mode)
+	}
 	for _, e := range s.takeEvents() {
 		if e.Kind == l1.EventWriteReserved {
 			o.Reserved = append(o.Reserved, e.Keys)

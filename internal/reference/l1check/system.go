@@ -36,10 +36,12 @@ type Key = int
 // variants wrap a real manager and override some of them.
 type Manager interface {
 	ReserveWrite(keys []Key, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error)
+	ReserveWriteChain(keys []Key, positions []uint32, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error)
 	FinishWrite(keys []Key, leases []l1.Lease) ([]l1.Status, error)
 	FinishWriteAndReserveRead(keys []Key, leases []l1.Lease, locks int) ([]l1.Result, error)
 	AbortWrite(keys []Key, leases []l1.Lease) ([]l1.Status, error)
 	ReserveRead(keys []Key, locks int) ([]l1.Result, error)
+	ReserveReadPrefix(keys []Key, locks int) ([]l1.Result, int, error)
 	UnsafeRead(keys []Key) ([]l1.Result, error)
 	FinishRead(keys []Key, leases []l1.Lease, locks int) ([]l1.Status, error)
 	Delete(keys []Key, force bool) ([]l1.Status, error)
@@ -265,9 +267,14 @@ type Op struct {
 	Actor     int
 	Lease     LeaseMode // FinishWrite, FinishWriteAndReserveRead, AbortWrite, FinishRead
 	Keys      []Key
-	Size      int64         // ReserveWrite
-	Temporary []bool        // ReserveWrite
-	Mode      l1.Mode       // ReserveWrite
+	Size      int64   // ReserveWrite
+	Temporary []bool  // ReserveWrite
+	Mode      l1.Mode // ReserveWrite
+	// Prefix makes a ReserveRead a ReserveReadPrefix.
+	Prefix bool
+	// Positions, when not nil, makes the ReserveWrite a ReserveWriteChain
+	// with these chain positions (l1.Partial bits included).
+	Positions []uint32
 	Locks     int           // read-lock counts
 	Force     bool          // Delete, Clear
 	Ratio     float64       // EvictTo
@@ -289,8 +296,14 @@ func (o Op) String() string {
 	}
 	switch o.Kind {
 	case OpReserveWrite:
+		if o.Positions != nil {
+			return fmt.Sprintf("ReserveWriteChain(%s, pos=%v, %d, temp=%v, %v)", keys, o.Positions, o.Size, o.Temporary, o.Mode)
+		}
 		return fmt.Sprintf("ReserveWrite(%s, %d, temp=%v, %v)", keys, o.Size, o.Temporary, o.Mode)
 	case OpFinishWriteAndReserveRead, OpReserveRead, OpFinishRead:
+		if o.Kind == OpReserveRead && o.Prefix {
+			return fmt.Sprintf("ReserveReadPrefix(%s, %d)", keys, o.Locks)
+		}
 		return fmt.Sprintf("%v(%s, %d)", o.Kind, keys, o.Locks)
 	case OpDelete:
 		return fmt.Sprintf("Delete(%s, force=%v)", keys, o.Force)
@@ -371,7 +384,7 @@ func (s *System) apply(op Op) error {
 	mleases := modelLeases(leases)
 	switch op.Kind {
 	case OpReserveWrite:
-		o := s.ObserveReserve(op.Keys, op.Temporary, op.Size, op.Mode, op.Observe)
+		o := s.ObserveReserveChain(op.Keys, op.Positions, op.Temporary, op.Size, op.Mode, op.Observe)
 		s.Book.Record(op, o.Results, o.Err)
 		return s.CheckReserveWithModel(o)
 	case OpFinishWrite:
@@ -397,6 +410,18 @@ func (s *System) apply(op Op) error {
 		}
 		return compareStatuses(got, want)
 	case OpReserveRead:
+		if op.Prefix {
+			got, n, err := s.M.ReserveReadPrefix(op.Keys, op.Locks)
+			s.Book.Record(op, got, err)
+			want, wantN, wantErr := md.ReserveReadPrefix(op.Keys, op.Locks)
+			if err := checkErr(err, wantErr); err != nil || wantErr != nil {
+				return err
+			}
+			if n != wantN {
+				return fmt.Errorf("locked a prefix of %d keys, model %d", n, wantN)
+			}
+			return compareResults(got, want)
+		}
 		got, err := s.M.ReserveRead(op.Keys, op.Locks)
 		s.Book.Record(op, got, err)
 		want, wantErr := md.ReserveRead(op.Keys, op.Locks)
@@ -488,7 +513,7 @@ func modelLeases(ls []l1.Lease) []reference.Lease {
 // answers with the model's. The contracts come first so that a failure
 // names the contract when one broke.
 func (s *System) CheckReserveWithModel(o *Observation) error {
-	want, wantErr := s.Model.ReserveWrite(o.Keys, o.Temporary, o.Size, mode(o.Mode))
+	want, wantErr := s.Model.ReserveWriteChain(o.Keys, o.Positions, o.Temporary, o.Size, mode(o.Mode))
 	if err := checkErr(o.Err, wantErr); err != nil {
 		return err
 	}

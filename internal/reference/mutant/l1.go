@@ -293,3 +293,27 @@ func (m RejectLate[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode
 	_, _ = m.Manager.ReserveWrite(keys[:n], temporary[:n], size, mode)
 	return nil, fmt.Errorf("%w: %d temporary flags for %d keys", l1.ErrInvalidArgument, len(temporary), len(keys))
 }
+
+// ReadPrefixLocksAll is a ReserveReadPrefix that is a plain ReserveRead in
+// disguise: it locks every readable key, those behind the first miss too,
+// and then reports the keys after the miss as Skipped. Blocks behind a
+// miss stay pinned and become most recently used.
+type ReadPrefixLocksAll[K comparable] struct{ *l1.Manager[K] }
+
+// ReserveReadPrefix read-locks every readable key and answers as if it
+// had stopped at the first miss.
+func (m ReadPrefixLocksAll[K]) ReserveReadPrefix(keys []K, locks int) ([]l1.Result, int, error) {
+	rs, err := m.Manager.ReserveRead(keys, locks)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := len(keys)
+	for i, r := range rs {
+		if i > n {
+			rs[i] = l1.Result{Status: l1.Skipped}
+		} else if r.Status != l1.OK {
+			n = i
+		}
+	}
+	return rs, n, nil
+}

@@ -61,8 +61,29 @@ func PrefixIsLRU(c *l1.Config) {
 	}
 }
 
+// PartialIgnored drops the Partial hint from every position passed to
+// ReserveWriteChain: a partial block is then ranked as any other, so it is
+// not the next victim.
+type PartialIgnored[K comparable] struct{ *l1.Manager[K] }
+
+// ReserveWriteChain reserves with the Partial bits cleared.
+func (m PartialIgnored[K]) ReserveWriteChain(keys []K, positions []uint32, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	pos := make([]uint32, len(positions))
+	for i, p := range positions {
+		pos[i] = p &^ l1.Partial
+	}
+	if positions == nil {
+		pos = nil
+	}
+	return m.Manager.ReserveWriteChain(keys, pos, temporary, size, mode)
+}
+
 // The broken policies as l1check Variants.
 var (
+	// VariantPartialIgnored wraps the manager in PartialIgnored.
+	VariantPartialIgnored = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return PartialIgnored[l1check.Key]{Manager: m}
+	}}
 	// VariantHeadsFirst wraps the manager in HeadsFirst.
 	VariantHeadsFirst = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return HeadsFirst[l1check.Key]{Manager: m}

@@ -47,6 +47,10 @@ var (
 	}}
 	// VariantTTLOverflow configures TTLOverflow.
 	VariantTTLOverflow = l1check.Variant{Config: TTLOverflow}
+	// VariantReadPrefixLocksAll wraps the manager in ReadPrefixLocksAll.
+	VariantReadPrefixLocksAll = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return ReadPrefixLocksAll[l1check.Key]{Manager: m}
+	}}
 	// VariantSharedKeys wraps the manager in SharedKeys.
 	VariantSharedKeys = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return NewSharedKeys(m)
