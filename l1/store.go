@@ -1,6 +1,11 @@
 package l1
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math/bits"
+	"reflect"
+	"unsafe"
+)
 
 // Object records and the key index.
 //
@@ -17,11 +22,23 @@ import "hash/maphash"
 // The index is an open-addressing hash table with linear probing, at most
 // half full. Each slot holds 32 bits of its key's hash and its record's
 // number; the record keeps the same 32 bits. A call hashes each key it names
-// once (hash/maphash.Comparable, the hash Go's maps use), and the lookup
+// once, and the lookup
 // tells where a missing key goes, so inserting it costs no second hash;
 // removing an object finds its slot from the hash in its record, without
 // hashing the key again. Deletion shifts the rest of the probe run back
 // (Knuth's algorithm R), so no tombstones build up.
+//
+// The hash. For most key types it is hash/maphash.Comparable, the hash Go's
+// maps use, under a seed of the store's own. For ObjectKey, the key of a KV
+// cache, a hash of its own costs half as much (see objectKeyHash): the
+// chunk hash, the one field that differs from key to key, is hashed with
+// maphash.String; the model and the salt, which a cache shares among most
+// of its keys, are hashed once and the result kept until a key names
+// another; rank and group are mixed in with two multiplications. It is
+// seeded as maphash is, a function of the fields' values (so equal keys
+// hash alike), and every field reaches every bit of the result, so keys
+// that differ in one field alone (10,000 salts, models or ranks) spread
+// over the index as random keys do (TestObjectKeyHash).
 
 // recordChunk is the number of records allocated at once.
 const (
@@ -43,9 +60,20 @@ type store[K comparable] struct {
 	seed   maphash.Seed
 	slots  []slot // len is 0 or a power of two
 	n      int    // keys in the index
+
+	// objectKey: K is ObjectKey, whose hash is objectKeyHash.
+	objectKey bool
+	// The last model and salt objectKeyHash saw, and their hashes.
+	model, salt         string
+	modelHash, saltHash uint64
 }
 
-func (s *store[K]) init() { s.seed = maphash.MakeSeed() }
+func (s *store[K]) init() {
+	s.seed = maphash.MakeSeed()
+	s.objectKey = reflect.TypeFor[K]() == reflect.TypeFor[ObjectKey]()
+	s.model, s.modelHash = "", maphash.String(s.seed, "")
+	s.salt, s.saltHash = "", s.modelHash
+}
 
 // rec returns record i, which must not be 0.
 func (s *store[K]) rec(i int32) *object[K] {
@@ -53,10 +81,55 @@ func (s *store[K]) rec(i int32) *object[K] {
 }
 
 // hash returns the 32 bits of key's hash that the index uses.
-func (s *store[K]) hash(key K) uint32 { return uint32(maphash.Comparable(s.seed, key)) }
+func (s *store[K]) hash(key K) uint32 { return uint32(s.hash64(key)) }
 
-// hash64 returns key's whole hash, for S3-FIFO's ghost queue (policy.go).
-func (s *store[K]) hash64(key K) uint64 { return maphash.Comparable(s.seed, key) }
+// hash64 returns key's whole hash; S3-FIFO's ghost queue keeps it
+// (policy.go).
+func (s *store[K]) hash64(key K) uint64 {
+	if s.objectKey {
+		// K is ObjectKey (checked by init), so this is a conversion.
+		return s.objectKeyHash((*ObjectKey)(unsafe.Pointer(&key)))
+	}
+	return maphash.Comparable(s.seed, key)
+}
+
+// Odd constants for mix (from wyhash).
+const (
+	mixA = 0xa0761d6478bd642f
+	mixB = 0xe7037ed1a0b428db
+	mixC = 0x8ebc6af09c88c6e3
+)
+
+// mix folds the 128-bit product of a and b into 64 bits: every bit of
+// either factor reaches the result.
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// sameString reports whether a and b are the same bytes in memory: a
+// shortcut for a == b that calls nothing.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// objectKeyHash is the hash of an ObjectKey (see the store's comment): two
+// rounds of mix, the first over model, rank, group and salt, the second
+// with the chunk hash. The model's and the salt's hashes come from
+// maphash.String under the store's seed, kept for the next key with the
+// same model (or salt): a string comparison, or only a pointer comparison
+// when the caller's keys share the string. It runs under the manager lock,
+// which guards the cache.
+func (s *store[K]) objectKeyHash(k *ObjectKey) uint64 {
+	if !sameString(k.Model, s.model) && k.Model != s.model {
+		s.model, s.modelHash = k.Model, maphash.String(s.seed, k.Model)
+	}
+	if !sameString(k.CacheSalt, s.salt) && k.CacheSalt != s.salt {
+		s.salt, s.saltHash = k.CacheSalt, maphash.String(s.seed, k.CacheSalt)
+	}
+	rest := mix(s.modelHash^(uint64(k.KVRank)<<32|uint64(k.GroupID)), s.saltHash^mixA)
+	return mix(maphash.String(s.seed, k.ChunkHash)^mixB, rest^mixC)
+}
 
 // find returns key's record, or nil and the slot where key would go.
 func (s *store[K]) find(key K, h uint32) (*object[K], int) {
