@@ -288,7 +288,7 @@ func (m *Manager[K]) evictLocked(v *object[K], onDemand bool) {
 // touchLocked makes o most recently used; hit also counts a use for the
 // policy (S3-FIFO's count).
 func (m *Manager[K]) touchLocked(o *object[K], hit bool) {
-	m.lru.moveToBack(o)
+	m.useLocked(o)
 	if o.evq != evNone {
 		m.ev.used(o)
 	}

@@ -36,7 +36,7 @@ func TestList(t *testing.T) {
 	var s store[int]
 	s.init()
 	var l list[int]
-	l.init(&s, setLRU)
+	l.init(&s, setExp)
 	assert.Nil(t, l.front())
 	var objs []*object[int]
 	for k := range 3 {
@@ -63,9 +63,9 @@ func TestList(t *testing.T) {
 	assert.Equal(t, []int{1, 0}, order())
 	assert.Equal(t, 2, l.len)
 
-	// The expiry links are independent of the LRU links.
+	// The policy's links are independent of the expiry links.
 	var q list[int]
-	q.init(&s, setExp)
+	q.init(&s, setEvict)
 	q.pushBack(objs[0])
 	assert.Equal(t, []int{1, 0}, order())
 	assert.Equal(t, objs[0], q.front())

@@ -1,10 +1,10 @@
 package l1
 
 // list is an intrusive doubly linked list of objects, linked by record
-// number (see store.go). Each object carries three sets of links: one for
-// the LRU list, which holds every object, one for the expiry queue, if any,
-// that holds it, and one for the eviction policy's list, if any, that holds
-// it (see policy.go). All operations are O(1).
+// number (see store.go). Each object carries two sets of links: one for the
+// expiry queue, if any, that holds it, and one for the eviction policy's
+// list, if any, that holds it (see policy.go). All operations are O(1).
+// Recency needs no list: see recency.go.
 type list[K comparable] struct {
 	s          *store[K]
 	head, tail int32 // record numbers; 0 when empty
@@ -16,8 +16,7 @@ type list[K comparable] struct {
 type linkSet uint8
 
 const (
-	setLRU linkSet = iota
-	setExp
+	setExp linkSet = iota
 	setEvict
 )
 
@@ -31,13 +30,10 @@ func (l *list[K]) init(s *store[K], set linkSet) {
 }
 
 func (l *list[K]) links(o *object[K]) *links {
-	switch l.set {
-	case setExp:
-		return &o.expLinks
-	case setEvict:
+	if l.set == setEvict {
 		return &o.evLinks
 	}
-	return &o.lruLinks
+	return &o.expLinks
 }
 
 // front returns the first object, or nil.

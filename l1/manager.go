@@ -26,10 +26,14 @@ type object[K comparable] struct {
 	// key: within one call it marks the keys already seen (see reserve.go).
 	stamp uint64
 
-	hash                        uint32 // the index's hash of key (see store.go)
-	idx                         int32  // the record's number
-	lruLinks, expLinks, evLinks links
-	queue                       queueID // the expiry queue holding the object
+	// used is the Manager.clock of the object's last use: Snapshot's
+	// order, least recently used first (see recency.go).
+	used uint64
+
+	hash              uint32  // the index's hash of key (see store.go)
+	idx               int32   // the record's number
+	expLinks, evLinks links   // see lru.go
+	queue             queueID // the expiry queue holding the object
 
 	// The eviction policy's fields (see policy.go).
 	pos       uint32  // position in its prefix chain (ReserveWriteChain)
@@ -67,7 +71,7 @@ type Manager[K comparable] struct {
 
 	mu          sync.Mutex
 	objects     store[K] // the records, and the index from keys to them
-	lru         list[K]  // every object, least recently used first
+	clock       uint64   // uses so far (see object.used)
 	writeQ      list[K]  // write-locked objects, by write expiry
 	tempQ       list[K]  // read-locked temporary objects, by read expiry
 	readQ       list[K]  // other read-locked objects, by read expiry
@@ -118,7 +122,6 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.fit, _ = mem.(Fitter)
 	m.coal, _ = mem.(Coalescer)
 	m.objects.init()
-	m.lru.init(&m.objects, setLRU)
 	m.writeQ.init(&m.objects, setExp)
 	m.tempQ.init(&m.objects, setExp)
 	m.readQ.init(&m.objects, setExp)
@@ -213,7 +216,6 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	if o.evq != evNone {
 		m.ev.leave(o)
 	}
-	m.lru.remove(o)
 	m.objects.remove(o)
 	m.held -= o.block.Size
 	switch cause {
@@ -290,13 +292,11 @@ func (m *Manager[K]) Clear(force bool) int {
 
 func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	n := 0
-	for o := m.lru.front(); o != nil; {
-		next := m.lru.after(o)
+	for _, o := range m.byRecencyLocked() {
 		if force || (!o.write.held(now) && !o.read.held(now)) {
 			m.removeLocked(o, CauseCleared)
 			n++
 		}
-		o = next
 	}
 	return n
 }

@@ -129,7 +129,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	// stamp: a later occurrence of its key is a repeat, and on-demand
 	// eviction spares it. A missing key to allocate gets a placeholder
 	// record at once, so that a repeat finds it; the placeholder is in the
-	// index only (not in the LRU list or a queue) and is filled, or
+	// index only (never used, in no queue) and is filled, or
 	// removed, before the call returns. Nothing else can see it: the call holds the
 	// manager lock throughout.
 	m.stamp++
@@ -198,7 +198,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, p.i)
 		o.pos = position(positions, p.i)
 		m.held += o.block.Size
-		m.lru.pushBack(o)
+		m.useLocked(o)
 		m.writeLockLocked(o, now)
 		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}

@@ -12,7 +12,8 @@ import (
 // The manager's records live in a store: chunks of recordChunk records,
 // allocated as needed and never moved, so a *object stays valid for as long
 // as its object lives. A record is also named by its number, an int32, and
-// numbers are what the LRU list, the expiry queues and the index hold. So
+// numbers are what the expiry queues, the policy's lists and the index
+// hold. So
 // the links hold no pointers (relinking an object costs the garbage
 // collector no write barrier) and the index is a pointer-free array that
 // the collector never scans. The record of a removed object is zeroed and
@@ -56,7 +57,7 @@ type slot struct {
 // never used: number 0 means none.
 type store[K comparable] struct {
 	chunks [][]object[K]
-	free   int32 // first reusable record, linked through lruLinks.next; 0 if none
+	free   int32 // first reusable record, linked through expLinks.next; 0 if none
 	seed   maphash.Seed
 	slots  []slot // len is 0 or a power of two
 	n      int    // keys in the index
@@ -218,13 +219,13 @@ func (s *store[K]) alloc() *object[K] {
 		}
 		for i := int32(recordChunk - 1); i >= first; i-- {
 			chunk[i].idx = base + i
-			chunk[i].lruLinks.next = s.free
+			chunk[i].expLinks.next = s.free
 			s.free = base + i
 		}
 	}
 	o := s.rec(s.free)
-	s.free = o.lruLinks.next
-	o.lruLinks.next = 0
+	s.free = o.expLinks.next
+	o.expLinks.next = 0
 	return o
 }
 
@@ -232,7 +233,7 @@ func (s *store[K]) alloc() *object[K] {
 // reuse.
 func (s *store[K]) release(o *object[K]) {
 	*o = object[K]{idx: o.idx}
-	o.lruLinks.next = s.free
+	o.expLinks.next = s.free
 	s.free = o.idx
 }
 
