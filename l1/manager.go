@@ -32,6 +32,7 @@ type object[K comparable] struct {
 
 	hash              uint32  // the index's hash of key (see store.go)
 	idx               int32   // the record's number
+	live              bool    // in the index
 	expLinks, evLinks links   // see lru.go
 	queue             queueID // the expiry queue holding the object
 
@@ -95,6 +96,7 @@ type Manager[K comparable] struct {
 	blocks  []allocator.Block // blocks from the memory, for the current call
 	picks   []pick[K]         // ReserveWrite's keys to allocate
 	relocks []pick[K]         // ReserveWrite's keys to re-lock
+	hints   hints             // the records the last calls found (hint.go)
 
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
@@ -267,8 +269,9 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Status, len(keys))
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -276,6 +279,7 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 			out[i] = KeyIsLocked
 		default:
 			m.removeLocked(o, CauseDeleted)
+			m.setHint(i, nil)
 		}
 	}
 	return out, nil
@@ -322,6 +326,7 @@ func (m *Manager[K]) Close() error {
 	m.objects.reset()
 	m.ev.reset()
 	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
+	m.hints = hints{}
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
 	}
@@ -338,8 +343,9 @@ func (m *Manager[K]) Touch(keys []K) error {
 		return ErrClosed
 	}
 	var touched []K
-	for _, k := range keys {
-		if o := m.lookupLocked(k, now); o != nil {
+	m.beginHints(len(keys))
+	for i, k := range keys {
+		if o := m.lookupAtLocked(i, k, now); o != nil {
 			m.touchLocked(o, true)
 			if m.listening() {
 				touched = append(touched, k)

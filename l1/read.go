@@ -30,8 +30,9 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	}
 	out := make([]Result, len(keys))
 	var ok []K
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -79,8 +80,9 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Result, len(keys))
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -123,8 +125,9 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 	out := make([]Status, len(keys))
 	var ok []K
 	var gone []K
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist

@@ -147,9 +147,15 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		clear(relock)
 		m.picks, m.relocks = need[:0], relock[:0]
 	}()
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		h := m.objects.hash(k)
-		o, pos := m.lookupHashLocked(k, h, now)
+		var h uint32
+		var pos int
+		o := m.hintLocked(i, k)
+		if o == nil || !m.checkLocked(o, now) {
+			h = m.objects.hash(k)
+			o, pos = m.lookupHashLocked(k, h, now)
+		}
 		switch {
 		case o != nil && o.stamp == stamp: // a repeat
 			out[i].Status = KeyNotWritable
@@ -159,12 +165,15 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 			o = m.objects.alloc()
 			o.key, o.hash, o.stamp = k, h, stamp
 			m.objects.insert(o, pos)
+			m.setHint(i, o)
 			need = append(need, pick[K]{i: i, o: o})
 		case mode == ModeNew || !m.writableLocked(o, size, now):
 			o.stamp = stamp
+			m.setHint(i, o)
 			out[i].Status = KeyNotWritable
 		default:
 			o.stamp = stamp
+			m.setHint(i, o)
 			relock = append(relock, pick[K]{i: i, o: o})
 		}
 	}

@@ -159,6 +159,7 @@ func (s *store[K]) insert(o *object[K], pos int) {
 		pos = s.emptySlot(o.hash)
 	}
 	s.slots[pos] = slot{hash: o.hash, rec: o.idx}
+	o.live = true
 	s.n++
 }
 
@@ -204,6 +205,7 @@ func (s *store[K]) remove(o *object[K]) {
 		}
 	}
 	s.slots[i] = slot{}
+	o.live = false
 	s.n--
 }
 

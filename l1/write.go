@@ -32,8 +32,9 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	}
 	out := make([]Status, len(keys))
 	var ok []K
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -83,8 +84,9 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	}
 	out := make([]Result, len(keys))
 	var ok []K
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -125,8 +127,9 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Status, len(keys))
+	m.beginHints(len(keys))
 	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+		o := m.lookupAtLocked(i, k, now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
