@@ -55,7 +55,7 @@ func (m *Manager[K]) hintLocked(i int, key K) *object[K] {
 	if r == 0 {
 		return nil
 	}
-	if o := m.objects.rec(r); o.live && o.key == key {
+	if o := m.objects.rec(r); o.live && m.objects.equal(&o.key, &key) {
 		h.hits++
 		return o
 	}

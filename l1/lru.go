@@ -29,12 +29,7 @@ func (l *list[K]) init(s *store[K], set linkSet) {
 	l.s, l.set = s, set
 }
 
-func (l *list[K]) links(o *object[K]) *links {
-	if l.set == setEvict {
-		return &o.evLinks
-	}
-	return &o.expLinks
-}
+func (l *list[K]) links(o *object[K]) *links { return &o.lk[l.set] }
 
 // front returns the first object, or nil.
 func (l *list[K]) front() *object[K] {

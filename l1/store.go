@@ -56,8 +56,8 @@ type slot struct {
 // store holds the records and the index from keys to records. Record 0 is
 // never used: number 0 means none.
 type store[K comparable] struct {
-	chunks [][]object[K]
-	free   int32 // first reusable record, linked through expLinks.next; 0 if none
+	chunks []*[recordChunk]object[K]
+	free   int32 // first reusable record, linked through lk[setExp].next; 0 if none
 	seed   maphash.Seed
 	slots  []slot // len is 0 or a power of two
 	n      int    // keys in the index
@@ -108,6 +108,21 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
+// equal reports whether a == b. For ObjectKey it first checks whether the
+// keys hold the very same strings, as a caller's keys and the records'
+// copies of them do when the caller names keys it stored, which costs no
+// call.
+func (s *store[K]) equal(a, b *K) bool {
+	if s.objectKey {
+		x, y := (*ObjectKey)(unsafe.Pointer(a)), (*ObjectKey)(unsafe.Pointer(b))
+		if x.KVRank == y.KVRank && x.GroupID == y.GroupID && sameString(x.ChunkHash, y.ChunkHash) &&
+			sameString(x.Model, y.Model) && sameString(x.CacheSalt, y.CacheSalt) {
+			return true
+		}
+	}
+	return *a == *b
+}
+
 // sameString reports whether a and b are the same bytes in memory: a
 // shortcut for a == b that calls nothing.
 func sameString(a, b string) bool {
@@ -144,7 +159,7 @@ func (s *store[K]) find(key K, h uint32) (*object[K], int) {
 			return nil, int(i)
 		}
 		if sl.hash == h {
-			if o := s.rec(sl.rec); o.key == key {
+			if o := s.rec(sl.rec); s.equal(&o.key, &key) {
 				return o, int(i)
 			}
 		}
@@ -213,7 +228,7 @@ func (s *store[K]) remove(o *object[K]) {
 func (s *store[K]) alloc() *object[K] {
 	if s.free == 0 {
 		base := int32(len(s.chunks)) << recordShift
-		chunk := make([]object[K], recordChunk)
+		chunk := new([recordChunk]object[K])
 		s.chunks = append(s.chunks, chunk)
 		first := int32(0)
 		if base == 0 {
@@ -221,21 +236,23 @@ func (s *store[K]) alloc() *object[K] {
 		}
 		for i := int32(recordChunk - 1); i >= first; i-- {
 			chunk[i].idx = base + i
-			chunk[i].expLinks.next = s.free
+			chunk[i].lk[setExp].next = s.free
 			s.free = base + i
 		}
 	}
 	o := s.rec(s.free)
-	s.free = o.expLinks.next
-	o.expLinks.next = 0
+	s.free = o.lk[setExp].next
+	o.lk[setExp].next = 0
 	return o
 }
 
 // release zeroes o, which must be out of the index and of every list, for
 // reuse.
 func (s *store[K]) release(o *object[K]) {
-	*o = object[K]{idx: o.idx}
-	o.expLinks.next = s.free
+	var zero K
+	o.key = zero
+	o.meta = meta{idx: o.idx}
+	o.lk[setExp].next = s.free
 	s.free = o.idx
 }
 
