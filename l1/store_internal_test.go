@@ -104,7 +104,7 @@ func TestObjectKeyHash(t *testing.T) {
 	t.Run("bites", func(t *testing.T) {
 		var s store[ObjectKey]
 		s.init()
-		keys := hostileKeys("CacheSalt")[:2000] // one run: quadratic
+		keys := hostileKeys("CacheSalt")[:2000]                         // one run: quadratic
 		longest, dup := probeCheck(&s, keys, func(k ObjectKey) uint64 { // blind to the salt
 			k.CacheSalt = ""
 			return s.hash64(k)
