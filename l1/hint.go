@@ -46,7 +46,7 @@ func (m *Manager[K]) beginHints(n int) {
 
 // hintLocked returns the live record that holds key, if the hint for
 // position i names it; nil otherwise. It applies no lapsed lock.
-func (m *Manager[K]) hintLocked(i int, key K) *object[K] {
+func (m *Manager[K]) hintLocked(i int, key *K) *object[K] {
 	h := &m.hints
 	if i >= len(h.recs) || h.misses > h.hits+hintSlack {
 		return nil
@@ -55,7 +55,7 @@ func (m *Manager[K]) hintLocked(i int, key K) *object[K] {
 	if r == 0 {
 		return nil
 	}
-	if o := m.objects.rec(r); o.live && m.objects.equal(&o.key, &key) {
+	if o := m.objects.rec(r); o.live && m.objects.equal(&o.key, key) {
 		h.hits++
 		return o
 	}
@@ -77,10 +77,10 @@ func (m *Manager[K]) setHint(i int, o *object[K]) {
 
 // lookupAtLocked is lookupLocked for keys[i] of a batch call that called
 // beginHints.
-func (m *Manager[K]) lookupAtLocked(i int, key K, now int64) *object[K] {
+func (m *Manager[K]) lookupAtLocked(i int, key *K, now int64) *object[K] {
 	o := m.hintLocked(i, key)
 	if o == nil {
-		o = m.lookupLocked(key, now)
+		o = m.lookupLocked(*key, now)
 	} else if !m.checkLocked(o, now) {
 		o = nil
 	}

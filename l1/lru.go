@@ -29,7 +29,7 @@ func (l *list[K]) init(s *store[K], set linkSet) {
 	l.s, l.set = s, set
 }
 
-func (l *list[K]) links(o *object[K]) *links { return &o.lk[l.set] }
+func (l *list[K]) links(o *object[K]) *links { return &o.lk[l.set&1] }
 
 // front returns the first object, or nil.
 func (l *list[K]) front() *object[K] {

@@ -104,8 +104,8 @@ type Manager[K comparable] struct {
 	stamp   uint64            // ReserveWrite calls so far (see object.stamp)
 	pending []allocator.Block // blocks of removed objects, not yet freed
 	blocks  []allocator.Block // blocks from the memory, for the current call
-	picks   []pick[K]         // ReserveWrite's keys to allocate
-	relocks []pick[K]         // ReserveWrite's keys to re-lock
+	picks   []pick            // ReserveWrite's keys to allocate
+	relocks []pick            // ReserveWrite's keys to re-lock
 	hints   hints             // the records the last calls found (hint.go)
 
 	listeners []Listener[K]
@@ -280,8 +280,8 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 	}
 	out := make([]Status, len(keys))
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -354,11 +354,11 @@ func (m *Manager[K]) Touch(keys []K) error {
 	}
 	var touched []K
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		if o := m.lookupAtLocked(i, k, now); o != nil {
+	for i := range keys {
+		if o := m.lookupAtLocked(i, &keys[i], now); o != nil {
 			m.touchLocked(o, true)
 			if m.listening() {
-				touched = append(touched, k)
+				touched = append(touched, keys[i])
 			}
 		}
 	}

@@ -31,8 +31,8 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	out := make([]Result, len(keys))
 	var ok []K
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -44,7 +44,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			m.touchLocked(o, true)
 			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}
@@ -81,8 +81,8 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 	}
 	out := make([]Result, len(keys))
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -126,8 +126,8 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 	var ok []K
 	var gone []K
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -142,14 +142,14 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 			}
 			if o.read.count == 0 && o.temporary {
 				m.dropLocked(o, CauseTemporaryRead)
-				gone = append(gone, k)
+				gone = append(gone, keys[i])
 			} else {
 				// A release counts as use (see policy.go).
 				m.touchLocked(o, false)
 				m.syncEvictLocked(o, now)
 			}
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}

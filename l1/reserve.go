@@ -139,19 +139,18 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	defer func() {
 		if !committed { // an allocation error, or a panic in the memory
 			for _, p := range need {
-				m.objects.remove(p.o)
-				m.objects.release(p.o)
+				o := m.objects.rec(p.rec)
+				m.objects.remove(o)
+				m.objects.release(o)
 			}
 		}
-		clear(need)
-		clear(relock)
 		m.picks, m.relocks = need[:0], relock[:0]
 	}()
 	m.beginHints(len(keys))
 	for i, k := range keys {
 		var h uint32
 		var pos int
-		o := m.hintLocked(i, k)
+		o := m.hintLocked(i, &keys[i])
 		if o == nil || !m.checkLocked(o, now) {
 			h = m.objects.hash(k)
 			o, pos = m.lookupHashLocked(k, h, now)
@@ -166,7 +165,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 			o.key, o.hash, o.stamp = k, h, stamp
 			m.objects.insert(o, pos)
 			m.setHint(i, o)
-			need = append(need, pick[K]{i: i, o: o})
+			need = append(need, pick{i: i, rec: o.idx})
 		case mode == ModeNew || !m.writableLocked(o, size, now):
 			o.stamp = stamp
 			m.setHint(i, o)
@@ -174,7 +173,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		default:
 			o.stamp = stamp
 			m.setHint(i, o)
-			relock = append(relock, pick[K]{i: i, o: o})
+			relock = append(relock, pick{i: i, rec: o.idx})
 		}
 	}
 
@@ -197,28 +196,28 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	// Nothing below can fail: apply the reservations.
 	committed = true
 	for j, p := range need {
-		o := p.o
+		o, i := m.objects.rec(p.rec), p.i
 		if j >= len(blocks) {
 			m.objects.remove(o)
 			m.objects.release(o)
-			out[p.i].Status = OutOfMemory
+			out[i].Status = OutOfMemory
 			continue
 		}
-		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, p.i)
-		o.pos = position(positions, p.i)
+		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, i)
+		o.pos = position(positions, i)
 		m.held += o.block.Size
 		m.useLocked(o)
 		m.writeLockLocked(o, now)
-		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
+		out[i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	for _, p := range relock {
-		o := p.o
+		o, i := m.objects.rec(p.rec), p.i
 		o.size = size // the object keeps its own temporary flag
-		o.pos = position(positions, p.i)
+		o.pos = position(positions, i)
 		m.writeLockLocked(o, now)
 		m.syncEvictLocked(o, now)
 		m.touchLocked(o, true)
-		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
+		out[i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
 	if m.listening() {
@@ -234,10 +233,11 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 }
 
 // pick is a key ReserveWrite allocates or re-locks: its index in the call
-// and its object (for a key to allocate, the placeholder).
-type pick[K comparable] struct {
-	i int
-	o *object[K]
+// and its record (for a key to allocate, the placeholder). A record number,
+// not a pointer: a slice of picks holds nothing the collector must scan.
+type pick struct {
+	i   int
+	rec int32
 }
 
 func flag(temporary []bool, i int) bool { return len(temporary) > 0 && temporary[i] }

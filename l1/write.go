@@ -33,8 +33,8 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	out := make([]Status, len(keys))
 	var ok []K
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -46,7 +46,7 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 			m.finishWriteLocked(o)
 			m.syncEvictLocked(o, now)
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}
@@ -85,8 +85,8 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	out := make([]Result, len(keys))
 	var ok []K
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -100,7 +100,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 			m.syncEvictLocked(o, now)
 			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}
@@ -128,8 +128,8 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	}
 	out := make([]Status, len(keys))
 	m.beginHints(len(keys))
-	for i, k := range keys {
-		o := m.lookupAtLocked(i, k, now)
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
