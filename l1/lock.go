@@ -30,9 +30,11 @@ import "math"
 // Reclaiming happens at the start of every call that takes the manager lock
 // (Stats excepted): write-locked objects wait in a queue ordered by expiry,
 // and read-locked temporary objects in another, so a sweep pops only what
-// has expired and costs O(1) when nothing has. The queues are ordered
-// because every lock of a kind has the same TTL and the manager's time never
-// goes backwards, even when the clock does (see tick).
+// has expired and costs O(1) when nothing has (amortized: it also drops
+// the entries of objects that left the queue, see expiry.go). The queues
+// are ordered because every lock of a kind has the same TTL and the
+// manager's time never goes backwards, even when the clock does (see
+// tick).
 //
 // TTLs and time. Any TTL from 1 ns to math.MaxInt64 (NoExpiry) works: an
 // expiry is now+TTL saturated at math.MaxInt64, and a lock whose expiry
@@ -107,42 +109,24 @@ func (l *ttlLock) unlock(n int) {
 }
 
 // sweepLocked reclaims every object whose write lock has lapsed and every
-// temporary object whose read lock has lapsed. Both queues are ordered by
+// temporary object whose read lock has lapsed. The queues are ordered by
 // expiry, so it stops at the first live lock.
 func (m *Manager[K]) sweepLocked(now int64) {
-	for o := m.writeQ.front(); o != nil && o.write.lapsed(now); o = m.writeQ.front() {
+	for o := m.frontLocked(writeQueue); o != nil && o.write.lapsed(now); o = m.frontLocked(writeQueue) {
 		m.removeLocked(o, CauseExpired)
 	}
-	for o := m.tempQ.front(); o != nil && o.read.lapsed(now); o = m.tempQ.front() {
+	for o := m.frontLocked(tempQueue); o != nil && o.read.lapsed(now); o = m.frontLocked(tempQueue) {
 		m.removeLocked(o, CauseExpired)
 	}
 	// A lapsed read lock on any other object unlocks it, which counts as a
 	// release: the object becomes recently used and, if it qualifies,
 	// evictable.
-	for o := m.readQ.front(); o != nil && o.read.lapsed(now); o = m.readQ.front() {
+	for o := m.frontLocked(readQueue); o != nil && o.read.lapsed(now); o = m.frontLocked(readQueue) {
 		o.read = ttlLock{}
 		m.dequeueLocked(o)
 		m.touchLocked(o, false)
 		m.syncEvictLocked(o, now)
 	}
-}
-
-// enqueueReadLocked puts o, read-locked and not temporary, in the read
-// queue at the place its expiry gives it: at the back, unless the clock
-// went backwards, so the queue stays ordered and the sweep finds every
-// lapsed lock.
-func (m *Manager[K]) enqueueReadLocked(o *object[K]) {
-	if o.queue == readQueue {
-		m.readQ.remove(o)
-	} else {
-		m.dequeueLocked(o)
-	}
-	at := m.readQ.back()
-	for at != nil && at.read.expiry > o.read.expiry {
-		at = m.readQ.before(at)
-	}
-	m.readQ.insertAfter(o, at)
-	o.queue = readQueue
 }
 
 // lookupLocked returns the object for key, or nil, after applying lapsed

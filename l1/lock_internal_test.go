@@ -36,7 +36,7 @@ func TestList(t *testing.T) {
 	var s store[int]
 	s.init()
 	var l list[int]
-	l.init(&s, setExp)
+	l.init(&s, setEvict)
 	assert.Nil(t, l.front())
 	var objs []*object[int]
 	for k := range 3 {
@@ -62,14 +62,6 @@ func TestList(t *testing.T) {
 	l.remove(objs[2])
 	assert.Equal(t, []int{1, 0}, order())
 	assert.Equal(t, 2, l.len)
-
-	// The policy's links are independent of the expiry links.
-	var q list[int]
-	q.init(&s, setEvict)
-	q.pushBack(objs[0])
-	assert.Equal(t, []int{1, 0}, order())
-	assert.Equal(t, objs[0], q.front())
-	assert.Nil(t, q.after(objs[0]))
 }
 
 // TestStore drives the index with random inserts and removals of few keys,

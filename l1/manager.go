@@ -32,9 +32,13 @@ type meta struct {
 	freq      uint8   // S3-FIFO's use count
 	pos       uint32  // position in its prefix chain (ReserveWriteChain)
 
-	hash uint32   // the index's hash of key (see store.go)
-	idx  int32    // the record's number
-	lk   [2]links // by linkSet: expiry queue, policy list (see lru.go)
+	hash uint32 // the index's hash of key (see store.go)
+	idx  int32  // the record's number
+	evl  links  // the policy's list (see lru.go); the store's free list
+	// qseq counts the record's entries in expiry queues, across reuse: an
+	// entry whose number is not the record's is stale (see expiry.go).
+	qseq uint32
+	_    uint32 // pads the record to three cache lines for ObjectKey
 
 	write ttlLock
 	read  ttlLock
@@ -52,7 +56,7 @@ type meta struct {
 	size  int64 // bytes asked for by the last ReserveWrite
 }
 
-// queueID names an expiry queue.
+// queueID names an expiry queue (see expiry.go).
 type queueID uint8
 
 const (
@@ -80,12 +84,13 @@ type Manager[K comparable] struct {
 	wttl  int64 // nanoseconds
 	rttl  int64
 
-	mu          sync.Mutex
-	objects     store[K] // the records, and the index from keys to them
-	clock       uint64   // uses so far (see object.used)
-	writeQ      list[K]  // write-locked objects, by write expiry
-	tempQ       list[K]  // read-locked temporary objects, by read expiry
-	readQ       list[K]  // other read-locked objects, by read expiry
+	mu      sync.Mutex
+	objects store[K] // the records, and the index from keys to them
+	clock   uint64   // uses so far (see object.used)
+	// The expiry queues (expiry.go), by queueID: write-locked objects by
+	// write expiry, read-locked temporary objects and other read-locked
+	// objects by read expiry.
+	queues      [readQueue + 1]expQueue
 	ev          evictSet[K]
 	coal        Coalescer // nil when mem has no FreeAround
 	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
@@ -134,9 +139,6 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.fit, _ = mem.(Fitter)
 	m.coal, _ = mem.(Coalescer)
 	m.objects.init()
-	m.writeQ.init(&m.objects, setExp)
-	m.tempQ.init(&m.objects, setExp)
-	m.readQ.init(&m.objects, setExp)
 	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
 	m.delivery.init(&m.mu)
 	return m, nil
@@ -173,40 +175,6 @@ func (m *Manager[K]) lock() int64 {
 	now := m.tick()
 	m.sweepLocked(now)
 	return now
-}
-
-// queueLocked returns the expiry queue id names.
-func (m *Manager[K]) queueLocked(id queueID) *list[K] {
-	switch id {
-	case writeQueue:
-		return &m.writeQ
-	case readQueue:
-		return &m.readQ
-	}
-	return &m.tempQ
-}
-
-// enqueueLocked puts o in an expiry queue, taking it out of any other.
-func (m *Manager[K]) enqueueLocked(o *object[K], id queueID) {
-	if id == readQueue {
-		m.enqueueReadLocked(o)
-		return
-	}
-	if o.queue == id {
-		m.queueLocked(id).moveToBack(o)
-		return
-	}
-	m.dequeueLocked(o)
-	m.queueLocked(id).pushBack(o)
-	o.queue = id
-}
-
-// dequeueLocked takes o out of its expiry queue, if any.
-func (m *Manager[K]) dequeueLocked(o *object[K]) {
-	if o.queue != noQueue {
-		m.queueLocked(o.queue).remove(o)
-		o.queue = noQueue
-	}
 }
 
 // removeLocked drops o: frees its block, forgets its key and reports it. A
@@ -336,6 +304,9 @@ func (m *Manager[K]) Close() error {
 	m.objects.reset()
 	m.ev.reset()
 	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
+	for i := range m.queues {
+		m.queues[i].reset()
+	}
 	m.hints = hints{}
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)

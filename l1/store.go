@@ -68,7 +68,7 @@ type slot struct {
 // never used: number 0 means none.
 type store[K comparable] struct {
 	chunks []*[recordChunk]object[K]
-	free   int32 // first reusable record, linked through lk[setExp].next; 0 if none
+	free   int32 // first reusable record, linked through evl.next; 0 if none
 	seed   maphash.Seed
 	slots  []slot // len is 0 or a power of two
 	n      int    // keys in the index
@@ -247,13 +247,13 @@ func (s *store[K]) alloc() *object[K] {
 		}
 		for i := int32(recordChunk - 1); i >= first; i-- {
 			chunk[i].idx = base + i
-			chunk[i].lk[setExp].next = s.free
+			chunk[i].evl.next = s.free
 			s.free = base + i
 		}
 	}
 	o := s.rec(s.free)
-	s.free = o.lk[setExp].next
-	o.lk[setExp].next = 0
+	s.free = o.evl.next
+	o.evl.next = 0
 	return o
 }
 
@@ -262,8 +262,8 @@ func (s *store[K]) alloc() *object[K] {
 func (s *store[K]) release(o *object[K]) {
 	var zero K
 	o.key = zero
-	o.meta = meta{idx: o.idx}
-	o.lk[setExp].next = s.free
+	o.meta = meta{idx: o.idx, qseq: o.qseq}
+	o.evl.next = s.free
 	s.free = o.idx
 }
 
