@@ -20,7 +20,8 @@ package l1
 // Entries are appended in expiry order: each queue's locks share one TTL
 // and the manager's time never goes backwards (see tick), so a later entry
 // never expires sooner (push keeps the order all the same). Stale entries at
-// the front are dropped by the sweep; a queue whose entries outnumber twice
+// the front are dropped by the sweep, and all of them when the queue's last
+// object leaves it; a queue whose entries outnumber twice
 // its objects, plus compactSlack, when an entry goes in is compacted in
 // place, keeping its live entries in order. Each entry is appended once
 // and dropped once, so both are amortized O(1), and a queue holds at most
@@ -112,10 +113,14 @@ func (m *Manager[K]) enqueueLocked(o *object[K], id queueID) {
 }
 
 // dequeueLocked takes o out of its expiry queue, if any: its entry goes
-// stale.
+// stale. A queue left with no object drops its entries at once, without
+// visiting their records.
 func (m *Manager[K]) dequeueLocked(o *object[K]) {
 	if o.queue != noQueue {
-		m.queues[o.queue].live--
+		q := &m.queues[o.queue]
+		if q.live--; q.live == 0 {
+			q.ents, q.head = q.ents[:0], 0
+		}
 		o.queue = noQueue
 	}
 }
