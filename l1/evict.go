@@ -50,7 +50,7 @@ func evictableLocked[K comparable](o *object[K], now int64) bool {
 func (m *Manager[K]) IsEvictable(key K) bool {
 	now := m.lock()
 	defer m.unlock()
-	o := m.lookupLocked(key, now)
+	o := m.lookupLocked(&key, now)
 	return o != nil && evictableLocked(o, now)
 }
 

@@ -80,7 +80,7 @@ func (m *Manager[K]) setHint(i int, o *object[K]) {
 func (m *Manager[K]) lookupAtLocked(i int, key *K, now int64) *object[K] {
 	o := m.hintLocked(i, key)
 	if o == nil {
-		o = m.lookupLocked(*key, now)
+		o = m.lookupLocked(key, now)
 	} else if !m.checkLocked(o, now) {
 		o = nil
 	}

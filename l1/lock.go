@@ -131,14 +131,14 @@ func (m *Manager[K]) sweepLocked(now int64) {
 
 // lookupLocked returns the object for key, or nil, after applying lapsed
 // locks to it: the check that backs up sweepLocked for keys a call names.
-func (m *Manager[K]) lookupLocked(key K, now int64) *object[K] {
+func (m *Manager[K]) lookupLocked(key *K, now int64) *object[K] {
 	o, _ := m.lookupHashLocked(key, m.objects.hash(key), now)
 	return o
 }
 
 // lookupHashLocked is lookupLocked for a key whose hash is h. When it
 // returns nil, the int is where the index would put key.
-func (m *Manager[K]) lookupHashLocked(key K, h uint32, now int64) (*object[K], int) {
+func (m *Manager[K]) lookupHashLocked(key *K, h uint32, now int64) (*object[K], int) {
 	o, pos := m.objects.find(key, h)
 	if o == nil {
 		return nil, pos

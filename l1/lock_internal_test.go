@@ -77,8 +77,8 @@ func TestStore(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, uint64(hashMask)))
 		for step := range 10000 {
 			k := rng.IntN(48)
-			h := s.hash(k) & hashMask
-			o, pos := s.find(k, h)
+			h := s.hash(&k) & hashMask
+			o, pos := s.find(&k, h)
 			if o != model[k] {
 				t.Fatalf("mask %x step %d: find(%d) = %p, want %p", hashMask, step, k, o, model[k])
 			}

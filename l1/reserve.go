@@ -147,10 +147,11 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		m.picks, m.relocks = need[:0], relock[:0]
 	}()
 	m.beginHints(len(keys))
-	for i, k := range keys {
+	for i := range keys {
+		k := &keys[i]
 		var h uint32
 		var pos int
-		o := m.hintLocked(i, &keys[i])
+		o := m.hintLocked(i, k)
 		if o == nil || !m.checkLocked(o, now) {
 			h = m.objects.hash(k)
 			o, pos = m.lookupHashLocked(k, h, now)
@@ -162,7 +163,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 			out[i].Status = KeyNotWritable
 		case o == nil:
 			o = m.objects.alloc()
-			o.key, o.hash, o.stamp = k, h, stamp
+			o.key, o.hash, o.stamp = *k, h, stamp
 			m.objects.insert(o, pos)
 			m.setHint(i, o)
 			need = append(need, pick{i: i, rec: o.idx})

@@ -48,7 +48,7 @@ type Entry[K comparable] struct {
 func (m *Manager[K]) State(key K) (ObjectState, bool) {
 	now := m.lock()
 	defer m.unlock()
-	o := m.lookupLocked(key, now)
+	o := m.lookupLocked(&key, now)
 	if o == nil {
 		return ObjectState{}, false
 	}

@@ -92,17 +92,20 @@ func (s *store[K]) rec(i int32) *object[K] {
 	return &s.chunks[i>>recordShift][i&(recordChunk-1)]
 }
 
-// hash returns the 32 bits of key's hash that the index uses.
-func (s *store[K]) hash(key K) uint32 { return uint32(s.hash64(key)) }
+// hash returns the 32 bits of *key's hash that the index uses.
+func (s *store[K]) hash(key *K) uint32 { return uint32(s.hashOf(key)) }
 
 // hash64 returns key's whole hash; S3-FIFO's ghost queue keeps it
 // (policy.go).
-func (s *store[K]) hash64(key K) uint64 {
+func (s *store[K]) hash64(key K) uint64 { return s.hashOf(&key) }
+
+// hashOf returns *key's whole hash.
+func (s *store[K]) hashOf(key *K) uint64 {
 	if s.objectKey {
 		// K is ObjectKey (checked by init), so this is a conversion.
-		return s.objectKeyHash((*ObjectKey)(unsafe.Pointer(&key)))
+		return s.objectKeyHash((*ObjectKey)(unsafe.Pointer(key)))
 	}
-	return maphash.Comparable(s.seed, key)
+	return maphash.Comparable(s.seed, *key)
 }
 
 // Odd constants for mix (from wyhash).
@@ -158,8 +161,8 @@ func (s *store[K]) objectKeyHash(k *ObjectKey) uint64 {
 	return mix(maphash.String(s.seed, k.ChunkHash)^mixB, rest^mixC)
 }
 
-// find returns key's record, or nil and the slot where key would go.
-func (s *store[K]) find(key K, h uint32) (*object[K], int) {
+// find returns *key's record, or nil and the slot where it would go.
+func (s *store[K]) find(key *K, h uint32) (*object[K], int) {
 	if len(s.slots) == 0 {
 		return nil, -1
 	}
@@ -170,7 +173,7 @@ func (s *store[K]) find(key K, h uint32) (*object[K], int) {
 			return nil, int(i)
 		}
 		if sl.hash == h {
-			if o := s.rec(sl.rec); s.equal(&o.key, &key) {
+			if o := s.rec(sl.rec); s.equal(&o.key, key) {
 				return o, int(i)
 			}
 		}

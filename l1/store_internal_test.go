@@ -64,7 +64,7 @@ func probeCheck(s *store[ObjectKey], keys []ObjectKey, hash func(ObjectKey) uint
 		}
 		seen[h64] = true
 		h := uint32(h64)
-		o, pos := s.find(k, h)
+		o, pos := s.find(&k, h)
 		if o != nil {
 			panic("hostileKeys repeats a key")
 		}
