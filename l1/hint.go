@@ -2,9 +2,11 @@ package l1
 
 // Lookup hints.
 //
-// A KV cache names the same keys, in the same order, in the calls that
-// follow one request: ReserveWrite, FinishWrite, ReserveRead, FinishRead.
-// So the manager remembers, for each position of the last batch call, the
+// A KV cache names the same keys, in the same order, in the call that
+// finishes what an earlier call began: FinishWrite (or AbortWrite) the
+// keys of a ReserveWrite, FinishRead the keys of a ReserveRead; a request
+// that stores and then reads its chunks names one list throughout. So the
+// manager remembers, for each position of the last batch call, the
 // record the key at that position had (hints.recs), and a call first tries
 // the record remembered for its position: when that record is live and
 // holds an equal key, it is the key's record (the index maps a key to one
