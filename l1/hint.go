@@ -83,7 +83,7 @@ func (m *Manager[K]) lookupAtLocked(i int, key *K, now int64) *object[K] {
 	o := m.hintLocked(i, key)
 	if o == nil {
 		o = m.lookupLocked(key, now)
-	} else if !m.checkLocked(o, now) {
+	} else if o.anyLapsed(now) && !m.lapseLocked(o, now) {
 		o = nil
 	}
 	m.setHint(i, o)

@@ -143,7 +143,7 @@ func (m *Manager[K]) lookupHashLocked(key *K, h uint32, now int64) (*object[K], 
 	if o == nil {
 		return nil, pos
 	}
-	if m.checkLocked(o, now) {
+	if !o.anyLapsed(now) || m.lapseLocked(o, now) {
 		return o, pos
 	}
 	// o left a hole in the probe run: find where key goes now.
@@ -153,6 +153,15 @@ func (m *Manager[K]) lookupHashLocked(key *K, h uint32, now int64) (*object[K], 
 
 // checkLocked applies lapsed locks to o and reports whether it survived.
 func (m *Manager[K]) checkLocked(o *object[K], now int64) bool {
+	return !o.anyLapsed(now) || m.lapseLocked(o, now)
+}
+
+// anyLapsed reports whether o holds a lapsed lock: the lookups test it
+// inline and call lapseLocked only then.
+func (o *meta) anyLapsed(now int64) bool { return o.write.lapsed(now) || o.read.lapsed(now) }
+
+// lapseLocked is checkLocked for an object with a lapsed lock.
+func (m *Manager[K]) lapseLocked(o *object[K], now int64) bool {
 	if o.write.lapsed(now) {
 		m.removeLocked(o, CauseExpired)
 		return false

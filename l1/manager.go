@@ -181,6 +181,10 @@ func (m *Manager[K]) lock() int64 {
 // block the memory refuses to free is counted in Stats.FreeErrors; the key
 // is dropped all the same.
 func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	if !m.listening() {
+		m.dropLocked(o, cause)
+		return
+	}
 	key := o.key
 	m.dropLocked(o, cause)
 	m.noteRemovedLocked(key, cause)

@@ -152,7 +152,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		var h uint32
 		var pos int
 		o := m.hintLocked(i, k)
-		if o == nil || !m.checkLocked(o, now) {
+		if o == nil || o.anyLapsed(now) && !m.lapseLocked(o, now) {
 			h = m.objects.hash(k)
 			o, pos = m.lookupHashLocked(k, h, now)
 		}
