@@ -177,9 +177,15 @@
 //   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll
 //     that counts keys.
 //   - Stats counts probes, partial grants, OOM keys, evictions and expiries.
-//   - Each call hashes each key it names once, into an index that holds no
-//     pointers (see store.go); the records of removed objects are reused,
-//     and the blocks an operation releases go back in one Free call.
+//   - Each call hashes each key it names at most once, into an index that
+//     holds no pointers (see store.go); ObjectKey has a hash of its own, at
+//     half the cost of hash/maphash.Comparable. A call that names the keys
+//     of the call before it, in the same order (reserve, finish, read,
+//     release), finds each record from the last call's answer with one key
+//     comparison and hashes nothing (see hint.go). Recency is a stamp per
+//     object, not a list (see recency.go). The records of removed objects
+//     are reused, and the blocks an operation releases go back in one Free
+//     call.
 //
 // Kept as in LMCache: one expiry per lock, refreshed by every lock call,
 // shared by all holders; grants are prefixes only (no bitmap of granted

@@ -50,7 +50,7 @@ func evictableLocked[K comparable](o *object[K], now int64) bool {
 func (m *Manager[K]) IsEvictable(key K) bool {
 	now := m.lock()
 	defer m.unlock()
-	o := m.lookupLocked(key, now)
+	o := m.lookupLocked(&key, now)
 	return o != nil && evictableLocked(o, now)
 }
 
@@ -288,7 +288,7 @@ func (m *Manager[K]) evictLocked(v *object[K], onDemand bool) {
 // touchLocked makes o most recently used; hit also counts a use for the
 // policy (S3-FIFO's count).
 func (m *Manager[K]) touchLocked(o *object[K], hit bool) {
-	m.lru.moveToBack(o)
+	m.useLocked(o)
 	if o.evq != evNone {
 		m.ev.used(o)
 	}

@@ -30,9 +30,11 @@ import "math"
 // Reclaiming happens at the start of every call that takes the manager lock
 // (Stats excepted): write-locked objects wait in a queue ordered by expiry,
 // and read-locked temporary objects in another, so a sweep pops only what
-// has expired and costs O(1) when nothing has. The queues are ordered
-// because every lock of a kind has the same TTL and the manager's time never
-// goes backwards, even when the clock does (see tick).
+// has expired and costs O(1) when nothing has (amortized: it also drops
+// the entries of objects that left the queue, see expiry.go). The queues
+// are ordered because every lock of a kind has the same TTL and the
+// manager's time never goes backwards, even when the clock does (see
+// tick).
 //
 // TTLs and time. Any TTL from 1 ns to math.MaxInt64 (NoExpiry) works: an
 // expiry is now+TTL saturated at math.MaxInt64, and a lock whose expiry
@@ -107,19 +109,19 @@ func (l *ttlLock) unlock(n int) {
 }
 
 // sweepLocked reclaims every object whose write lock has lapsed and every
-// temporary object whose read lock has lapsed. Both queues are ordered by
+// temporary object whose read lock has lapsed. The queues are ordered by
 // expiry, so it stops at the first live lock.
 func (m *Manager[K]) sweepLocked(now int64) {
-	for o := m.writeQ.front(); o != nil && o.write.lapsed(now); o = m.writeQ.front() {
+	for o := m.frontLocked(writeQueue); o != nil && o.write.lapsed(now); o = m.frontLocked(writeQueue) {
 		m.removeLocked(o, CauseExpired)
 	}
-	for o := m.tempQ.front(); o != nil && o.read.lapsed(now); o = m.tempQ.front() {
+	for o := m.frontLocked(tempQueue); o != nil && o.read.lapsed(now); o = m.frontLocked(tempQueue) {
 		m.removeLocked(o, CauseExpired)
 	}
 	// A lapsed read lock on any other object unlocks it, which counts as a
 	// release: the object becomes recently used and, if it qualifies,
 	// evictable.
-	for o := m.readQ.front(); o != nil && o.read.lapsed(now); o = m.readQ.front() {
+	for o := m.frontLocked(readQueue); o != nil && o.read.lapsed(now); o = m.frontLocked(readQueue) {
 		o.read = ttlLock{}
 		m.dequeueLocked(o)
 		m.touchLocked(o, false)
@@ -127,39 +129,21 @@ func (m *Manager[K]) sweepLocked(now int64) {
 	}
 }
 
-// enqueueReadLocked puts o, read-locked and not temporary, in the read
-// queue at the place its expiry gives it: at the back, unless the clock
-// went backwards, so the queue stays ordered and the sweep finds every
-// lapsed lock.
-func (m *Manager[K]) enqueueReadLocked(o *object[K]) {
-	if o.queue == readQueue {
-		m.readQ.remove(o)
-	} else {
-		m.dequeueLocked(o)
-	}
-	at := m.readQ.back()
-	for at != nil && at.read.expiry > o.read.expiry {
-		at = m.readQ.before(at)
-	}
-	m.readQ.insertAfter(o, at)
-	o.queue = readQueue
-}
-
 // lookupLocked returns the object for key, or nil, after applying lapsed
 // locks to it: the check that backs up sweepLocked for keys a call names.
-func (m *Manager[K]) lookupLocked(key K, now int64) *object[K] {
+func (m *Manager[K]) lookupLocked(key *K, now int64) *object[K] {
 	o, _ := m.lookupHashLocked(key, m.objects.hash(key), now)
 	return o
 }
 
 // lookupHashLocked is lookupLocked for a key whose hash is h. When it
 // returns nil, the int is where the index would put key.
-func (m *Manager[K]) lookupHashLocked(key K, h uint32, now int64) (*object[K], int) {
+func (m *Manager[K]) lookupHashLocked(key *K, h uint32, now int64) (*object[K], int) {
 	o, pos := m.objects.find(key, h)
 	if o == nil {
 		return nil, pos
 	}
-	if m.checkLocked(o, now) {
+	if !o.anyLapsed(now) || m.lapseLocked(o, now) {
 		return o, pos
 	}
 	// o left a hole in the probe run: find where key goes now.
@@ -169,6 +153,15 @@ func (m *Manager[K]) lookupHashLocked(key K, h uint32, now int64) (*object[K], i
 
 // checkLocked applies lapsed locks to o and reports whether it survived.
 func (m *Manager[K]) checkLocked(o *object[K], now int64) bool {
+	return !o.anyLapsed(now) || m.lapseLocked(o, now)
+}
+
+// anyLapsed reports whether o holds a lapsed lock: the lookups test it
+// inline and call lapseLocked only then.
+func (o *meta) anyLapsed(now int64) bool { return o.write.lapsed(now) || o.read.lapsed(now) }
+
+// lapseLocked is checkLocked for an object with a lapsed lock.
+func (m *Manager[K]) lapseLocked(o *object[K], now int64) bool {
 	if o.write.lapsed(now) {
 		m.removeLocked(o, CauseExpired)
 		return false

@@ -36,7 +36,7 @@ func TestList(t *testing.T) {
 	var s store[int]
 	s.init()
 	var l list[int]
-	l.init(&s, setLRU)
+	l.init(&s, setEvict)
 	assert.Nil(t, l.front())
 	var objs []*object[int]
 	for k := range 3 {
@@ -62,14 +62,6 @@ func TestList(t *testing.T) {
 	l.remove(objs[2])
 	assert.Equal(t, []int{1, 0}, order())
 	assert.Equal(t, 2, l.len)
-
-	// The expiry links are independent of the LRU links.
-	var q list[int]
-	q.init(&s, setExp)
-	q.pushBack(objs[0])
-	assert.Equal(t, []int{1, 0}, order())
-	assert.Equal(t, objs[0], q.front())
-	assert.Nil(t, q.after(objs[0]))
 }
 
 // TestStore drives the index with random inserts and removals of few keys,
@@ -85,8 +77,8 @@ func TestStore(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, uint64(hashMask)))
 		for step := range 10000 {
 			k := rng.IntN(48)
-			h := s.hash(k) & hashMask
-			o, pos := s.find(k, h)
+			h := s.hash(&k) & hashMask
+			o, pos := s.find(&k, h)
 			if o != model[k] {
 				t.Fatalf("mask %x step %d: find(%d) = %p, want %p", hashMask, step, k, o, model[k])
 			}

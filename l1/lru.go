@@ -1,10 +1,10 @@
 package l1
 
 // list is an intrusive doubly linked list of objects, linked by record
-// number (see store.go). Each object carries three sets of links: one for
-// the LRU list, which holds every object, one for the expiry queue, if any,
-// that holds it, and one for the eviction policy's list, if any, that holds
-// it (see policy.go). All operations are O(1).
+// number (see store.go). Each object carries one set of links, for the
+// eviction policy's list, if any, that holds it (see policy.go). All
+// operations are O(1). Recency needs no list (see recency.go), and the
+// expiry queues are slices of entries (see expiry.go).
 type list[K comparable] struct {
 	s          *store[K]
 	head, tail int32 // record numbers; 0 when empty
@@ -12,14 +12,11 @@ type list[K comparable] struct {
 	set        linkSet // which of the object's links this list uses
 }
 
-// linkSet names one of an object's sets of links.
+// linkSet names one of an object's sets of links: the policy's, the only
+// one left.
 type linkSet uint8
 
-const (
-	setLRU linkSet = iota
-	setExp
-	setEvict
-)
+const setEvict linkSet = 0
 
 // links are record numbers; 0 means none.
 type links struct {
@@ -30,15 +27,7 @@ func (l *list[K]) init(s *store[K], set linkSet) {
 	l.s, l.set = s, set
 }
 
-func (l *list[K]) links(o *object[K]) *links {
-	switch l.set {
-	case setExp:
-		return &o.expLinks
-	case setEvict:
-		return &o.evLinks
-	}
-	return &o.lruLinks
-}
+func (l *list[K]) links(o *object[K]) *links { return &o.evl }
 
 // front returns the first object, or nil.
 func (l *list[K]) front() *object[K] {

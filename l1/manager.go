@@ -10,34 +10,53 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 )
 
-// object is the manager's record of one key.
+// object is the manager's record of one key: the key, then the rest,
+// which holds no pointers (see store.go). For ObjectKey it is 192 bytes,
+// three cache lines (TestObjectLayout).
 type object[K comparable] struct {
-	key       K
-	block     allocator.Block
-	size      int64 // bytes asked for by the last ReserveWrite
-	write     ttlLock
-	read      ttlLock
+	key K
+	meta
+}
+
+// meta is what the manager keeps about an object besides its key. It holds
+// no pointers, so resetting it (store.release) is a plain clear, without
+// the garbage collector's write barriers.
+type meta struct {
+	live      bool    // in the index
+	queue     queueID // the expiry queue holding the object
 	temporary bool
 	finished  bool // a write of this object has been finished
+
+	// The eviction policy's fields (see policy.go).
+	evq, home evQueue // the policy list holding it; S3-FIFO's queue
+	freq      uint8   // S3-FIFO's use count
+	pos       uint32  // position in its prefix chain (ReserveWriteChain)
+
+	hash uint32 // the index's hash of key (see store.go)
+	idx  int32  // the record's number
+	evl  links  // the policy's list (see lru.go); the store's free list
+	// qseq counts the record's entries in expiry queues, across reuse: an
+	// entry whose number is not the record's is stale (see expiry.go).
+	qseq uint32
+	_    uint32 // pads the record to three cache lines for ObjectKey
+
+	write ttlLock
+	read  ttlLock
 	// wlease is the lease of the write reservation that holds (or last
 	// held) the write lock; rlease is the read-lock epoch (see Lease).
 	wlease, rlease Lease
 	// stamp is the Manager.stamp of the last ReserveWrite that named the
 	// key: within one call it marks the keys already seen (see reserve.go).
 	stamp uint64
+	// used is the Manager.clock of the object's last use: Snapshot's
+	// order, least recently used first (see recency.go).
+	used uint64
 
-	hash                        uint32 // the index's hash of key (see store.go)
-	idx                         int32  // the record's number
-	lruLinks, expLinks, evLinks links
-	queue                       queueID // the expiry queue holding the object
-
-	// The eviction policy's fields (see policy.go).
-	pos       uint32  // position in its prefix chain (ReserveWriteChain)
-	evq, home evQueue // the policy list holding it; S3-FIFO's queue
-	freq      uint8   // S3-FIFO's use count
+	block allocator.Block
+	size  int64 // bytes asked for by the last ReserveWrite
 }
 
-// queueID names an expiry queue.
+// queueID names an expiry queue (see expiry.go).
 type queueID uint8
 
 const (
@@ -65,12 +84,13 @@ type Manager[K comparable] struct {
 	wttl  int64 // nanoseconds
 	rttl  int64
 
-	mu          sync.Mutex
-	objects     store[K] // the records, and the index from keys to them
-	lru         list[K]  // every object, least recently used first
-	writeQ      list[K]  // write-locked objects, by write expiry
-	tempQ       list[K]  // read-locked temporary objects, by read expiry
-	readQ       list[K]  // other read-locked objects, by read expiry
+	mu      sync.Mutex
+	objects store[K] // the records, and the index from keys to them
+	clock   uint64   // uses so far (see object.used)
+	// The expiry queues (expiry.go), by queueID: write-locked objects by
+	// write expiry, read-locked temporary objects and other read-locked
+	// objects by read expiry.
+	queues      [readQueue + 1]expQueue
 	ev          evictSet[K]
 	coal        Coalescer // nil when mem has no FreeAround
 	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
@@ -89,8 +109,9 @@ type Manager[K comparable] struct {
 	stamp   uint64            // ReserveWrite calls so far (see object.stamp)
 	pending []allocator.Block // blocks of removed objects, not yet freed
 	blocks  []allocator.Block // blocks from the memory, for the current call
-	picks   []pick[K]         // ReserveWrite's keys to allocate
-	relocks []pick[K]         // ReserveWrite's keys to re-lock
+	picks   []pick            // ReserveWrite's keys to allocate
+	relocks []pick            // ReserveWrite's keys to re-lock
+	hints   hints             // the records the last calls found (hint.go)
 
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
@@ -118,10 +139,6 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.fit, _ = mem.(Fitter)
 	m.coal, _ = mem.(Coalescer)
 	m.objects.init()
-	m.lru.init(&m.objects, setLRU)
-	m.writeQ.init(&m.objects, setExp)
-	m.tempQ.init(&m.objects, setExp)
-	m.readQ.init(&m.objects, setExp)
 	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
 	m.delivery.init(&m.mu)
 	return m, nil
@@ -160,44 +177,14 @@ func (m *Manager[K]) lock() int64 {
 	return now
 }
 
-// queueLocked returns the expiry queue id names.
-func (m *Manager[K]) queueLocked(id queueID) *list[K] {
-	switch id {
-	case writeQueue:
-		return &m.writeQ
-	case readQueue:
-		return &m.readQ
-	}
-	return &m.tempQ
-}
-
-// enqueueLocked puts o in an expiry queue, taking it out of any other.
-func (m *Manager[K]) enqueueLocked(o *object[K], id queueID) {
-	if id == readQueue {
-		m.enqueueReadLocked(o)
-		return
-	}
-	if o.queue == id {
-		m.queueLocked(id).moveToBack(o)
-		return
-	}
-	m.dequeueLocked(o)
-	m.queueLocked(id).pushBack(o)
-	o.queue = id
-}
-
-// dequeueLocked takes o out of its expiry queue, if any.
-func (m *Manager[K]) dequeueLocked(o *object[K]) {
-	if o.queue != noQueue {
-		m.queueLocked(o.queue).remove(o)
-		o.queue = noQueue
-	}
-}
-
 // removeLocked drops o: frees its block, forgets its key and reports it. A
 // block the memory refuses to free is counted in Stats.FreeErrors; the key
 // is dropped all the same.
 func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	if !m.listening() {
+		m.dropLocked(o, cause)
+		return
+	}
 	key := o.key
 	m.dropLocked(o, cause)
 	m.noteRemovedLocked(key, cause)
@@ -213,7 +200,6 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	if o.evq != evNone {
 		m.ev.leave(o)
 	}
-	m.lru.remove(o)
 	m.objects.remove(o)
 	m.held -= o.block.Size
 	switch cause {
@@ -265,8 +251,9 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Status, len(keys))
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -274,6 +261,7 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 			out[i] = KeyIsLocked
 		default:
 			m.removeLocked(o, CauseDeleted)
+			m.setHint(i, nil)
 		}
 	}
 	return out, nil
@@ -290,13 +278,11 @@ func (m *Manager[K]) Clear(force bool) int {
 
 func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	n := 0
-	for o := m.lru.front(); o != nil; {
-		next := m.lru.after(o)
+	for _, o := range m.byRecencyLocked() {
 		if force || (!o.write.held(now) && !o.read.held(now)) {
 			m.removeLocked(o, CauseCleared)
 			n++
 		}
-		o = next
 	}
 	return n
 }
@@ -322,6 +308,10 @@ func (m *Manager[K]) Close() error {
 	m.objects.reset()
 	m.ev.reset()
 	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
+	for i := range m.queues {
+		m.queues[i].reset()
+	}
+	m.hints = hints{}
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
 	}
@@ -338,11 +328,12 @@ func (m *Manager[K]) Touch(keys []K) error {
 		return ErrClosed
 	}
 	var touched []K
-	for _, k := range keys {
-		if o := m.lookupLocked(k, now); o != nil {
+	m.beginHints(len(keys))
+	for i := range keys {
+		if o := m.lookupAtLocked(i, &keys[i], now); o != nil {
 			m.touchLocked(o, true)
 			if m.listening() {
-				touched = append(touched, k)
+				touched = append(touched, keys[i])
 			}
 		}
 	}

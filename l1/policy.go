@@ -16,8 +16,8 @@ import "fmt"
 // are (amortized for S3-FIFO, whose main queue reinserts objects that were
 // used, once per use).
 //
-// Recency. Every object is also on the manager's LRU list (Snapshot's
-// order). An object becomes most recently used when a call reserves,
+// Recency. Every object also carries a recency stamp (Snapshot's order;
+// see recency.go). An object becomes most recently used when a call reserves,
 // finishes, read-locks or releases it, or touches it, and when its read
 // lock lapses: release counts as use, as in vLLM's free-block queue, so
 // that the policy can append an object that turns evictable at its tail in

@@ -30,8 +30,9 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	}
 	out := make([]Result, len(keys))
 	var ok []K
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -43,7 +44,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			m.touchLocked(o, true)
 			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}
@@ -79,8 +80,9 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Result, len(keys))
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -123,8 +125,9 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 	out := make([]Status, len(keys))
 	var ok []K
 	var gone []K
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -139,14 +142,14 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 			}
 			if o.read.count == 0 && o.temporary {
 				m.dropLocked(o, CauseTemporaryRead)
-				gone = append(gone, k)
+				gone = append(gone, keys[i])
 			} else {
 				// A release counts as use (see policy.go).
 				m.touchLocked(o, false)
 				m.syncEvictLocked(o, now)
 			}
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}

@@ -129,7 +129,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	// stamp: a later occurrence of its key is a repeat, and on-demand
 	// eviction spares it. A missing key to allocate gets a placeholder
 	// record at once, so that a repeat finds it; the placeholder is in the
-	// index only (not in the LRU list or a queue) and is filled, or
+	// index only (never used, in no queue) and is filled, or
 	// removed, before the call returns. Nothing else can see it: the call holds the
 	// manager lock throughout.
 	m.stamp++
@@ -139,17 +139,23 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	defer func() {
 		if !committed { // an allocation error, or a panic in the memory
 			for _, p := range need {
-				m.objects.remove(p.o)
-				m.objects.release(p.o)
+				o := m.objects.rec(p.rec)
+				m.objects.remove(o)
+				m.objects.release(o)
 			}
 		}
-		clear(need)
-		clear(relock)
 		m.picks, m.relocks = need[:0], relock[:0]
 	}()
-	for i, k := range keys {
-		h := m.objects.hash(k)
-		o, pos := m.lookupHashLocked(k, h, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		k := &keys[i]
+		var h uint32
+		var pos int
+		o := m.hintLocked(i, k)
+		if o == nil || o.anyLapsed(now) && !m.lapseLocked(o, now) {
+			h = m.objects.hash(k)
+			o, pos = m.lookupHashLocked(k, h, now)
+		}
 		switch {
 		case o != nil && o.stamp == stamp: // a repeat
 			out[i].Status = KeyNotWritable
@@ -157,15 +163,18 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 			out[i].Status = KeyNotWritable
 		case o == nil:
 			o = m.objects.alloc()
-			o.key, o.hash, o.stamp = k, h, stamp
+			o.key, o.hash, o.stamp = *k, h, stamp
 			m.objects.insert(o, pos)
-			need = append(need, pick[K]{i: i, o: o})
+			m.setHint(i, o)
+			need = append(need, pick{i: i, rec: o.idx})
 		case mode == ModeNew || !m.writableLocked(o, size, now):
 			o.stamp = stamp
+			m.setHint(i, o)
 			out[i].Status = KeyNotWritable
 		default:
 			o.stamp = stamp
-			relock = append(relock, pick[K]{i: i, o: o})
+			m.setHint(i, o)
+			relock = append(relock, pick{i: i, rec: o.idx})
 		}
 	}
 
@@ -188,28 +197,28 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	// Nothing below can fail: apply the reservations.
 	committed = true
 	for j, p := range need {
-		o := p.o
+		o, i := m.objects.rec(p.rec), p.i
 		if j >= len(blocks) {
 			m.objects.remove(o)
 			m.objects.release(o)
-			out[p.i].Status = OutOfMemory
+			out[i].Status = OutOfMemory
 			continue
 		}
-		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, p.i)
-		o.pos = position(positions, p.i)
+		o.block, o.size, o.temporary = blocks[j], size, flag(temporary, i)
+		o.pos = position(positions, i)
 		m.held += o.block.Size
-		m.lru.pushBack(o)
+		m.useLocked(o)
 		m.writeLockLocked(o, now)
-		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
+		out[i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	for _, p := range relock {
-		o := p.o
+		o, i := m.objects.rec(p.rec), p.i
 		o.size = size // the object keeps its own temporary flag
-		o.pos = position(positions, p.i)
+		o.pos = position(positions, i)
 		m.writeLockLocked(o, now)
 		m.syncEvictLocked(o, now)
 		m.touchLocked(o, true)
-		out[p.i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
+		out[i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
 	if m.listening() {
@@ -225,10 +234,11 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 }
 
 // pick is a key ReserveWrite allocates or re-locks: its index in the call
-// and its object (for a key to allocate, the placeholder).
-type pick[K comparable] struct {
-	i int
-	o *object[K]
+// and its record (for a key to allocate, the placeholder). A record number,
+// not a pointer: a slice of picks holds nothing the collector must scan.
+type pick struct {
+	i   int
+	rec int32
 }
 
 func flag(temporary []bool, i int) bool { return len(temporary) > 0 && temporary[i] }

@@ -48,7 +48,7 @@ type Entry[K comparable] struct {
 func (m *Manager[K]) State(key K) (ObjectState, bool) {
 	now := m.lock()
 	defer m.unlock()
-	o := m.lookupLocked(key, now)
+	o := m.lookupLocked(&key, now)
 	if o == nil {
 		return ObjectState{}, false
 	}
@@ -62,14 +62,12 @@ func (m *Manager[K]) Snapshot() []Entry[K] {
 	now := m.lock()
 	defer m.unlock()
 	out := make([]Entry[K], 0, m.objects.n)
-	for o := m.lru.front(); o != nil; {
-		next := m.lru.after(o)
+	for _, o := range m.byRecencyLocked() {
 		// Normalizes lapsed read locks of ordinary objects, which the
 		// sweep leaves alone.
 		if m.checkLocked(o, now) {
 			out = append(out, Entry[K]{Key: o.key, ObjectState: m.stateLocked(o, now)})
 		}
-		o = next
 	}
 	return out
 }

@@ -59,8 +59,8 @@ func (m *Manager[K]) Stats() Stats {
 	ms := m.mem.Stats()
 	return Stats{
 		Objects:             m.objects.n,
-		WriteLocked:         m.writeQ.len,
-		TemporaryReadLocked: m.tempQ.len,
+		WriteLocked:         m.queues[writeQueue].live,
+		TemporaryReadLocked: m.queues[tempQueue].live,
 		Held:                m.held,
 		Used:                ms.Used,
 		Capacity:            ms.Capacity,

@@ -32,8 +32,9 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	}
 	out := make([]Status, len(keys))
 	var ok []K
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -45,7 +46,7 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 			m.finishWriteLocked(o)
 			m.syncEvictLocked(o, now)
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}
@@ -83,8 +84,9 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	}
 	out := make([]Result, len(keys))
 	var ok []K
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -98,7 +100,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 			m.syncEvictLocked(o, now)
 			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 			if m.listening() {
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 		}
 	}
@@ -125,8 +127,9 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Status, len(keys))
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
