@@ -46,8 +46,9 @@ func (m *Manager[K]) AppendReadPrefix(leases []Lease, keys []K, locks int) ([]Le
 		return leases, 0, ErrClosed
 	}
 	n := 0
-	for _, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		if o == nil || o.write.held(now) {
 			break
 		}
@@ -71,8 +72,9 @@ func (m *Manager[K]) readPrefix(keys []K, locks int, out []Result) (int, error) 
 		return 0, ErrClosed
 	}
 	n := len(keys)
-	for i, k := range keys {
-		o := m.lookupLocked(k, now)
+	m.beginHints(len(keys))
+	for i := range keys {
+		o := m.lookupAtLocked(i, &keys[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
