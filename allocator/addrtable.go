@@ -75,8 +75,7 @@ func (t *addrTable) put(k int64, v int32) {
 	}
 }
 
-// del removes unit k if present, shifting later entries of its probe chain
-// back so that lookups never need tombstones.
+// del removes unit k if present.
 func (t *addrTable) del(k int64) {
 	mask := len(t.keys) - 1
 	i := t.home(k)
@@ -86,6 +85,32 @@ func (t *addrTable) del(k int64) {
 		}
 		i = (i + 1) & mask
 	}
+	t.deleteAt(i)
+}
+
+// rekey moves the entry of unit old, which must be present, to unit new,
+// which must be absent, with value v: an extent whose first or end unit
+// moved. It never resizes: the count does not change.
+func (t *addrTable) rekey(old, new int64, v int32) {
+	mask := len(t.keys) - 1
+	i := t.home(old)
+	for t.keys[i] != old {
+		if t.keys[i] == emptyKey {
+			panic("allocator: address table lost an extent")
+		}
+		i = (i + 1) & mask
+	}
+	t.deleteAt(i)
+	for i = t.home(new); t.keys[i] != emptyKey; i = (i + 1) & mask {
+	}
+	t.keys[i], t.vals[i] = new, v
+	t.n++
+}
+
+// deleteAt empties slot i, shifting later entries of its probe chain back
+// so that lookups never need tombstones.
+func (t *addrTable) deleteAt(i int) {
+	mask := len(t.keys) - 1
 	for j := i; ; {
 		t.keys[i] = emptyKey
 		for {

@@ -187,13 +187,13 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 		return Block{}, ErrClosed
 	}
 	a.growLocked()
-	id := a.free.bestFit(s)
+	id, pred := a.free.bestFit(s)
 	if id == 0 {
 		err := a.failLocked(s, 1)
 		a.mu.Unlock()
 		return Block{}, err
 	}
-	u := a.takeLocked(id, s, 1)
+	u := a.takeLocked(id, pred, s, 1)
 	a.live.reserve(1)
 	a.gen++
 	gen := a.gen
@@ -227,14 +227,14 @@ func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]
 	}
 	a.growLocked()
 	k := int64(n)
-	run := int32(0)
+	run, pred := int32(0), int32(0)
 	if p != Scattered {
-		run = a.free.bestFit(s * k)
+		run, pred = a.free.bestFit(s * k)
 	}
 	switch {
 	case run != 0:
 		a.live.reserve(n)
-		dst = a.carveLocked(run, s, k, grow(dst, n))
+		dst = a.carveLocked(run, pred, s, k, grow(dst, n))
 	case p == Contiguous || a.free.slots(s, k) < k:
 		return dst, a.failLocked(s, k)
 	default:
@@ -280,13 +280,13 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 	if k == 0 {
 		return nonNil(dst), nil
 	}
-	run := int32(0)
+	run, pred := int32(0), int32(0)
 	if p != Scattered {
-		run = a.free.bestFit(s * k)
+		run, pred = a.free.bestFit(s * k)
 	}
 	a.live.reserve(int(k))
 	if run != 0 {
-		dst = a.carveLocked(run, s, k, grow(dst, int(k)))
+		dst = a.carveLocked(run, pred, s, k, grow(dst, int(k)))
 	} else {
 		dst = a.scatterLocked(s, k, grow(dst, int(k)))
 	}
@@ -426,14 +426,15 @@ func (a *Allocator) whyInvalidLocked(b Block, before []Block, slot int) string {
 	return fmt.Sprintf("stale handle: the live block at this offset is generation %d (freed and handed out again)", a.live.slots[slot].gen)
 }
 
-// takeLocked removes k objects of s units from the front of free extent id
-// and accounts for them; it returns the first unit taken.
-func (a *Allocator) takeLocked(id int32, s, k int64) int64 {
+// takeLocked removes k objects of s units from the front of free extent id,
+// whose in-order predecessor in the size treap is pred, and accounts for
+// them; it returns the first unit taken.
+func (a *Allocator) takeLocked(id, pred int32, s, k int64) int64 {
 	e := a.free.nodes[id]
 	if e.size == s*k {
 		a.free.remove(id)
 	} else {
-		a.free.reshape(id, e.start+s*k, e.size-s*k)
+		a.free.shrink(id, pred, e.start+s*k, e.size-s*k)
 	}
 	a.freeUnits -= s * k
 	a.usedUnits += s * k
@@ -442,12 +443,12 @@ func (a *Allocator) takeLocked(id int32, s, k int64) int64 {
 	return e.start
 }
 
-// carveLocked takes k objects of s units from the front of free extent id,
-// records them live and appends their blocks to dst. One table insert and
+// carveLocked takes k objects of s units from the front of free extent id
+// (pred: its predecessor, from bestFit), records them live and appends their blocks to dst. One table insert and
 // one append per block are the whole per-block cost of a batch; the caller
 // has reserved room in the table.
-func (a *Allocator) carveLocked(id int32, s, k int64, dst []Block) []Block {
-	start := a.takeLocked(id, s, k)
+func (a *Allocator) carveLocked(id, pred int32, s, k int64, dst []Block) []Block {
+	start := a.takeLocked(id, pred, s, k)
 	bs, gen := s<<a.shift, a.gen
 	for u := start; u < start+s*k; u += s {
 		gen++
@@ -462,9 +463,9 @@ func (a *Allocator) carveLocked(id int32, s, k int64, dst []Block) []Block {
 // carving as many as each holds. The caller has checked that k fit.
 func (a *Allocator) scatterLocked(s, k int64, dst []Block) []Block {
 	for k > 0 {
-		id := a.free.bestFit(s)
+		id, pred := a.free.bestFit(s)
 		take := min(k, a.free.nodes[id].size/s)
-		dst = a.carveLocked(id, s, take, dst)
+		dst = a.carveLocked(id, pred, s, take, dst)
 		k -= take
 	}
 	return dst
@@ -497,13 +498,13 @@ func (a *Allocator) addFreeLocked(u, size int64) {
 	case l != 0 && r != 0:
 		ln, rn := a.free.nodes[l], a.free.nodes[r]
 		a.free.remove(r)
-		a.free.reshape(l, ln.start, ln.size+size+rn.size)
+		a.free.enlarge(l, ln.start, ln.size+size+rn.size)
 	case l != 0:
 		ln := a.free.nodes[l]
-		a.free.reshape(l, ln.start, ln.size+size)
+		a.free.enlarge(l, ln.start, ln.size+size)
 	case r != 0:
 		rn := a.free.nodes[r]
-		a.free.reshape(r, u, rn.size+size)
+		a.free.enlarge(r, u, rn.size+size)
 	default:
 		a.free.add(u, size)
 	}
