@@ -115,23 +115,24 @@ func (x *extentIndex) shrink(id, pred int32, start, size int64) {
 	}
 }
 
-// enlarge moves extent id to [start, start+size), which covers the extent
-// and is larger than it: its (size, start) key only increases, so only the
-// in-order successor can be out of order. The largest extent stays the
-// largest; any other is checked against its successor, found in its right
-// subtree or, failing that, by one walk from the root.
-func (x *extentIndex) enlarge(id int32, start, size int64) {
-	n := &x.nodes[id]
-	if n.start != start {
-		x.byStart.rekey(n.start, start, id)
-	}
-	if end := start + size; n.start+n.size != end {
-		x.byEnd.rekey(n.start+n.size, end, id)
-	}
+// raise gives extent id the larger key (size, start), size > its size: a
+// merge. Only the treap changes; the caller has moved the extent's entries
+// in the address tables. A larger key can only pass the in-order
+// successor, so the largest extent stays the largest with no check, and any
+// other is checked against its successor, found in its right subtree or,
+// failing that, by one walk from the root.
+func (x *extentIndex) raise(id int32, start, size int64) {
 	if id == x.maxID {
+		n := &x.nodes[id]
 		n.start, n.size = start, size
-		return
+	} else {
+		x.raiseBelowMax(id, start, size)
 	}
+}
+
+// raiseBelowMax is raise of an extent other than the largest.
+func (x *extentIndex) raiseBelowMax(id int32, start, size int64) {
+	n := &x.nodes[id]
 	succ := x.successor(id)
 	if keyLess(size, start, x.nodes[succ].size, x.nodes[succ].start) {
 		n.start, n.size = start, size
