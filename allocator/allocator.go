@@ -465,7 +465,9 @@ func (a *Allocator) freeMany(blocks []Block) error {
 			a.restoreLocked(blocks[:i])
 			return invalidBlock(i, b, a.whyInvalidLocked(b, blocks[:i], slot))
 		}
-		a.live.deleteAt(slot)
+		if !a.live.clearTail(slot) { // deleteAt, inlined by hand
+			a.live.deleteShift(slot)
+		}
 		if off != prevEnd {
 			runs = append(runs, freeRun{start: off >> a.shift})
 		}
