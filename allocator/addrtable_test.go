@@ -8,18 +8,29 @@ import (
 )
 
 // TestAddrTableAgainstMap diffs the open-addressing table against a Go map
-// over random puts and deletes, with keys drawn from a small range so that
-// probe chains collide and backward-shift deletion is exercised.
+// over random puts, deletes and rekeys (an entry moved to an absent key, as
+// an extent's first or end unit moves), with keys drawn from a small range
+// so that probe chains collide and backward-shift deletion is exercised.
 func TestAddrTableAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	tab := newAddrTable()
 	ref := map[int64]int32{}
 	for i := range 20000 {
 		k := int64(rng.IntN(600))
-		if rng.IntN(3) == 0 {
+		switch op := rng.IntN(4); {
+		case op == 0:
 			tab.del(k)
 			delete(ref, k)
-		} else {
+		case op == 1:
+			old := int64(rng.IntN(600))
+			_, present := ref[old]
+			if _, taken := ref[k]; !present || taken {
+				break
+			}
+			tab.rekey(old, k, int32(i))
+			delete(ref, old)
+			ref[k] = int32(i)
+		default:
 			tab.put(k, int32(i))
 			ref[k] = int32(i)
 		}

@@ -31,6 +31,7 @@ type Allocator struct {
 	align  int64
 	shift  uint  // log2(align)
 	units  int64 // capacity in alignment units
+	bytes  int64 // capacity in bytes: units << shift
 
 	// Live blocks, keyed by first unit, with their size and generation
 	// (livetable.go); free space, indexed by address and by size
@@ -113,6 +114,7 @@ func New(r Region, opts Options) (*Allocator, error) {
 		align:        align,
 		shift:        uint(bits.TrailingZeros64(uint64(align))),
 		units:        units,
+		bytes:        units * align,
 		live:         newLiveTable(),
 		free:         newExtentIndex(),
 		freeUnits:    units,
@@ -136,20 +138,27 @@ func (a *Allocator) Align() int64 { return a.align }
 // Capacity returns the number of bytes the allocator manages; over a
 // GrowingRegion, all of them once every range is usable (Stats.Capacity
 // reports the part usable now).
-func (a *Allocator) Capacity() int64 { return a.units << a.shift }
+func (a *Allocator) Capacity() int64 { return a.bytes }
 
 // Region returns the region the allocator carves.
 func (a *Allocator) Region() Region { return a.region }
 
 // sizeUnits validates an object size and returns it in alignment units.
+// The check is small enough to inline; the errors are built out of line.
 func (a *Allocator) sizeUnits(size int64) (int64, error) {
+	if size > 0 && size <= a.bytes {
+		return (size + a.align - 1) >> (a.shift & 63), nil
+	}
+	return 0, a.sizeError(size)
+}
+
+// sizeError is sizeUnits' error for a size that is not positive or exceeds
+// the capacity.
+func (a *Allocator) sizeError(size int64) error {
 	if size <= 0 {
-		return 0, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
+		return fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
 	}
-	if size > a.units<<a.shift {
-		return 0, errorf2(ErrInvalidArgument, ErrOutOfMemory, "size %d exceeds capacity %d", size, a.units<<a.shift)
-	}
-	return (size + a.align - 1) >> a.shift, nil
+	return errorf2(ErrInvalidArgument, ErrOutOfMemory, "size %d exceeds capacity %d", size, a.bytes)
 }
 
 // batchUnits validates a batch request and returns the object size in units.
@@ -177,24 +186,51 @@ func (a *Allocator) batchUnits(size int64, n int, p Placement, exact bool) (int6
 // the error wraps ErrOutOfMemory and says whether free bytes or contiguity
 // were short.
 func (a *Allocator) Allocate(size int64) (Block, error) {
-	s, err := a.sizeUnits(size)
-	if err != nil {
-		return Block{}, err
+	// This is the hot path of single allocations: sizeUnits, openLocked
+	// and liveTable.reserve are inlined by hand (each is just over the
+	// compiler's inlining budget), so the call costs one lock cycle, the
+	// treap walk and, in the common case, one address-table rekey and one
+	// live-table insert.
+	if size <= 0 || size > a.bytes {
+		return Block{}, a.sizeError(size)
 	}
+	s := (size + a.align - 1) >> (a.shift & 63)
 	a.mu.Lock()
-	if !a.openLocked() {
-		a.mu.Unlock()
-		return Block{}, ErrClosed
+	if c := a.closed; c == nil || a.mem == nil || c.Load() {
+		if !a.openSlowLocked() {
+			a.mu.Unlock()
+			return Block{}, ErrClosed
+		}
 	}
 	a.growLocked()
-	id := a.free.bestFit(s)
+	id, pred := a.free.bestFit(s)
 	if id == 0 {
 		err := a.failLocked(s, 1)
 		a.mu.Unlock()
 		return Block{}, err
 	}
-	u := a.takeLocked(id, s, 1)
-	a.live.reserve(1)
+	x := &a.free
+	n := &x.nodes[id]
+	u, rest := n.start, n.size-s
+	if rest > 0 && (pred == 0 || keyLess(x.nodes[pred].size, x.nodes[pred].start, rest, u+s)) {
+		// takeLocked's common case: the extent gives up its first s
+		// units and keeps its place in the treap; only its entry in
+		// byStart moves.
+		if i := x.byStart.find(u); !x.byStart.clearTail(i) {
+			x.byStart.deleteShift(i)
+		}
+		x.byStart.insertNew(u+s, id)
+		n.start, n.size = u+s, rest
+		a.freeUnits -= s
+		a.usedUnits += s
+		a.liveBlocks++
+		a.counters.Allocs++
+	} else {
+		a.takeLocked(id, pred, s, 1)
+	}
+	if a.live.n >= a.live.max {
+		a.live.grow(a.live.n + 1)
+	}
 	a.gen++
 	gen := a.gen
 	a.live.insert(u, s, gen)
@@ -227,14 +263,14 @@ func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]
 	}
 	a.growLocked()
 	k := int64(n)
-	run := int32(0)
+	run, pred := int32(0), int32(0)
 	if p != Scattered {
-		run = a.free.bestFit(s * k)
+		run, pred = a.free.bestFit(s * k)
 	}
 	switch {
 	case run != 0:
 		a.live.reserve(n)
-		dst = a.carveLocked(run, s, k, grow(dst, n))
+		dst = a.carveLocked(run, pred, s, k, grow(dst, n))
 	case p == Contiguous || a.free.slots(s, k) < k:
 		return dst, a.failLocked(s, k)
 	default:
@@ -280,13 +316,13 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 	if k == 0 {
 		return nonNil(dst), nil
 	}
-	run := int32(0)
+	run, pred := int32(0), int32(0)
 	if p != Scattered {
-		run = a.free.bestFit(s * k)
+		run, pred = a.free.bestFit(s * k)
 	}
 	a.live.reserve(int(k))
 	if run != 0 {
-		dst = a.carveLocked(run, s, k, grow(dst, int(k)))
+		dst = a.carveLocked(run, pred, s, k, grow(dst, int(k)))
 	} else {
 		dst = a.scatterLocked(s, k, grow(dst, int(k)))
 	}
@@ -321,20 +357,101 @@ func (a *Allocator) Fit(size int64, n int) int {
 // freed and the error wraps ErrInvalidBlock and names the block. Freed
 // blocks coalesce with free neighbours at once.
 func (a *Allocator) Free(blocks ...Block) error {
+	if len(blocks) == 1 {
+		return a.freeOne(blocks[0])
+	}
+	return a.freeMany(blocks)
+}
+
+// freeOne is Free of a single block, the common call: the same checks
+// as Free's, without the bookkeeping of runs, without a defer, and with
+// openLocked and liveTable.deleteAt's common case inlined by hand.
+func (a *Allocator) freeOne(b Block) error {
+	a.mu.Lock()
+	if c := a.closed; c == nil || a.mem == nil || c.Load() {
+		if !a.openSlowLocked() {
+			a.mu.Unlock()
+			return ErrClosed
+		}
+	}
+	off, size := b.Offset, b.Size
+	if size <= 0 || off < 0 || off > a.bytes || size > a.bytes-off || (off|size)&(a.align-1) != 0 {
+		err := invalidBlock(0, b, a.whyInvalidLocked(b, nil, -1))
+		a.mu.Unlock()
+		return err
+	}
+	u, s := off>>a.shift, size>>a.shift
+	slot := a.live.find(u)
+	if slot < 0 || a.live.slots[slot].size != s || a.live.slots[slot].gen != b.Gen {
+		err := invalidBlock(0, b, a.whyInvalidLocked(b, nil, slot))
+		a.mu.Unlock()
+		return err
+	}
+	if !a.live.clearTail(slot) {
+		a.live.deleteShift(slot)
+	}
+	// addFreeLocked's two common cases, inlined: the block merges with
+	// exactly one free neighbour, which grows over it; that neighbour's
+	// entry in one address table moves, found by the lookup that found
+	// the neighbour.
+	x, end := &a.free, u+s
+	li, ri := -1, -1
+	if u > 0 {
+		li = x.byEnd.find(u)
+	}
+	if end < a.units {
+		ri = x.byStart.find(end)
+	}
+	switch {
+	case li < 0 && ri >= 0:
+		r := x.byStart.vals[ri]
+		if !x.byStart.clearTail(ri) {
+			x.byStart.deleteShift(ri)
+		}
+		x.byStart.insertNew(u, r)
+		if n := &x.nodes[r]; r == x.maxID {
+			n.start, n.size = u, n.size+s
+		} else {
+			x.raiseBelowMax(r, u, n.size+s)
+		}
+		a.freeUnits += s
+		a.usedUnits -= s
+	case li >= 0 && ri < 0:
+		l := x.byEnd.vals[li]
+		if !x.byEnd.clearTail(li) {
+			x.byEnd.deleteShift(li)
+		}
+		x.byEnd.insertNew(end, l)
+		if n := &x.nodes[l]; l == x.maxID {
+			n.size += s
+		} else {
+			x.raiseBelowMax(l, n.start, n.size+s)
+		}
+		a.freeUnits += s
+		a.usedUnits -= s
+	default:
+		a.releaseLocked(u, s)
+	}
+	a.counters.Frees++
+	a.liveBlocks--
+	a.largestUnits = a.free.largest()
+	a.mu.Unlock()
+	return nil
+}
+
+// freeMany is Free of any number of blocks but one.
+func (a *Allocator) freeMany(blocks []Block) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.openLocked() {
 		return ErrClosed
-	}
-	if len(blocks) == 1 {
-		return a.freeOneLocked(blocks[0])
 	}
 	// Phase 1: find each block's live entry and take it out of the table,
 	// one probe per block. An entry taken out cannot match again, so a
 	// block repeated in the call fails here too. On any invalid block the
 	// entries taken so far go back and nothing else has changed. Blocks
 	// that follow each other in memory form runs, kept for phase 2.
-	capacity, mask := a.units<<a.shift, a.align-1
+	capacity, mask := a.bytes, a.align-1
 	runs := a.runs[:0]
 	prevEnd := int64(-1)
 	for i, b := range blocks {
@@ -348,7 +465,9 @@ func (a *Allocator) Free(blocks ...Block) error {
 			a.restoreLocked(blocks[:i])
 			return invalidBlock(i, b, a.whyInvalidLocked(b, blocks[:i], slot))
 		}
-		a.live.deleteAt(slot)
+		if !a.live.clearTail(slot) { // deleteAt, inlined by hand
+			a.live.deleteShift(slot)
+		}
 		if off != prevEnd {
 			runs = append(runs, freeRun{start: off >> a.shift})
 		}
@@ -362,27 +481,6 @@ func (a *Allocator) Free(blocks ...Block) error {
 	}
 	a.counters.Frees += uint64(len(blocks))
 	a.liveBlocks -= int64(len(blocks))
-	a.largestUnits = a.free.largest()
-	return nil
-}
-
-// freeOneLocked is Free of a single block: the same checks, without the
-// bookkeeping of runs.
-func (a *Allocator) freeOneLocked(b Block) error {
-	off, size := b.Offset, b.Size
-	capacity := a.units << a.shift
-	if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&(a.align-1) != 0 {
-		return invalidBlock(0, b, a.whyInvalidLocked(b, nil, -1))
-	}
-	u, s := off>>a.shift, size>>a.shift
-	slot := a.live.find(u)
-	if slot < 0 || a.live.slots[slot].size != s || a.live.slots[slot].gen != b.Gen {
-		return invalidBlock(0, b, a.whyInvalidLocked(b, nil, slot))
-	}
-	a.live.deleteAt(slot)
-	a.releaseLocked(u, s)
-	a.counters.Frees++
-	a.liveBlocks--
 	a.largestUnits = a.free.largest()
 	return nil
 }
@@ -408,7 +506,7 @@ type freeRun struct{ start, end int64 }
 // blocks of the call ahead of it, whose entries are back in the table;
 // slot is b's live entry, or -1.
 func (a *Allocator) whyInvalidLocked(b Block, before []Block, slot int) string {
-	capacity := a.units << a.shift
+	capacity := a.bytes
 	switch {
 	case b.Size <= 0:
 		return "size is not positive"
@@ -426,28 +524,40 @@ func (a *Allocator) whyInvalidLocked(b Block, before []Block, slot int) string {
 	return fmt.Sprintf("stale handle: the live block at this offset is generation %d (freed and handed out again)", a.live.slots[slot].gen)
 }
 
-// takeLocked removes k objects of s units from the front of free extent id
-// and accounts for them; it returns the first unit taken.
-func (a *Allocator) takeLocked(id int32, s, k int64) int64 {
-	e := a.free.nodes[id]
-	if e.size == s*k {
-		a.free.remove(id)
+// takeLocked removes k objects of s units from the front of free extent id,
+// whose in-order predecessor in the size treap is pred, and accounts for
+// them; it returns the first unit taken. In the common case the extent
+// keeps its place in the treap (its new key still lies above pred's), so
+// the only other change is its first unit's entry in byStart.
+func (a *Allocator) takeLocked(id, pred int32, s, k int64) int64 {
+	x := &a.free
+	n := &x.nodes[id]
+	u, take := n.start, s*k
+	if rest := n.size - take; rest > 0 && (pred == 0 || keyLess(x.nodes[pred].size, x.nodes[pred].start, rest, u+take)) {
+		if i := x.byStart.find(u); !x.byStart.clearTail(i) {
+			x.byStart.deleteShift(i)
+		}
+		x.byStart.insertNew(u+take, id)
+		n.start, n.size = u+take, rest
+	} else if rest > 0 {
+		x.shrink(id, pred, u+take, rest)
 	} else {
-		a.free.reshape(id, e.start+s*k, e.size-s*k)
+		x.remove(id)
 	}
-	a.freeUnits -= s * k
-	a.usedUnits += s * k
+	a.freeUnits -= take
+	a.usedUnits += take
 	a.liveBlocks += k
 	a.counters.Allocs += uint64(k)
-	return e.start
+	return u
 }
 
-// carveLocked takes k objects of s units from the front of free extent id,
-// records them live and appends their blocks to dst. One table insert and
-// one append per block are the whole per-block cost of a batch; the caller
-// has reserved room in the table.
-func (a *Allocator) carveLocked(id int32, s, k int64, dst []Block) []Block {
-	start := a.takeLocked(id, s, k)
+// carveLocked takes k objects of s units from the front of free extent id
+// (pred: its predecessor, from bestFit), records them live and appends
+// their blocks to dst. One table insert and one append per block are the
+// whole per-block cost of a batch; the caller has reserved room in the
+// table.
+func (a *Allocator) carveLocked(id, pred int32, s, k int64, dst []Block) []Block {
+	start := a.takeLocked(id, pred, s, k)
 	bs, gen := s<<a.shift, a.gen
 	for u := start; u < start+s*k; u += s {
 		gen++
@@ -462,9 +572,9 @@ func (a *Allocator) carveLocked(id int32, s, k int64, dst []Block) []Block {
 // carving as many as each holds. The caller has checked that k fit.
 func (a *Allocator) scatterLocked(s, k int64, dst []Block) []Block {
 	for k > 0 {
-		id := a.free.bestFit(s)
+		id, pred := a.free.bestFit(s)
 		take := min(k, a.free.nodes[id].size/s)
-		dst = a.carveLocked(id, s, take, dst)
+		dst = a.carveLocked(id, pred, s, take, dst)
 		k -= take
 	}
 	return dst
@@ -486,26 +596,36 @@ func (a *Allocator) releaseLocked(u, size int64) {
 // and the one that starts at u+size. Free (through releaseLocked) and
 // growth (grow.go) both use it.
 func (a *Allocator) addFreeLocked(u, size int64) {
-	var l, r int32
+	x := &a.free
+	end := u + size
+	li, ri := -1, -1
 	if u > 0 {
-		l, _ = a.free.byEnd.get(u)
+		li = x.byEnd.find(u)
 	}
-	if end := u + size; end < a.units {
-		r, _ = a.free.byStart.get(end)
+	if end < a.units {
+		ri = x.byStart.find(end)
 	}
 	switch {
-	case l != 0 && r != 0:
-		ln, rn := a.free.nodes[l], a.free.nodes[r]
-		a.free.remove(r)
-		a.free.reshape(l, ln.start, ln.size+size+rn.size)
-	case l != 0:
-		ln := a.free.nodes[l]
-		a.free.reshape(l, ln.start, ln.size+size)
-	case r != 0:
-		rn := a.free.nodes[r]
-		a.free.reshape(r, u, rn.size+size)
+	case li >= 0 && ri >= 0:
+		l, r := x.byEnd.vals[li], x.byStart.vals[ri]
+		ln, rn := x.nodes[l], x.nodes[r]
+		x.remove(r)
+		x.byEnd.rekey(u, rn.start+rn.size, l)
+		x.raise(l, ln.start, ln.size+size+rn.size)
+	case li >= 0:
+		// The address-table slot found above moves with the extent's
+		// end, without a second probe.
+		l := x.byEnd.vals[li]
+		x.byEnd.deleteAt(li)
+		x.byEnd.insertNew(end, l)
+		x.raise(l, x.nodes[l].start, x.nodes[l].size+size)
+	case ri >= 0:
+		r := x.byStart.vals[ri]
+		x.byStart.deleteAt(ri)
+		x.byStart.insertNew(u, r)
+		x.raise(r, u, x.nodes[r].size+size)
 	default:
-		a.free.add(u, size)
+		x.add(u, size)
 	}
 	a.freeUnits += size
 }
@@ -593,6 +713,15 @@ func (a *Allocator) Close() error {
 // unmapped memory. Regions of this package answer with one atomic load;
 // others through Bytes() == nil.
 func (a *Allocator) openLocked() bool {
+	if c := a.closed; c != nil && a.mem != nil && !c.Load() {
+		return true
+	}
+	return a.openSlowLocked()
+}
+
+// openSlowLocked is openLocked for a closed allocator, a closed region or a
+// region of another package.
+func (a *Allocator) openSlowLocked() bool {
 	if a.mem == nil {
 		return false
 	}

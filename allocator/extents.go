@@ -88,62 +88,92 @@ func (x *extentIndex) remove(id int32) {
 	}
 }
 
-// reshape moves extent id to [start, start+size), which must not overlap
-// another free extent. The node keeps its identity and priority; when its
-// new (size, start) key still lies between its in-order neighbours, as it
-// usually does when a large extent shrinks by one object, it is updated in
-// place instead of being deleted and reinserted.
-func (x *extentIndex) reshape(id int32, start, size int64) {
+// shrink moves extent id to [start, start+size), which lies inside the
+// extent and is smaller than it: its (size, start) key only decreases. pred
+// is id's in-order predecessor (0 when it has none), which the caller knows
+// from the bestFit walk that found id, so checking the order costs one
+// comparison: when the new key still lies above pred's, as it does when a
+// large extent gives up one object, the node is updated in place and the
+// largest extent stays the largest. Otherwise the node is deleted and
+// reinserted; it keeps its identity and priority, so the treap's shape is
+// the one a fresh insert would give.
+func (x *extentIndex) shrink(id, pred int32, start, size int64) {
 	n := &x.nodes[id]
 	if n.start != start {
-		x.byStart.del(n.start)
-		x.byStart.put(start, id)
+		x.byStart.rekey(n.start, start, id)
 	}
 	if end := start + size; n.start+n.size != end {
-		x.byEnd.del(n.start + n.size)
-		x.byEnd.put(end, id)
+		x.byEnd.rekey(n.start+n.size, end, id)
 	}
-	pred, succ := x.neighbours(id)
-	if (pred == 0 || keyLess(x.nodes[pred].size, x.nodes[pred].start, size, start)) &&
-		(succ == 0 || keyLess(size, start, x.nodes[succ].size, x.nodes[succ].start)) {
+	if pred == 0 || keyLess(x.nodes[pred].size, x.nodes[pred].start, size, start) {
 		n.start, n.size = start, size
-	} else {
-		x.root = x.delete(x.root, id)
-		n = &x.nodes[id]
-		n.start, n.size, n.left, n.right = start, size, 0, 0
-		x.root = x.insert(x.root, id)
+		return
 	}
+	x.move(id, start, size)
 	if id == x.maxID {
 		x.maxID = x.rightmost()
-	} else if x.less(x.maxID, id) {
+	}
+}
+
+// raise gives extent id the larger key (size, start), size > its size: a
+// merge. Only the treap changes; the caller has moved the extent's entries
+// in the address tables. A larger key can only pass the in-order
+// successor, so the largest extent stays the largest with no check, and any
+// other is checked against its successor, found in its right subtree or,
+// failing that, by one walk from the root.
+func (x *extentIndex) raise(id int32, start, size int64) {
+	if id == x.maxID {
+		n := &x.nodes[id]
+		n.start, n.size = start, size
+	} else {
+		x.raiseBelowMax(id, start, size)
+	}
+}
+
+// raiseBelowMax is raise of an extent other than the largest.
+func (x *extentIndex) raiseBelowMax(id int32, start, size int64) {
+	n := &x.nodes[id]
+	succ := x.successor(id)
+	if keyLess(size, start, x.nodes[succ].size, x.nodes[succ].start) {
+		n.start, n.size = start, size
+		return
+	}
+	x.move(id, start, size)
+	if x.less(x.maxID, id) {
 		x.maxID = id
 	}
 }
 
+// move gives node id the key (size, start) by deleting and reinserting it
+// in the treap; the address tables are the caller's.
+func (x *extentIndex) move(id int32, start, size int64) {
+	x.root = x.delete(x.root, id)
+	n := &x.nodes[id]
+	n.start, n.size, n.left, n.right = start, size, 0, 0
+	x.root = x.insert(x.root, id)
+}
+
 func keyLess(sa, a, sb, b int64) bool { return sa < sb || (sa == sb && a < b) }
 
-// neighbours returns the in-order predecessor and successor of node id.
-func (x *extentIndex) neighbours(id int32) (pred, succ int32) {
-	for t := x.root; t != id; {
-		if x.less(id, t) {
-			succ, t = t, x.nodes[t].left
-		} else {
-			pred, t = t, x.nodes[t].right
-		}
-	}
-	if t := x.nodes[id].left; t != 0 {
-		for x.nodes[t].right != 0 {
-			t = x.nodes[t].right
-		}
-		pred = t
-	}
+// successor returns the in-order successor of node id, or 0: the leftmost
+// node of its right subtree, or else the last node where a walk from the
+// root to id turns left.
+func (x *extentIndex) successor(id int32) int32 {
 	if t := x.nodes[id].right; t != 0 {
 		for x.nodes[t].left != 0 {
 			t = x.nodes[t].left
 		}
-		succ = t
+		return t
 	}
-	return pred, succ
+	succ := int32(0)
+	for t := x.root; t != id; {
+		if x.less(id, t) {
+			succ, t = t, x.nodes[t].left
+		} else {
+			t = x.nodes[t].right
+		}
+	}
+	return succ
 }
 
 func (x *extentIndex) insert(t, id int32) int32 {
@@ -207,18 +237,20 @@ func (x *extentIndex) delete(t, id int32) int32 {
 }
 
 // bestFit returns the smallest extent of at least size units, the lowest
-// address among equals, or 0 when none is that large.
-func (x *extentIndex) bestFit(size int64) int32 {
-	best := int32(0)
+// address among equals, or 0 when none is that large, and its in-order
+// predecessor, the largest extent smaller than size units (0 when none):
+// the last node where the walk turns right.
+func (x *extentIndex) bestFit(size int64) (best, pred int32) {
 	for t := x.root; t != 0; {
 		if x.nodes[t].size >= size {
 			best = t
 			t = x.nodes[t].left
 		} else {
+			pred = t
 			t = x.nodes[t].right
 		}
 	}
-	return best
+	return best, pred
 }
 
 // largest returns the size in units of the largest free extent, or 0.

@@ -20,6 +20,7 @@ import "math/bits"
 type liveTable struct {
 	slots []liveSlot
 	n     int
+	max   int  // the most blocks within the load factor: ¾ len(slots)
 	shift uint // 64 - log2(len(slots))
 }
 
@@ -43,6 +44,7 @@ func newLiveTable() liveTable {
 func (t *liveTable) resize(size int) {
 	old := t.slots
 	t.slots = make([]liveSlot, size)
+	t.max = size / 4 * 3
 	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	mask := size - 1
 	for _, s := range old {
@@ -60,10 +62,13 @@ func (t *liveTable) resize(size int) {
 // reserve grows the table, once, so that k more blocks fit within the load
 // factor: a batch of k blocks rehashes at most once.
 func (t *liveTable) reserve(k int) {
-	need := t.n + k
-	if 4*need <= 3*len(t.slots) {
-		return
+	if t.n+k > t.max {
+		t.grow(t.n + k)
 	}
+}
+
+// grow doubles the table until need blocks fit within the load factor.
+func (t *liveTable) grow(need int) {
 	size := len(t.slots)
 	for 4*need > 3*size {
 		size *= 2
@@ -72,7 +77,7 @@ func (t *liveTable) reserve(k int) {
 }
 
 func (t *liveTable) home(key int64) int {
-	return int((uint64(key) * 0x9E3779B97F4A7C15) >> t.shift)
+	return int((uint64(key) * 0x9E3779B97F4A7C15) >> (t.shift & 63))
 }
 
 // insert records a live block at unit u. u must not be live; the caller
@@ -102,9 +107,30 @@ func (t *liveTable) find(u int64) int {
 	}
 }
 
-// deleteAt empties slot i, shifting later entries of its probe chain back
-// so that lookups never need tombstones.
+// deleteAt empties slot i.
 func (t *liveTable) deleteAt(i int) {
+	if !t.clearTail(i) {
+		t.deleteShift(i)
+	}
+}
+
+// clearTail empties slot i and reports true when the next slot is empty:
+// nothing follows in the probe chain, so no entry has to move back.
+// Otherwise it changes nothing and reports false, and deleteShift must
+// close the gap. Hot paths call it directly, because it inlines and
+// deleteAt does not.
+func (t *liveTable) clearTail(i int) bool {
+	if t.slots[(i+1)&(len(t.slots)-1)].key != 0 {
+		return false
+	}
+	t.slots[i].key = 0
+	t.n--
+	return true
+}
+
+// deleteShift empties slot i, shifting later entries of its probe chain
+// back so that lookups never need tombstones.
+func (t *liveTable) deleteShift(i int) {
 	mask := len(t.slots) - 1
 	for j := i; ; {
 		t.slots[i].key = 0

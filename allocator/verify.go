@@ -20,7 +20,8 @@ import (
 //   - free extents and live blocks tile the capacity: every unit lies in
 //     exactly one of them;
 //   - the cached counts (free and used units, live blocks, largest extent)
-//     equal the recomputed ones.
+//     equal the recomputed ones, and the cached largest extent is the
+//     treap's rightmost node.
 func (a *Allocator) Verify() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -37,6 +38,9 @@ func (a *Allocator) Verify() error {
 	}
 	if inTree != x.byStart.n {
 		return fmt.Errorf("treap has %d extents, address maps %d", inTree, x.byStart.n)
+	}
+	if r := x.rightmost(); x.maxID != r {
+		return fmt.Errorf("cached largest extent is node %d, the treap's rightmost is %d", x.maxID, r)
 	}
 	// piece is a free extent or a live block, in units.
 	type piece struct {
