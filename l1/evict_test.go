@@ -220,3 +220,44 @@ func testEvictTo(t *testing.T, policy l1.EvictionPolicy) {
 		assert.Equal(t, 6, e.m.Len())
 	})
 }
+
+// Over the allocator, a batch that the capacity left by the manager's own
+// objects cannot hold goes to on-demand eviction without the allocation
+// call that must fail: one allocator call in all, and the allocator
+// records no failure. A batch that may fit is still tried first.
+func TestOnDemandEvictionSkipsTheCallThatMustFail(t *testing.T) {
+	e := newEnv(t, 16*obj, l1.Config{EvictOnDemand: true})
+	e.put(t, keys(100, 14), obj) // 2 pages free
+	calls := e.m.Stats().AllocCalls
+	rs := e.reserve(t, keys(0, 3), obj)
+	assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
+	assert.Equal(t, uint64(1), e.m.Stats().Evictions)
+	assert.Equal(t, calls+1, e.m.Stats().AllocCalls, "no full call before eviction")
+	assert.Zero(t, e.a.Stats().FailedNoSpace)
+
+	// 1 page free by l1's count, but another user holds it: the call is
+	// made, fails, and eviction follows.
+	e.finish(keys(0, 3))
+	assert.Equal(t, []l1.Status{l1.OK}, e.del([]int{105}, false))
+	other, err := e.a.Allocate(obj)
+	require.NoError(t, err)
+	calls = e.m.Stats().AllocCalls
+	rs = e.reserve(t, []int{50}, obj)
+	assert.Equal(t, []l1.Status{l1.OK}, statuses(rs))
+	assert.Equal(t, calls+2, e.m.Stats().AllocCalls, "the full call, then the one after eviction")
+	assert.Equal(t, uint64(1), e.a.Stats().FailedNoSpace)
+	require.NoError(t, e.a.Free(other))
+	require.NoError(t, e.a.Verify())
+}
+
+// A closed allocator under a full manager with on-demand eviction: the
+// call fails with the allocator's ErrClosed and grants nothing.
+func TestOnDemandEvictionOverAClosedAllocator(t *testing.T) {
+	e := newEnv(t, 16*obj, l1.Config{EvictOnDemand: true})
+	e.put(t, keys(100, 16), obj)
+	require.NoError(t, e.a.Close())
+	_, err := e.m.ReserveWrite(keys(0, 2), nil, obj, l1.ModeNew)
+	require.ErrorIs(t, err, allocator.ErrClosed)
+	_, ok := e.m.State(0)
+	assert.False(t, ok)
+}

@@ -271,14 +271,16 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
-	blocks, err := m.allocBatchLocked(size, n)
-	switch {
-	case err == nil:
-		return blocks, nil
-	case !isOOM(err):
-		return nil, err
-	case neverFits(err):
-		return nil, nil
+	if !m.cfg.EvictOnDemand || !m.knownShortLocked(size, n) {
+		blocks, err := m.allocBatchLocked(size, n)
+		switch {
+		case err == nil:
+			return blocks, nil
+		case !isOOM(err):
+			return nil, err
+		case neverFits(err):
+			return nil, nil
+		}
 	}
 	if m.cfg.EvictOnDemand {
 		blocks, err := m.evictForLocked(size, n, now)
@@ -287,6 +289,25 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 		}
 	}
 	return m.prefixLocked(size, n)
+}
+
+// knownShortLocked reports that a batch of n objects of size bytes cannot
+// fit in the allocator without eviction, so that on-demand eviction starts
+// without a call that must fail: the allocator's whole capacity less the
+// bytes in the manager's own objects (all live in it) holds fewer than n
+// objects. The test is sound over a GrowingRegion (its capacity only bounds
+// the usable part) and over an allocator shared with other users (they only
+// take more); it reads no allocator state but the immutable capacity and
+// alignment. It is false for any other Memory, and for a size above the
+// capacity, whose allocation error says it never fits.
+func (m *Manager[K]) knownShortLocked(size int64, n int) bool {
+	a := m.alloc
+	if a == nil || size > a.Capacity() {
+		return false
+	}
+	align := a.Align()
+	z := (size + align - 1) &^ (align - 1)
+	return (a.Capacity()-m.held)/z < int64(n)
 }
 
 // allocBatchLocked makes one all-or-nothing call and checks its answer.
