@@ -109,6 +109,7 @@ type Manager[K comparable] struct {
 	stamp   uint64            // ReserveWrite calls so far (see object.stamp)
 	pending []allocator.Block // blocks of removed objects, not yet freed
 	blocks  []allocator.Block // blocks from the memory, for the current call
+	reused  []allocator.Block // on-demand eviction's victims' blocks to reissue
 	picks   []pick            // ReserveWrite's keys to allocate
 	relocks []pick            // ReserveWrite's keys to re-lock
 	hints   hints             // the records the last calls found (hint.go)
@@ -307,7 +308,7 @@ func (m *Manager[K]) Close() error {
 	// Let the collector have the records and scratch space.
 	m.objects.reset()
 	m.ev.reset()
-	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
+	m.pending, m.blocks, m.reused, m.picks, m.relocks = nil, nil, nil, nil, nil
 	for i := range m.queues {
 		m.queues[i].reset()
 	}

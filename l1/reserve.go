@@ -73,7 +73,9 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 //  1. With Config.EvictOnDemand, evictable objects (finished, no live
 //     lock) are evicted, in the order of Config.Eviction, until the
 //     batch fits or nothing evictable is left. Keys named in the call
-//     are never evicted.
+//     are never evicted. Over the allocator with Scattered placement, a
+//     victim's block of the batch's size is reissued to the batch rather
+//     than freed (see evict.go); the batch then gets those blocks first.
 //  2. If it still does not fit, the largest prefix that fits is granted,
 //     as Config.Prefix says: the first k missing keys, in request order,
 //     get OK and the rest OutOfMemory. A one-key batch, and a size
