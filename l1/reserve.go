@@ -2,6 +2,7 @@ package l1
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvalloc/kvalloc/allocator"
 )
@@ -93,7 +94,7 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 // allocated alike, in request order, preceded by any removals (expired,
 // evicted) the call made.
 func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode Mode) ([]Result, error) {
-	return m.reserveWrite(keys, nil, temporary, size, mode)
+	return m.reserveWrite(nil, keys, nil, temporary, size, mode)
 }
 
 // ReserveWriteChain is ReserveWrite for keys whose place in their prefix
@@ -105,13 +106,24 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 // nothing changes. ReserveWrite is ReserveWriteChain with no positions,
 // which ranks a call's keys by their order in the call.
 func (m *Manager[K]) ReserveWriteChain(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
+	return m.AppendReserveWriteChain(nil, keys, positions, temporary, size, mode)
+}
+
+// AppendReserveWriteChain is ReserveWriteChain appending its Results, one
+// per key in key order, to dst and returning the extended slice; it
+// allocates no result slice when dst has room, which makes it the hot path
+// of a serving engine's store. On an error it returns nil and the error, as
+// ReserveWriteChain does, and dst's contents are unchanged.
+func (m *Manager[K]) AppendReserveWriteChain(dst []Result, keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
 	if len(positions) != 0 && len(positions) != len(keys) {
 		return nil, fmt.Errorf("%w: %d positions for %d keys", ErrInvalidArgument, len(positions), len(keys))
 	}
-	return m.reserveWrite(keys, positions, temporary, size, mode)
+	return m.reserveWrite(dst, keys, positions, temporary, size, mode)
 }
 
-func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
+// reserveWrite appends a Result per key to dst (a new slice when dst is
+// nil); see ReserveWrite.
+func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
 	switch {
 	case size <= 0:
 		return nil, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
@@ -125,7 +137,14 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	if m.closed {
 		return nil, ErrClosed
 	}
-	out := make([]Result, len(keys))
+	var all []Result
+	if dst == nil {
+		all = make([]Result, len(keys))
+	} else {
+		all = slices.Grow(dst, len(keys))[:len(dst)+len(keys)]
+		clear(all[len(dst):])
+	}
+	out := all[len(all)-len(keys):]
 
 	// Each key is looked up once. An object the call has seen carries its
 	// stamp: a later occurrence of its key is a repeat, and on-demand
@@ -232,7 +251,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		}
 		m.emitLocked(EventWriteReserved, ok)
 	}
-	return out, nil
+	return all, nil
 }
 
 // pick is a key ReserveWrite allocates or re-locks: its index in the call
