@@ -56,11 +56,12 @@ import (
 // allocator has no free byte as eviction begins (a full pool, the common
 // case of a cache that evicts on demand), no victim has a free neighbour
 // there, and FreeAround is not asked: one Stats call instead of a call
-// per victim. (Another user of a shared allocator that frees memory
-// meanwhile can then make the count low by the objects the merge would
-// have added, and a victim more than needed is evicted; the count is
-// never high, since a victim that is not reused is freed into the runs,
-// which are exact.)
+// per victim. (Memory that another user of a shared allocator frees
+// meanwhile, or that a GrowingRegion adds, can then make the count low by
+// the objects a merge with it would have added, and a victim more than
+// needed is evicted; the count is never high, since a victim that is not
+// reused is freed into the runs, which are exact, and what is free can
+// only grow.)
 //
 // When the allocator cannot hold the batch whatever the manager evicts
 // from it (its capacity less the bytes in the manager's own objects is
