@@ -59,9 +59,10 @@ import (
 // per victim. (Memory that another user of a shared allocator frees
 // meanwhile, or that a GrowingRegion adds, can then make the count low by
 // the objects a merge with it would have added, and a victim more than
-// needed is evicted; the count is never high, since a victim that is not
-// reused is freed into the runs, which are exact, and what is free can
-// only grow.)
+// needed is evicted. The shortcut never makes the count high: a victim
+// that is not reused is freed into the runs, which are exact. Memory that
+// another user takes meanwhile can, as on every path; the allocation then
+// fails and the call falls back to the prefix.)
 //
 // When the allocator cannot hold the batch whatever the manager evicts
 // from it (its capacity less the bytes in the manager's own objects is
