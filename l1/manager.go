@@ -113,6 +113,9 @@ type Manager[K comparable] struct {
 	picks   []pick            // ReserveWrite's keys to allocate
 	relocks []pick            // ReserveWrite's keys to re-lock
 	hints   hints             // the records the last calls found (hint.go)
+	// leaseRecs: the record each recent lease was handed out for, by the
+	// lease's low bits (hint.go); nil until the first lease.
+	leaseRecs []int32
 
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
@@ -313,6 +316,7 @@ func (m *Manager[K]) Close() error {
 		m.queues[i].reset()
 	}
 	m.hints = hints{}
+	m.leaseRecs = nil
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
 	}

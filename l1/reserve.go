@@ -280,6 +280,7 @@ func (m *Manager[K]) writableLocked(o *object[K], size int64, now int64) bool {
 // writeLockLocked write-locks o under a new lease.
 func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 	o.wlease = m.nextLease()
+	m.noteLease(o.wlease, o)
 	o.write.lock(1, now, m.wttl)
 	m.enqueueLocked(o, writeQueue)
 }
