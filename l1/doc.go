@@ -185,7 +185,9 @@
 //     half the cost of hash/maphash.Comparable. A call that names the keys
 //     of the call before it, in the same order (reserve, finish, read,
 //     release), finds each record from the last call's answer with one key
-//     comparison and hashes nothing (see hint.go). Recency is a stamp per
+//     comparison and hashes nothing, and a call that presents leases
+//     finds each record from its lease the same way, whatever calls came
+//     between (see hint.go). Recency is a stamp per
 //     object, not a list (see recency.go). The records of removed objects
 //     are reused, and the blocks an operation releases go back in one Free
 //     call.
