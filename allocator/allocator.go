@@ -631,16 +631,19 @@ func (a *Allocator) addFreeLocked(u, size int64) {
 }
 
 // failLocked records a failed allocation of k objects of s units and
-// returns its error, which names the cause.
+// returns its error, which names the cause. The error is a noSpaceError:
+// its message is formatted only when read, so a caller that only tests
+// errors.Is(err, ErrOutOfMemory), as on-demand eviction does on every
+// batch that does not fit, pays for one small allocation, not for fmt.
 func (a *Allocator) failLocked(s, k int64) error {
-	need := s * k << a.shift
+	e := &noSpaceError{k: k, size: s << a.shift, free: a.freeUnits << a.shift}
 	if a.freeUnits < s*k {
 		a.counters.FailedNoSpace++
-		return fmt.Errorf("%w: need %d bytes (%d × %d), only %d free", ErrOutOfMemory, need, k, s<<a.shift, a.freeUnits<<a.shift)
+		return e
 	}
 	a.counters.FailedFragmented++
-	return fmt.Errorf("%w: need %d bytes (%d × %d); %d free but fragmented (largest extent %d bytes, %d extents)",
-		ErrOutOfMemory, need, k, s<<a.shift, a.freeUnits<<a.shift, a.largestUnits<<a.shift, a.free.len())
+	e.fragmented, e.largest, e.extents = true, a.largestUnits<<a.shift, a.free.len()
+	return e
 }
 
 // Bytes returns the memory of block b, or nil when b lies outside the

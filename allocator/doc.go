@@ -28,7 +28,11 @@
 //     all-or-nothing probes converges to, without the probes.
 //   - Handles have generations. Free accepts a block only as it was handed
 //     out, generation included; a stale handle is ErrInvalidBlock even when
-//     its offset and size are live again.
+//     its offset and size are live again. Reissue hands a live block to a
+//     new owner in place (a new generation, the old handle stale), as a
+//     Free and an allocation of that very block would, without touching
+//     the free extents: a cache that evicts to make room for an object of
+//     the same size reuses the victim's block.
 //   - Bad input changes nothing. Invalid sizes, counts, placements and
 //     blocks are rejected with errors wrapping ErrInvalidArgument or
 //     ErrInvalidBlock before any state changes; Free validates every block

@@ -74,3 +74,28 @@ func trimPrefix(err error) string {
 	}
 	return s
 }
+
+// noSpaceError is the error of an allocation that does not fit now: k
+// objects of size bytes, with free bytes free; when fragmented, free was
+// enough but no extent, or set of them, could hold the objects, and largest
+// and extents describe the free space. It wraps ErrOutOfMemory, and its
+// message, built when read, is
+//
+//	allocator: out of memory: need N bytes (k × size), only F free
+//	allocator: out of memory: need N bytes (k × size); F free but fragmented (largest extent L bytes, E extents)
+type noSpaceError struct {
+	k, size, free, largest int64
+	extents                int
+	fragmented             bool
+}
+
+func (e *noSpaceError) Error() string {
+	need := e.k * e.size
+	if !e.fragmented {
+		return fmt.Sprintf("%s: need %d bytes (%d × %d), only %d free", ErrOutOfMemory, need, e.k, e.size, e.free)
+	}
+	return fmt.Sprintf("%s: need %d bytes (%d × %d); %d free but fragmented (largest extent %d bytes, %d extents)",
+		ErrOutOfMemory, need, e.k, e.size, e.free, e.largest, e.extents)
+}
+
+func (e *noSpaceError) Unwrap() error { return ErrOutOfMemory }

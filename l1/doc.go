@@ -141,7 +141,10 @@
 // never walks a locked or unread object, and on-demand eviction over the
 // allocator counts what each victim frees in O(1) (allocator.FreeAround)
 // instead of calling Fit after each victim: O(victims) per call, scattered
-// victims as cheap as adjacent ones. See policy.go and evict.go.
+// victims as cheap as adjacent ones. With Scattered placement a victim's
+// block of the batch's size goes to the new object in place
+// (allocator.Reissue: a new generation, so the victim's handle is stale),
+// without a Free and an allocation. See policy.go and evict.go.
 //
 // A caller that knows a block is partial (a prompt's last block, not full
 // of tokens) ORs Partial into its position in ReserveWriteChain: once
@@ -182,7 +185,9 @@
 //     half the cost of hash/maphash.Comparable. A call that names the keys
 //     of the call before it, in the same order (reserve, finish, read,
 //     release), finds each record from the last call's answer with one key
-//     comparison and hashes nothing (see hint.go). Recency is a stamp per
+//     comparison and hashes nothing, and a call that presents leases
+//     finds each record from its lease the same way, whatever calls came
+//     between (see hint.go). Recency is a stamp per
 //     object, not a list (see recency.go). The records of removed objects
 //     are reused, and the blocks an operation releases go back in one Free
 //     call.

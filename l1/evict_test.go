@@ -30,122 +30,130 @@ func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 	// victim), over a memory with Fit but no FreeAround (eviction checks
 	// Fit after each victim) and over a memory without Fit (eviction
 	// retries the allocation).
+	// Each runs with the default placement and with Scattered, under
+	// which a victim's block goes to the batch in place (Reissue) over
+	// the allocator; a case that sets a placement keeps it.
 	for _, mem := range evictMemories {
-		t.Run(mem.name, func(t *testing.T) {
-			newE := func(t *testing.T, cfg l1.Config) *env {
-				a := newAlloc(t, 16*obj, obj)
-				cfg.EvictOnDemand = true
-				cfg.Eviction = policy
-				return newEnvOver(t, a, mem.wrap(a), cfg)
-			}
-			t.Run("least_recently_used_first", func(t *testing.T) {
-				if policy != l1.EvictLRU {
-					t.Skip("victim order is LRU's")
-				}
-				e := newE(t, l1.Config{})
-				e.put(t, keys(100, 16), obj)
-				e.touch([]int{100})
-				e.read(t, []int{101}, 1)
-				e.finishRead(t, []int{101}, 1)
-				e.rec.take()
-				rs := e.reserve(t, keys(0, 3), obj)
-				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
-				assert.Equal(t, []l1.Event[int]{
-					{Kind: l1.EventRemoved, Cause: l1.CauseEvicted, Keys: []int{102, 103, 104}},
-					{Kind: l1.EventWriteReserved, Keys: keys(0, 3)},
-				}, e.rec.take())
-				st := e.m.Stats()
-				assert.Equal(t, uint64(3), st.Evictions)
-				assert.Equal(t, uint64(3), st.OnDemandEvictions)
-				assert.Zero(t, st.OOMKeys)
-				require.NoError(t, e.a.Verify())
-			})
-			t.Run("never_evicts_keys_of_the_request", func(t *testing.T) {
-				e := newE(t, l1.Config{})
-				e.put(t, keys(100, 16), obj)
-				rs, err := e.m.ReserveWrite([]int{100, 0, 101, 1}, nil, obj, l1.ModeNew)
-				require.NoError(t, err)
-				assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.OK}, statuses(rs))
-				for _, k := range []int{100, 101} {
-					_, ok := e.m.State(k)
-					assert.True(t, ok, "key %d of the request was evicted", k)
-				}
-				assert.Equal(t, uint64(2), e.m.Stats().Evictions)
-			})
-			t.Run("never_evicts_locked_or_unfinished_objects", func(t *testing.T) {
-				e := newE(t, l1.Config{})
-				e.put(t, keys(100, 8), obj)
-				e.read(t, keys(100, 4), 1)
-				e.reserve(t, keys(200, 8), obj) // write-locked, never finished
-				rs := e.reserve(t, keys(0, 6), obj)
-				// 4 evictable (104-107): 4 granted, 2 OOM.
-				assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
-				for _, k := range append(keys(100, 4), keys(200, 8)...) {
-					_, ok := e.m.State(k)
-					assert.True(t, ok, "locked key %d was evicted", k)
-				}
-				assert.Equal(t, uint64(4), e.m.Stats().Evictions)
-				require.NoError(t, e.a.Verify())
-			})
-			t.Run("never_evicts_read_locked_temporary_objects", func(t *testing.T) {
-				e := newE(t, l1.Config{})
-				e.putTemp(t, keys(100, 14), obj) // finished, temporary
-				e.read(t, keys(100, 14), 1)      // waiting for their reader
-				e.put(t, keys(200, 2), obj)
-				rs := e.reserve(t, keys(0, 3), obj)
-				assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.OutOfMemory}, statuses(rs))
-				assert.Equal(t, uint64(2), e.m.Stats().Evictions)
-				assert.Equal(t, 16, e.m.Len())
-			})
-			t.Run("stops_as_soon_as_the_batch_fits", func(t *testing.T) {
-				e := newE(t, l1.Config{})
-				e.put(t, keys(100, 14), obj) // 2 pages free
-				rs := e.reserve(t, keys(0, 5), obj)
-				assert.Equal(t, repeat(l1.OK, 5), statuses(rs))
-				assert.Equal(t, uint64(3), e.m.Stats().Evictions)
-			})
-			t.Run("size_above_capacity_evicts_nothing", func(t *testing.T) {
-				e := newE(t, l1.Config{})
-				e.put(t, keys(100, 4), obj)
-				rs := e.reserve(t, keys(0, 2), 17*obj)
-				assert.Equal(t, repeat(l1.OutOfMemory, 2), statuses(rs))
-				assert.Zero(t, e.m.Stats().Evictions)
-				assert.Equal(t, 4, e.m.Len())
-			})
-			t.Run("contiguous_placement_evicts_until_a_run_fits", func(t *testing.T) {
-				if policy != l1.EvictLRU {
-					t.Skip("victim order is LRU's")
-				}
-				e := newE(t, l1.Config{Placement: allocator.Contiguous})
-				e.put(t, keys(100, 16), obj)
-				// Free every other page: 8 pages free, no run of 2.
-				var odd []int
-				for k := 101; k < 116; k += 2 {
-					odd = append(odd, k)
-				}
-				e.del(odd, false)
-				e.touch([]int{100, 102}) // the coldest is now 104
-				rs := e.reserve(t, keys(0, 3), obj)
-				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
-				assert.Equal(t, rs[0].Block.End(), rs[1].Block.Offset)
-				assert.Equal(t, rs[1].Block.End(), rs[2].Block.Offset)
-				assert.Equal(t, uint64(1), e.m.Stats().Evictions, "evicting 104 joins 103-105")
-			})
-			t.Run("then_the_prefix_under_each_strategy", func(t *testing.T) {
-				for _, s := range l1.PrefixStrategies {
-					e := newE(t, l1.Config{Prefix: s})
-					e.put(t, keys(100, 16), obj)
-					e.read(t, keys(100, 10), 1)
-					rs := e.reserve(t, keys(0, 8), obj)
-					k := 6
-					if s == l1.PrefixNone {
-						k = 0
+		for _, place := range []allocator.Placement{allocator.ContiguousFirst, allocator.Scattered} {
+			t.Run(mem.name+"/"+place.String(), func(t *testing.T) {
+				newE := func(t *testing.T, cfg l1.Config) *env {
+					a := newAlloc(t, 16*obj, obj)
+					if cfg.Placement == allocator.ContiguousFirst {
+						cfg.Placement = place
 					}
-					assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())
-					assert.Equal(t, uint64(6), e.m.Stats().Evictions, s.String())
+					cfg.EvictOnDemand = true
+					cfg.Eviction = policy
+					return newEnvOver(t, a, mem.wrap(a), cfg)
 				}
+				t.Run("least_recently_used_first", func(t *testing.T) {
+					if policy != l1.EvictLRU {
+						t.Skip("victim order is LRU's")
+					}
+					e := newE(t, l1.Config{})
+					e.put(t, keys(100, 16), obj)
+					e.touch([]int{100})
+					e.read(t, []int{101}, 1)
+					e.finishRead(t, []int{101}, 1)
+					e.rec.take()
+					rs := e.reserve(t, keys(0, 3), obj)
+					assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
+					assert.Equal(t, []l1.Event[int]{
+						{Kind: l1.EventRemoved, Cause: l1.CauseEvicted, Keys: []int{102, 103, 104}},
+						{Kind: l1.EventWriteReserved, Keys: keys(0, 3)},
+					}, e.rec.take())
+					st := e.m.Stats()
+					assert.Equal(t, uint64(3), st.Evictions)
+					assert.Equal(t, uint64(3), st.OnDemandEvictions)
+					assert.Zero(t, st.OOMKeys)
+					require.NoError(t, e.a.Verify())
+				})
+				t.Run("never_evicts_keys_of_the_request", func(t *testing.T) {
+					e := newE(t, l1.Config{})
+					e.put(t, keys(100, 16), obj)
+					rs, err := e.m.ReserveWrite([]int{100, 0, 101, 1}, nil, obj, l1.ModeNew)
+					require.NoError(t, err)
+					assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.OK}, statuses(rs))
+					for _, k := range []int{100, 101} {
+						_, ok := e.m.State(k)
+						assert.True(t, ok, "key %d of the request was evicted", k)
+					}
+					assert.Equal(t, uint64(2), e.m.Stats().Evictions)
+				})
+				t.Run("never_evicts_locked_or_unfinished_objects", func(t *testing.T) {
+					e := newE(t, l1.Config{})
+					e.put(t, keys(100, 8), obj)
+					e.read(t, keys(100, 4), 1)
+					e.reserve(t, keys(200, 8), obj) // write-locked, never finished
+					rs := e.reserve(t, keys(0, 6), obj)
+					// 4 evictable (104-107): 4 granted, 2 OOM.
+					assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
+					for _, k := range append(keys(100, 4), keys(200, 8)...) {
+						_, ok := e.m.State(k)
+						assert.True(t, ok, "locked key %d was evicted", k)
+					}
+					assert.Equal(t, uint64(4), e.m.Stats().Evictions)
+					require.NoError(t, e.a.Verify())
+				})
+				t.Run("never_evicts_read_locked_temporary_objects", func(t *testing.T) {
+					e := newE(t, l1.Config{})
+					e.putTemp(t, keys(100, 14), obj) // finished, temporary
+					e.read(t, keys(100, 14), 1)      // waiting for their reader
+					e.put(t, keys(200, 2), obj)
+					rs := e.reserve(t, keys(0, 3), obj)
+					assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.OutOfMemory}, statuses(rs))
+					assert.Equal(t, uint64(2), e.m.Stats().Evictions)
+					assert.Equal(t, 16, e.m.Len())
+				})
+				t.Run("stops_as_soon_as_the_batch_fits", func(t *testing.T) {
+					e := newE(t, l1.Config{})
+					e.put(t, keys(100, 14), obj) // 2 pages free
+					rs := e.reserve(t, keys(0, 5), obj)
+					assert.Equal(t, repeat(l1.OK, 5), statuses(rs))
+					assert.Equal(t, uint64(3), e.m.Stats().Evictions)
+				})
+				t.Run("size_above_capacity_evicts_nothing", func(t *testing.T) {
+					e := newE(t, l1.Config{})
+					e.put(t, keys(100, 4), obj)
+					rs := e.reserve(t, keys(0, 2), 17*obj)
+					assert.Equal(t, repeat(l1.OutOfMemory, 2), statuses(rs))
+					assert.Zero(t, e.m.Stats().Evictions)
+					assert.Equal(t, 4, e.m.Len())
+				})
+				t.Run("contiguous_placement_evicts_until_a_run_fits", func(t *testing.T) {
+					if policy != l1.EvictLRU {
+						t.Skip("victim order is LRU's")
+					}
+					e := newE(t, l1.Config{Placement: allocator.Contiguous})
+					e.put(t, keys(100, 16), obj)
+					// Free every other page: 8 pages free, no run of 2.
+					var odd []int
+					for k := 101; k < 116; k += 2 {
+						odd = append(odd, k)
+					}
+					e.del(odd, false)
+					e.touch([]int{100, 102}) // the coldest is now 104
+					rs := e.reserve(t, keys(0, 3), obj)
+					assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
+					assert.Equal(t, rs[0].Block.End(), rs[1].Block.Offset)
+					assert.Equal(t, rs[1].Block.End(), rs[2].Block.Offset)
+					assert.Equal(t, uint64(1), e.m.Stats().Evictions, "evicting 104 joins 103-105")
+				})
+				t.Run("then_the_prefix_under_each_strategy", func(t *testing.T) {
+					for _, s := range l1.PrefixStrategies {
+						e := newE(t, l1.Config{Prefix: s})
+						e.put(t, keys(100, 16), obj)
+						e.read(t, keys(100, 10), 1)
+						rs := e.reserve(t, keys(0, 8), obj)
+						k := 6
+						if s == l1.PrefixNone {
+							k = 0
+						}
+						assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())
+						assert.Equal(t, uint64(6), e.m.Stats().Evictions, s.String())
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -219,4 +227,80 @@ func testEvictTo(t *testing.T, policy l1.EvictionPolicy) {
 		}
 		assert.Equal(t, 6, e.m.Len())
 	})
+}
+
+// Over the allocator, a batch that the capacity left by the manager's own
+// objects cannot hold goes to on-demand eviction without the allocation
+// call that must fail: one allocator call in all, and the allocator
+// records no failure. A batch that may fit is still tried first.
+func TestOnDemandEvictionSkipsTheCallThatMustFail(t *testing.T) {
+	e := newEnv(t, 16*obj, l1.Config{EvictOnDemand: true})
+	e.put(t, keys(100, 14), obj) // 2 pages free
+	calls := e.m.Stats().AllocCalls
+	rs := e.reserve(t, keys(0, 3), obj)
+	assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
+	assert.Equal(t, uint64(1), e.m.Stats().Evictions)
+	assert.Equal(t, calls+1, e.m.Stats().AllocCalls, "no full call before eviction")
+	assert.Zero(t, e.a.Stats().FailedNoSpace)
+
+	// 1 page free by l1's count, but another user holds it: the call is
+	// made, fails, and eviction follows.
+	e.finish(keys(0, 3))
+	assert.Equal(t, []l1.Status{l1.OK}, e.del([]int{105}, false))
+	other, err := e.a.Allocate(obj)
+	require.NoError(t, err)
+	calls = e.m.Stats().AllocCalls
+	rs = e.reserve(t, []int{50}, obj)
+	assert.Equal(t, []l1.Status{l1.OK}, statuses(rs))
+	assert.Equal(t, calls+2, e.m.Stats().AllocCalls, "the full call, then the one after eviction")
+	assert.Equal(t, uint64(1), e.a.Stats().FailedNoSpace)
+	require.NoError(t, e.a.Free(other))
+	require.NoError(t, e.a.Verify())
+}
+
+// A closed allocator under a full manager with on-demand eviction: the
+// call fails with the allocator's ErrClosed and grants nothing.
+func TestOnDemandEvictionOverAClosedAllocator(t *testing.T) {
+	for _, place := range []allocator.Placement{allocator.ContiguousFirst, allocator.Scattered} {
+		t.Run(place.String(), func(t *testing.T) {
+			e := newEnv(t, 16*obj, l1.Config{EvictOnDemand: true, Placement: place})
+			e.put(t, keys(100, 16), obj)
+			require.NoError(t, e.a.Close())
+			_, err := e.m.ReserveWrite(keys(0, 2), nil, obj, l1.ModeNew)
+			require.ErrorIs(t, err, allocator.ErrClosed)
+			_, ok := e.m.State(0)
+			assert.False(t, ok)
+		})
+	}
+}
+
+// Over the allocator with Scattered placement, a victim whose block is one
+// object's size goes to the batch in place (allocator.Reissue): the batch
+// gets the victims' blocks first, in eviction order, then blocks from the
+// free space. The victim's old handle is stale: it frees nothing.
+func TestOnDemandEvictionReusesTheVictimsBlocks(t *testing.T) {
+	e := newEnv(t, 16*obj, l1.Config{EvictOnDemand: true, Placement: allocator.Scattered})
+	old := e.put(t, keys(100, 16), obj)
+	e.del([]int{100}, false) // the first page is free
+	e.touch([]int{101})      // the least recently used is now 102
+	before := e.a.Stats()
+	calls := e.m.Stats().AllocCalls
+	rs := e.reserve(t, keys(0, 2), obj)
+	assert.Equal(t, repeat(l1.OK, 2), statuses(rs))
+	assert.Equal(t, old[2].Block.Offset, rs[0].Block.Offset, "102's block, reissued")
+	assert.Greater(t, rs[0].Block.Gen, old[2].Block.Gen)
+	assert.Equal(t, old[0].Block.Offset, rs[1].Block.Offset, "then the free page")
+	_, ok := e.m.State(102)
+	assert.False(t, ok)
+	assert.Equal(t, uint64(1), e.m.Stats().Evictions)
+	assert.Equal(t, calls+2, e.m.Stats().AllocCalls, "one Reissue, one batch for the rest")
+	after := e.a.Stats()
+	assert.Equal(t, before.Allocs+2, after.Allocs)
+	assert.Equal(t, before.Frees+1, after.Frees, "the reissue counts as a free and an allocation")
+	assert.Zero(t, after.Free)
+	err := e.a.Free(old[2].Block)
+	require.ErrorIs(t, err, allocator.ErrInvalidBlock, "the victim's handle is stale")
+	require.NoError(t, e.a.Verify())
+	used, _ := e.m.Usage()
+	assert.Equal(t, after.Used, used)
 }

@@ -22,6 +22,17 @@ package l1
 // The hints are the manager's, under its lock, not a caller's: callers that
 // interleave calls with keys of their own overwrite each other's hints, and
 // then look keys up as before.
+//
+// Lease guesses. The calls that present leases (FinishWrite, AbortWrite,
+// FinishWriteAndReserveRead, FinishRead) also guess from the lease: each
+// lease handed out records its object's record number in a small table
+// indexed by the lease's low bits (leaseRecs, leaseTable entries), so a
+// lease presented before leaseTable later leases were handed out names its
+// record directly. A serving engine finishes a request's keys after other
+// requests' calls have overwritten the position hints, so this is the
+// guess that holds there. It is confirmed as the position hint is (a live
+// record holding an equal key), so it never changes an answer; a lease
+// that is stale, foreign or too old only costs the comparison.
 
 // hintSlack is how many more wrong guesses than right ones a call makes
 // before it stops guessing.
@@ -88,4 +99,33 @@ func (m *Manager[K]) lookupAtLocked(i int, key *K, now int64) *object[K] {
 	}
 	m.setHint(i, o)
 	return o
+}
+
+// leaseTable is the number of leases whose records the manager remembers
+// (4 bytes each: 128 KiB).
+const leaseTable = 1 << 15
+
+// noteLease remembers o's record as the one lease l was handed out for.
+func (m *Manager[K]) noteLease(l Lease, o *object[K]) {
+	if m.leaseRecs == nil {
+		m.leaseRecs = make([]int32, leaseTable)
+	}
+	m.leaseRecs[uint64(l)&(leaseTable-1)] = o.idx
+}
+
+// lookupLeaseLocked is lookupAtLocked for keys[i] presented with lease l:
+// it first tries the record l was handed out for.
+func (m *Manager[K]) lookupLeaseLocked(i int, key *K, l Lease, now int64) *object[K] {
+	if m.leaseRecs != nil {
+		if r := m.leaseRecs[uint64(l)&(leaseTable-1)]; r != 0 {
+			if o := m.objects.rec(r); o.live && m.objects.equal(&o.key, key) {
+				if o.anyLapsed(now) && !m.lapseLocked(o, now) {
+					o = nil
+				}
+				m.setHint(i, o)
+				return o
+			}
+		}
+	}
+	return m.lookupAtLocked(i, key, now)
 }

@@ -109,9 +109,13 @@ type Manager[K comparable] struct {
 	stamp   uint64            // ReserveWrite calls so far (see object.stamp)
 	pending []allocator.Block // blocks of removed objects, not yet freed
 	blocks  []allocator.Block // blocks from the memory, for the current call
+	reused  []allocator.Block // on-demand eviction's victims' blocks to reissue
 	picks   []pick            // ReserveWrite's keys to allocate
 	relocks []pick            // ReserveWrite's keys to re-lock
 	hints   hints             // the records the last calls found (hint.go)
+	// leaseRecs: the record each recent lease was handed out for, by the
+	// lease's low bits (hint.go); nil until the first lease.
+	leaseRecs []int32
 
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
@@ -307,11 +311,12 @@ func (m *Manager[K]) Close() error {
 	// Let the collector have the records and scratch space.
 	m.objects.reset()
 	m.ev.reset()
-	m.pending, m.blocks, m.picks, m.relocks = nil, nil, nil, nil
+	m.pending, m.blocks, m.reused, m.picks, m.relocks = nil, nil, nil, nil, nil
 	for i := range m.queues {
 		m.queues[i].reset()
 	}
 	m.hints = hints{}
+	m.leaseRecs = nil
 	if n := m.stats.FreeErrors - before; n > 0 {
 		return fmt.Errorf("l1: close: %d blocks not freed: %w", n, m.lastFreeErr)
 	}

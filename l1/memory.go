@@ -13,7 +13,10 @@ import "github.com/kvalloc/kvalloc/allocator"
 //
 // The blocks of the objects one call removes are freed together, in one
 // Free call, before the manager next calls the memory and before the call
-// returns. When that Free fails, the manager frees the blocks one at a time,
+// returns; the one exception is on-demand eviction over an
+// *allocator.Allocator with Scattered placement, which hands a victim's
+// block of the batch's size to a new object with allocator.Reissue
+// instead (see evict.go). When that Free fails, the manager frees the blocks one at a time,
 // counting each refusal in Stats.FreeErrors, so Free must be all or nothing,
 // as the allocator's is: a Free that fails has freed none of its blocks.
 type Memory interface {

@@ -58,6 +58,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 func (m *Manager[K]) readLockLocked(o *object[K], locks int, now int64) {
 	if !o.read.held(now) {
 		o.rlease = m.nextLease()
+		m.noteLease(o.rlease, o)
 	}
 	o.read.lock(locks, now, m.rttl)
 	if o.temporary {
@@ -127,7 +128,7 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 	var gone []K
 	m.beginHints(len(keys))
 	for i := range keys {
-		o := m.lookupAtLocked(i, &keys[i], now)
+		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist

@@ -2,6 +2,7 @@ package l1
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvalloc/kvalloc/allocator"
 )
@@ -73,7 +74,9 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 //  1. With Config.EvictOnDemand, evictable objects (finished, no live
 //     lock) are evicted, in the order of Config.Eviction, until the
 //     batch fits or nothing evictable is left. Keys named in the call
-//     are never evicted.
+//     are never evicted. Over the allocator with Scattered placement, a
+//     victim's block of the batch's size is reissued to the batch rather
+//     than freed (see evict.go); the batch then gets those blocks first.
 //  2. If it still does not fit, the largest prefix that fits is granted,
 //     as Config.Prefix says: the first k missing keys, in request order,
 //     get OK and the rest OutOfMemory. A one-key batch, and a size
@@ -91,7 +94,7 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 // allocated alike, in request order, preceded by any removals (expired,
 // evicted) the call made.
 func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode Mode) ([]Result, error) {
-	return m.reserveWrite(keys, nil, temporary, size, mode)
+	return m.reserveWrite(nil, keys, nil, temporary, size, mode)
 }
 
 // ReserveWriteChain is ReserveWrite for keys whose place in their prefix
@@ -103,13 +106,24 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 // nothing changes. ReserveWrite is ReserveWriteChain with no positions,
 // which ranks a call's keys by their order in the call.
 func (m *Manager[K]) ReserveWriteChain(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
+	return m.AppendReserveWriteChain(nil, keys, positions, temporary, size, mode)
+}
+
+// AppendReserveWriteChain is ReserveWriteChain appending its Results, one
+// per key in key order, to dst and returning the extended slice; it
+// allocates no result slice when dst has room, which makes it the hot path
+// of a serving engine's store. On an error it returns nil and the error, as
+// ReserveWriteChain does, and dst's contents are unchanged.
+func (m *Manager[K]) AppendReserveWriteChain(dst []Result, keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
 	if len(positions) != 0 && len(positions) != len(keys) {
 		return nil, fmt.Errorf("%w: %d positions for %d keys", ErrInvalidArgument, len(positions), len(keys))
 	}
-	return m.reserveWrite(keys, positions, temporary, size, mode)
+	return m.reserveWrite(dst, keys, positions, temporary, size, mode)
 }
 
-func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
+// reserveWrite appends a Result per key to dst (a new slice when dst is
+// nil); see ReserveWrite.
+func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
 	switch {
 	case size <= 0:
 		return nil, fmt.Errorf("%w: size %d must be positive", ErrInvalidArgument, size)
@@ -123,7 +137,14 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 	if m.closed {
 		return nil, ErrClosed
 	}
-	out := make([]Result, len(keys))
+	var all []Result
+	if dst == nil {
+		all = make([]Result, len(keys))
+	} else {
+		all = slices.Grow(dst, len(keys))[:len(dst)+len(keys)]
+		clear(all[len(dst):])
+	}
+	out := all[len(all)-len(keys):]
 
 	// Each key is looked up once. An object the call has seen carries its
 	// stamp: a later occurrence of its key is a repeat, and on-demand
@@ -230,7 +251,7 @@ func (m *Manager[K]) reserveWrite(keys []K, positions []uint32, temporary []bool
 		}
 		m.emitLocked(EventWriteReserved, ok)
 	}
-	return out, nil
+	return all, nil
 }
 
 // pick is a key ReserveWrite allocates or re-locks: its index in the call
@@ -259,6 +280,7 @@ func (m *Manager[K]) writableLocked(o *object[K], size int64, now int64) bool {
 // writeLockLocked write-locks o under a new lease.
 func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 	o.wlease = m.nextLease()
+	m.noteLease(o.wlease, o)
 	o.write.lock(1, now, m.wttl)
 	m.enqueueLocked(o, writeQueue)
 }
@@ -271,14 +293,16 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
-	blocks, err := m.allocBatchLocked(size, n)
-	switch {
-	case err == nil:
-		return blocks, nil
-	case !isOOM(err):
-		return nil, err
-	case neverFits(err):
-		return nil, nil
+	if !m.cfg.EvictOnDemand || !m.knownShortLocked(size, n) {
+		blocks, err := m.allocBatchLocked(size, n)
+		switch {
+		case err == nil:
+			return blocks, nil
+		case !isOOM(err):
+			return nil, err
+		case neverFits(err):
+			return nil, nil
+		}
 	}
 	if m.cfg.EvictOnDemand {
 		blocks, err := m.evictForLocked(size, n, now)
@@ -287,6 +311,25 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 		}
 	}
 	return m.prefixLocked(size, n)
+}
+
+// knownShortLocked reports that a batch of n objects of size bytes cannot
+// fit in the allocator without eviction, so that on-demand eviction starts
+// without a call that must fail: the allocator's whole capacity less the
+// bytes in the manager's own objects (all live in it) holds fewer than n
+// objects. The test is sound over a GrowingRegion (its capacity only bounds
+// the usable part) and over an allocator shared with other users (they only
+// take more); it reads no allocator state but the immutable capacity and
+// alignment. It is false for any other Memory, and for a size above the
+// capacity, whose allocation error says it never fits.
+func (m *Manager[K]) knownShortLocked(size int64, n int) bool {
+	a := m.alloc
+	if a == nil || size > a.Capacity() {
+		return false
+	}
+	align := a.Align()
+	z := (size + align - 1) &^ (align - 1)
+	return (a.Capacity()-m.held)/z < int64(n)
 }
 
 // allocBatchLocked makes one all-or-nothing call and checks its answer.

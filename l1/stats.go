@@ -2,7 +2,8 @@ package l1
 
 // Counters are the manager's monotonic event counts.
 type Counters struct {
-	// AllocCalls counts AllocateBatch and AllocateUpTo calls, probes
+	// AllocCalls counts AllocateBatch, AllocateUpTo and Reissue calls
+	// (the last: on-demand eviction reusing victims' blocks), probes
 	// included.
 	AllocCalls uint64
 	// Probes counts the binary search's trial allocations (each allocated

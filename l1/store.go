@@ -75,6 +75,11 @@ type store[K comparable] struct {
 
 	// objectKey: K is ObjectKey, whose hash is objectKeyHash.
 	objectKey bool
+	// intBytes is the size of K when K is an integer type (its kind: int,
+	// uint, intN, uintN or uintptr, named or not), whose hash is intHash
+	// under intSeed; 0 otherwise.
+	intBytes uint8
+	intSeed  uint64
 	// The last model and salt objectKeyHash saw, and their hashes.
 	model, salt         string
 	modelHash, saltHash uint64
@@ -83,6 +88,12 @@ type store[K comparable] struct {
 func (s *store[K]) init() {
 	s.seed = maphash.MakeSeed()
 	s.objectKey = reflect.TypeFor[K]() == reflect.TypeFor[ObjectKey]()
+	switch t := reflect.TypeFor[K](); t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		s.intBytes = uint8(t.Size())
+	}
+	s.intSeed = maphash.Comparable(s.seed, uint64(mixC))
 	s.model, s.modelHash = "", maphash.String(s.seed, "")
 	s.salt, s.saltHash = "", s.modelHash
 }
@@ -101,6 +112,16 @@ func (s *store[K]) hash64(key K) uint64 { return s.hashOf(&key) }
 
 // hashOf returns *key's whole hash.
 func (s *store[K]) hashOf(key *K) uint64 {
+	switch p := unsafe.Pointer(key); s.intBytes {
+	case 8: // K is an integer of that size (checked by init)
+		return intHash(*(*uint64)(p), s.intSeed)
+	case 4:
+		return intHash(uint64(*(*uint32)(p)), s.intSeed)
+	case 2:
+		return intHash(uint64(*(*uint16)(p)), s.intSeed)
+	case 1:
+		return intHash(uint64(*(*uint8)(p)), s.intSeed)
+	}
 	if s.objectKey {
 		// K is ObjectKey (checked by init), so this is a conversion.
 		return s.objectKeyHash((*ObjectKey)(unsafe.Pointer(key)))
@@ -114,6 +135,17 @@ const (
 	mixB = 0xe7037ed1a0b428db
 	mixC = 0x8ebc6af09c88c6e3
 )
+
+// intHash is the hash of an integer key x, its bits zero-extended: two
+// rounds of mix under the store's seed, wyhash's finaliser, so that every
+// bit of x reaches every bit of the result (sequential keys, and keys that
+// differ only in high bits, spread as random keys do: TestIntKeyHash). It
+// costs two multiplications where maphash.Comparable, generic over any
+// comparable type, costs several times as much for an int32 (the trace
+// replay's keys).
+func intHash(x, seed uint64) uint64 {
+	return mix(mix(x^seed, mixA)^mixC, mixB^seed)
+}
 
 // mix folds the 128-bit product of a and b into 64 bits: every bit of
 // either factor reaches the result.

@@ -34,7 +34,7 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	var ok []K
 	m.beginHints(len(keys))
 	for i := range keys {
-		o := m.lookupAtLocked(i, &keys[i], now)
+		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist
@@ -86,7 +86,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	var ok []K
 	m.beginHints(len(keys))
 	for i := range keys {
-		o := m.lookupAtLocked(i, &keys[i], now)
+		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:
 			out[i].Status = KeyNotExist
@@ -129,7 +129,7 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	out := make([]Status, len(keys))
 	m.beginHints(len(keys))
 	for i := range keys {
-		o := m.lookupAtLocked(i, &keys[i], now)
+		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:
 			out[i] = KeyNotExist

@@ -23,10 +23,13 @@
 //     and readable (l1's AppendReadPrefix, one call that stops at the
 //     first miss, so nothing behind the miss is locked or touched). Those
 //     blocks are the hits. A block being written by another request is a miss.
-//  2. Store: reserves every later block with one ReserveWrite in ModeNew:
+//  2. Store: reserves every later block with one ReserveWrite in ModeNew
+//     (AppendReserveWriteChain, its form that appends to a reused slice):
 //     blocks that exist (resident behind the miss, or being written by an
 //     earlier request) are left alone, the missing ones are allocated, and
-//     on-demand eviction, if configured, runs inside that call.
+//     on-demand eviction, if configured, runs inside that call (with
+//     Scattered placement over a full pool, by handing the victims' blocks
+//     to the new objects: allocator.Reissue).
 //  3. Finish: after the modelled prefill, (input_length − hit tokens) ÷
 //     Options.PrefillRate, FinishWrite commits the granted blocks and
 //     FinishRead releases the hits. A block becomes readable only then.

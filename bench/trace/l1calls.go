@@ -38,15 +38,18 @@ func readPrefix(m *l1.Manager[int32], keys []int32, leases []lease) (int, []leas
 	return n, leases, err
 }
 
-// reserveWrite reserves the keys for writing, in one ReserveWrite in mode
-// ModeNew: keys that exist (resident behind a miss, or being written by
-// another request) are left alone. first is the position of keys[0] in its
-// request's chain of blocks; keys[i] is at first+i. With partial, the last
-// key carries l1.Partial (the request's last block, known to be partial).
-// pos is a buffer for the positions, returned for reuse.
-func reserveWrite(m *l1.Manager[int32], keys []int32, first int, size int64, partial bool, pos []uint32) ([]l1.Result, []uint32, error) {
+// reserveWrite reserves the keys for writing, in one
+// AppendReserveWriteChain in mode ModeNew, appending a Result per key to
+// dst (a buffer the caller reuses): keys that exist (resident behind a
+// miss, or being written by another request) are left alone. first is the
+// position of keys[0] in its request's chain of blocks; keys[i] is at
+// first+i. With partial, the last key carries l1.Partial (the request's
+// last block, known to be partial). Without the prefix-aware policy and the
+// hint, no positions are passed (as ReserveWrite does). pos is a buffer for
+// the positions, returned for reuse.
+func reserveWrite(m *l1.Manager[int32], dst []l1.Result, keys []int32, first int, size int64, partial bool, pos []uint32) ([]l1.Result, []uint32, error) {
 	if m.Config().Eviction != l1.EvictPrefix && !partial {
-		rs, err := m.ReserveWrite(keys, nil, size, l1.ModeNew)
+		rs, err := m.AppendReserveWriteChain(dst, keys, nil, nil, size, l1.ModeNew)
 		return rs, pos, err
 	}
 	pos = pos[:0]
@@ -56,7 +59,7 @@ func reserveWrite(m *l1.Manager[int32], keys []int32, first int, size int64, par
 	if partial && len(pos) > 0 {
 		pos[len(pos)-1] |= l1.Partial
 	}
-	rs, err := m.ReserveWriteChain(keys, pos, nil, size, l1.ModeNew)
+	rs, err := m.AppendReserveWriteChain(dst, keys, pos, nil, size, l1.ModeNew)
 	return rs, pos, err
 }
 

@@ -75,7 +75,7 @@ func (c *l1Cache) store(f *flight) error {
 	}
 	r := f.req
 	partial := c.partial && r.Input < int64(len(r.Blocks))*c.blockTokens
-	rs, pos, err := reserveWrite(c.m, tail, f.hits, c.size, partial, c.pos)
+	rs, pos, err := reserveWrite(c.m, c.last[:0], tail, f.hits, c.size, partial, c.pos)
 	c.pos = pos
 	c.res.L1Calls++
 	if err != nil {

@@ -90,9 +90,14 @@ type ManagerConfig struct {
 	Placement     allocator.Placement
 	AllOrNothing  bool // l1.PrefixNone
 	EvictOnDemand bool
-	Eviction      Policy
-	WriteTTL      time.Duration
-	ReadTTL       time.Duration
+	// ReuseVictims: the manager runs over the allocator itself (no
+	// wrapper), so on-demand eviction with Scattered placement hands a
+	// victim's block to the batch (allocator.Reissue) when it is one
+	// object's size and adds exactly one object to the free space.
+	ReuseVictims bool
+	Eviction     Policy
+	WriteTTL     time.Duration
+	ReadTTL      time.Duration
 }
 
 // lock is a hold count and one expiry: LMCache's TTLLock. An expiry of
@@ -476,8 +481,28 @@ func (m *Manager[K]) allocate(size int64, n int, request map[K]int) []allocator.
 // recently used first, until n objects fit. The check after each eviction
 // is l1's: Fit when placement is not Contiguous, else a retry of the batch
 // whenever free bytes would allow it.
+//
+// With ReuseVictims and Scattered placement, a victim whose block is one
+// object's size and whose release adds exactly one object to the free
+// space (Σ⌊run/size⌋ over the free runs, the reused blocks counted live)
+// is reused: the batch is the reused blocks, in eviction order, then the
+// rest planned over the free space without them.
 func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator.Block, bool) {
 	useFit := m.Cfg.Placement != allocator.Contiguous
+	reuse := m.Cfg.ReuseVictims && m.Cfg.Placement == allocator.Scattered
+	var reused []allocator.Block
+	// free is the model's memory with the reused blocks still live.
+	free := func() *Alloc {
+		if len(reused) == 0 {
+			return m.Mem
+		}
+		c := m.Mem.Clone()
+		c.NoGen = true
+		if err := c.Take(reused); err != nil {
+			panic("reference: reused blocks overlap: " + err.Error())
+		}
+		return c
+	}
 	var aside []s3Entry[K]
 	defer func() { m.restore(aside) }()
 	for {
@@ -485,10 +510,28 @@ func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator
 		if !ok {
 			break
 		}
+		b, before := m.objects[k].Block, 0
+		if reuse {
+			before = free().MaxSlots(size, math.MaxInt)
+		}
 		m.evict(k)
 		m.Counters.OnDemandEvictions++
-		if useFit && m.Mem.MaxSlots(size, n) >= n {
-			break
+		if reuse && b.Size == m.Mem.Units(size)*m.Mem.Align && free().MaxSlots(size, math.MaxInt)-before == 1 {
+			reused = append(reused, b)
+		}
+		if useFit && free().MaxSlots(size, n)+len(reused) >= n {
+			if len(reused) == 0 {
+				break
+			}
+			rest, ok := free().PlanBatch(size, n-len(reused), allocator.Scattered)
+			if !ok {
+				return nil, false
+			}
+			out := append(slices.Clone(reused), rest...)
+			for i := range out {
+				out[i].Gen = m.Mem.nextGen(i)
+			}
+			return out, true
 		}
 		if !useFit && m.Mem.FreeBytes()/size >= int64(n) {
 			if bs, ok := m.Mem.PlanBatch(size, n, m.Cfg.Placement); ok {
