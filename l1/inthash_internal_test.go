@@ -7,35 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// intProbeCheck inserts keys into a fresh store[K] under hash and returns
-// the longest probe distance in its index and the number of repeated
-// 64-bit hashes.
+// intProbeCheck is probeCheck on a fresh store[K] under hash.
 func intProbeCheck[K comparable](keys []K, hash func(*store[K], K) uint64) (longest, dup64 int) {
 	var s store[K]
 	s.init()
-	seen := map[uint64]bool{}
-	for _, k := range keys {
-		h64 := hash(&s, k)
-		if seen[h64] {
-			dup64++
-		}
-		seen[h64] = true
-		h := uint32(h64)
-		o, pos := s.find(&k, h)
-		if o != nil {
-			panic("repeated key")
-		}
-		o = s.alloc()
-		o.key, o.hash = k, h
-		s.insert(o, pos)
-	}
-	mask := uint32(len(s.slots) - 1)
-	for i, sl := range s.slots {
-		if sl.rec != 0 {
-			longest = max(longest, int((uint32(i)-sl.hash)&mask))
-		}
-	}
-	return longest, dup64
+	return probeCheck(&s, keys, func(k K) uint64 { return hash(&s, k) })
 }
 
 type namedUint16 uint16

@@ -39,10 +39,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		case o.write.held(now):
 			out[i].Status = KeyNotReadable
 		default:
-			m.readLockLocked(o, locks, now)
-			m.syncEvictLocked(o, now)
-			m.touchLocked(o, true)
-			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
+			out[i] = Result{Status: OK, Block: o.block, Lease: m.readOneLocked(o, locks, now)}
 			if m.listening() {
 				ok = append(ok, keys[i])
 			}

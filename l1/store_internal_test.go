@@ -55,7 +55,7 @@ func hostileKeys(field string) []ObjectKey {
 // probeCheck indexes keys in s and reports the longest distance of a key
 // from its home slot and how many keys share a 64-bit hash with another.
 // hash stands in for s.hash64.
-func probeCheck(s *store[ObjectKey], keys []ObjectKey, hash func(ObjectKey) uint64) (longest, dup64 int) {
+func probeCheck[K comparable](s *store[K], keys []K, hash func(K) uint64) (longest, dup64 int) {
 	seen := map[uint64]bool{}
 	for _, k := range keys {
 		h64 := hash(k)
@@ -66,7 +66,7 @@ func probeCheck(s *store[ObjectKey], keys []ObjectKey, hash func(ObjectKey) uint
 		h := uint32(h64)
 		o, pos := s.find(&k, h)
 		if o != nil {
-			panic("hostileKeys repeats a key")
+			panic("probeCheck: repeated key")
 		}
 		o = s.alloc()
 		o.key, o.hash = k, h
