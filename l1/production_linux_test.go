@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -91,4 +92,60 @@ func TestProductionNoExpiryHoldsAFullPool(t *testing.T) {
 	e.clk.Advance(-1 << 62)
 	assert.Equal(t, repeat(l1.KeyIsLocked, prodN), e.del(ks, false))
 	assert.Equal(t, int64(prodPool), e.used())
+}
+
+// On-demand eviction with Scattered placement hands each victim's 8 MiB
+// block to a new object (allocator.Reissue) in a full 45 GiB pool, with a
+// reader holding 16 objects: the held objects are neither evicted nor
+// reissued, the reader's late FinishRead still releases them, every
+// victim's old handle is stale at the allocator, a late reader of a victim
+// finds nothing, and no byte is lost.
+func TestProductionReusedVictimBlocksLeaveOldHandlesStale(t *testing.T) {
+	e := prodEnv(t, l1.Config{EvictOnDemand: true, Placement: allocator.Scattered, ReadTTL: l1.NoExpiry})
+	old := e.put(t, keys(0, prodN), prodObject)
+	held := keys(0, 16)
+	leases, n, err := e.m.AppendReadPrefix(nil, held, 1)
+	require.NoError(t, err)
+	require.Equal(t, 16, n)
+
+	fresh := keys(prodN, prodN-16)
+	rs := e.reserve(t, fresh, prodObject)
+	require.Equal(t, repeat(l1.OK, prodN-16), statuses(rs))
+	assert.Equal(t, int64(prodPool), e.used(), "the pool stays full: every victim's block went to a new object")
+
+	victims := map[int64]allocator.Block{}
+	for _, r := range old[16:] {
+		victims[r.Block.Offset] = r.Block
+	}
+	for i, r := range rs {
+		v, ok := victims[r.Block.Offset]
+		require.True(t, ok, "key %d got block %+v, not a victim's", fresh[i], r.Block)
+		assert.Equal(t, v.Size, r.Block.Size)
+		assert.NotEqual(t, v.Gen, r.Block.Gen, "a reissued block has a new generation")
+		delete(victims, r.Block.Offset)
+	}
+	assert.Empty(t, victims, "each victim's block went to exactly one new object")
+
+	// The old handles are stale: the allocator refuses them and frees nothing.
+	err = e.a.Free(old[16].Block)
+	require.ErrorIs(t, err, allocator.ErrInvalidBlock)
+	assert.Equal(t, int64(prodPool), e.used())
+
+	// The reader's objects kept their blocks, and its late release works.
+	rr := e.unsafeRead(held)
+	for i := range held {
+		assert.Equal(t, old[i].Block, rr[i].Block)
+	}
+	st, err := e.m.FinishRead(held, leases, 1)
+	require.NoError(t, err)
+	assert.Equal(t, repeat(l1.OK, 16), st)
+
+	// A victim's key is gone: a prefix read stops at it, a late release finds nothing.
+	ls, n, err := e.m.AppendReadPrefix(nil, keys(16, 2), 1)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Empty(t, ls)
+	st, err = e.m.FinishRead(keys(16, 1), []l1.Lease{leases[0]}, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []l1.Status{l1.KeyNotExist}, st)
 }
