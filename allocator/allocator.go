@@ -43,7 +43,7 @@ type Allocator struct {
 	freeUnits, usedUnits, liveBlocks int64
 	largestUnits                     int64 // cached after every change, so Stats is O(1)
 	counters                         Counters
-	runs                             []freeRun // Free's scratch, reused
+	runs, runsTmp                    []freeRun // Free's scratch, reused
 	growth                           growth    // over a GrowingRegion: the ranges added so far (grow.go)
 
 	key    uintptr      // the region's first byte, claimed in the owners table
@@ -451,30 +451,57 @@ func (a *Allocator) freeMany(blocks []Block) error {
 	// block repeated in the call fails here too. On any invalid block the
 	// entries taken so far go back and nothing else has changed. Blocks
 	// that follow each other in memory form runs, kept for phase 2.
+	// A large call marks the entries as tombs and purges them once at the
+	// end (liveTable.bulk).
 	capacity, mask := a.bytes, a.align-1
 	runs := a.runs[:0]
-	prevEnd := int64(-1)
-	for i, b := range blocks {
+	bulk := a.live.bulk(len(blocks))
+	t, shift := &a.live, a.shift
+	run := freeRun{start: -1, end: -1}
+	ordered := true // the runs ascend: none needs merging with another
+	for i := range blocks {
+		b := &blocks[i]
 		off, size := b.Offset, b.Size
 		if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&mask != 0 {
-			a.restoreLocked(blocks[:i])
-			return invalidBlock(i, b, a.whyInvalidLocked(b, blocks[:i], -1))
+			a.restoreLocked(blocks[:i], bulk)
+			return invalidBlock(i, *b, a.whyInvalidLocked(*b, blocks[:i], -1))
 		}
-		slot := a.live.find(off >> a.shift)
-		if slot < 0 || a.live.slots[slot].size != size>>a.shift || a.live.slots[slot].gen != b.Gen {
-			a.restoreLocked(blocks[:i])
-			return invalidBlock(i, b, a.whyInvalidLocked(b, blocks[:i], slot))
+		u := off >> shift
+		slot := t.find(u)
+		if slot < 0 || t.slots[slot].size != size>>shift || t.slots[slot].gen != b.Gen {
+			a.restoreLocked(blocks[:i], bulk)
+			if slot >= 0 { // a purge may have moved it
+				slot = t.find(u)
+			}
+			return invalidBlock(i, *b, a.whyInvalidLocked(*b, blocks[:i], slot))
 		}
-		if !a.live.clearTail(slot) { // deleteAt, inlined by hand
-			a.live.deleteShift(slot)
+		if bulk {
+			t.kill(slot)
+		} else if !t.clearTail(slot) { // deleteAt, inlined by hand
+			t.deleteShift(slot)
 		}
-		if off != prevEnd {
-			runs = append(runs, freeRun{start: off >> a.shift})
+		if u != run.end {
+			if run.end >= 0 {
+				runs = append(runs, run)
+				ordered = ordered && u > run.end
+			}
+			run.start = u
 		}
-		runs[len(runs)-1].end = (off + size) >> a.shift
-		prevEnd = off + size
+		run.end = u + size>>shift
+	}
+	if run.end >= 0 {
+		runs = append(runs, run)
+	}
+	if !ordered {
+		if cap(a.runsTmp) < len(runs) {
+			a.runsTmp = make([]freeRun, len(runs), cap(runs))
+		}
+		runs = mergeRuns(runs, a.runsTmp[:len(runs)])
 	}
 	a.runs = runs
+	if bulk {
+		a.live.purge()
+	}
 	// Phase 2: return each run to the free extents as one range.
 	for _, r := range runs {
 		a.releaseLocked(r.start, r.end-r.start)
@@ -486,8 +513,11 @@ func (a *Allocator) freeMany(blocks []Block) error {
 }
 
 // restoreLocked puts back the live entries of blocks, which phase 1 of Free
-// validated exactly and took out.
-func (a *Allocator) restoreLocked(blocks []Block) {
+// validated exactly and took out (as tombs when bulk).
+func (a *Allocator) restoreLocked(blocks []Block, bulk bool) {
+	if bulk {
+		a.live.purge()
+	}
 	a.live.reserve(len(blocks))
 	for _, b := range blocks {
 		a.live.insert(b.Offset>>a.shift, b.Size>>a.shift, b.Gen)
@@ -501,6 +531,64 @@ func invalidBlock(i int, b Block, reason string) error {
 // freeRun is a maximal run of blocks in a Free call that follow each other
 // in memory: [start, end) in units.
 type freeRun struct{ start, end int64 }
+
+// mergeRuns sorts runs by address and joins those that touch, in place;
+// tmp is scratch of the same length. Blocks that a call lists out of
+// address order, as on-demand eviction lists its victims in the policy's
+// order, then return to the free extents as the ranges they form
+// together: one release per range instead of one per block, each of which
+// would file its block as an extent of its own and later merge it with its
+// neighbours (issue 10: scattered victims cost 2.1× adjacent ones).
+func mergeRuns(runs, tmp []freeRun) []freeRun {
+	sortRuns(runs, tmp)
+	out := runs[:1]
+	for _, r := range runs[1:] {
+		if last := &out[len(out)-1]; last.end == r.start {
+			last.end = r.end
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sortRuns sorts runs by start. A short slice goes to slices.SortFunc;
+// a long one to a radix sort, a byte a pass over only the bits in which
+// the starts differ (two passes for 5700 objects of 8 MiB in 45 GiB),
+// O(n) where a comparison sort took 0.5 ms for 5700 runs.
+func sortRuns(runs, tmp []freeRun) {
+	if len(runs) < 64 {
+		slices.SortFunc(runs, func(x, y freeRun) int { return cmp.Compare(x.start, y.start) })
+		return
+	}
+	or, and := uint64(0), ^uint64(0)
+	for _, r := range runs {
+		or |= uint64(r.start)
+		and &= uint64(r.start)
+	}
+	diff := or ^ and
+	src, dst := runs, tmp[:len(runs)]
+	for sh := bits.TrailingZeros64(diff); sh < bits.Len64(diff); sh += 8 {
+		var at [256]int
+		for _, r := range src {
+			at[uint8(uint64(r.start)>>sh)]++
+		}
+		pos := 0
+		for d, c := range at {
+			at[d] = pos
+			pos += c
+		}
+		for _, r := range src {
+			d := uint8(uint64(r.start) >> sh)
+			dst[at[d]] = r
+			at[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &runs[0] {
+		copy(runs, src)
+	}
+}
 
 // whyInvalidLocked explains why b failed Free's check. before are the
 // blocks of the call ahead of it, whose entries are back in the table;

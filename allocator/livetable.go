@@ -152,6 +152,61 @@ func (t *liveTable) deleteShift(i int) {
 	}
 }
 
+// tomb marks a slot whose block a bulk Free has taken out (see kill). It
+// never outlives the call: purge empties every tomb before Free returns.
+const tomb = -1
+
+// kill takes the entry in slot i out by marking it a tomb: O(1), with none
+// of deleteShift's walk along the probe chain. Lookups step over a tomb as
+// over any other key, so the chains stay intact and a block repeated in
+// the call finds nothing. The table holds tombs only until purge, which
+// must run before any insert.
+func (t *liveTable) kill(i int) {
+	t.slots[i].key = tomb
+	t.n--
+}
+
+// bulk reports whether a Free of k blocks should kill and purge rather
+// than delete one by one: purge costs one pass over the slots, cheaper
+// than k backward-shift deletions (about 5 ns each at load ¾, MEMORY.md)
+// once k is an eighth of the slots.
+func (t *liveTable) bulk(k int) bool { return 8*k >= len(t.slots) }
+
+// purge empties every tomb. With no live entry left it clears the table;
+// otherwise one pass, starting after an empty slot, moves each live entry
+// back to the first empty slot from its home. An entry only moves back,
+// and every slot behind the pass holds its final entry, so each entry ends
+// reachable from its home with no empty slot between: the invariant that
+// find relies on, as after deleteShift.
+func (t *liveTable) purge() {
+	if t.n == 0 {
+		clear(t.slots)
+		return
+	}
+	mask := len(t.slots) - 1
+	e := 0 // an empty slot: the load factor leaves one
+	for t.slots[e].key != 0 {
+		e++
+	}
+	for k := 1; k < len(t.slots); k++ {
+		j := (e + k) & mask
+		switch key := t.slots[j].key; key {
+		case 0:
+		case tomb:
+			t.slots[j].key = 0
+		default:
+			i := t.home(key)
+			for i != j && t.slots[i].key != 0 {
+				i = (i + 1) & mask
+			}
+			if i != j {
+				t.slots[i] = t.slots[j]
+				t.slots[j].key = 0
+			}
+		}
+	}
+}
+
 // each calls f for every live block, in no particular order.
 func (t *liveTable) each(f func(u, size int64, gen uint64)) {
 	for _, s := range t.slots {
