@@ -68,7 +68,7 @@ type slot struct {
 // never used: number 0 means none.
 type store[K comparable] struct {
 	chunks []*[recordChunk]object[K]
-	free   int32 // first reusable record, linked through evl.next; 0 if none
+	free   recordSet // the reusable records
 	seed   maphash.Seed
 	slots  []slot // len is 0 or a power of two
 	n      int    // keys in the index
@@ -270,9 +270,11 @@ func (s *store[K]) remove(o *object[K]) {
 	s.n--
 }
 
-// alloc returns a zeroed record, not indexed.
+// alloc returns a zeroed record, not indexed: the lowest-numbered
+// reusable one, or one of a new chunk.
 func (s *store[K]) alloc() *object[K] {
-	if s.free == 0 {
+	i := s.free.take()
+	if i == 0 {
 		base := int32(len(s.chunks)) << recordShift
 		chunk := new([recordChunk]object[K])
 		s.chunks = append(s.chunks, chunk)
@@ -280,16 +282,13 @@ func (s *store[K]) alloc() *object[K] {
 		if base == 0 {
 			first = 1 // record 0 is never used
 		}
-		for i := int32(recordChunk - 1); i >= first; i-- {
+		for i := first; i < recordChunk; i++ {
 			chunk[i].idx = base + i
-			chunk[i].evl.next = s.free
-			s.free = base + i
+			s.free.add(base + i)
 		}
+		i = s.free.take()
 	}
-	o := s.rec(s.free)
-	s.free = o.evl.next
-	o.evl.next = 0
-	return o
+	return s.rec(i)
 }
 
 // release zeroes o, which must be out of the index and of every list, for
@@ -298,11 +297,56 @@ func (s *store[K]) release(o *object[K]) {
 	var zero K
 	o.key = zero
 	o.meta = meta{idx: o.idx, qseq: o.qseq}
-	o.evl.next = s.free
-	s.free = o.idx
+	s.free.add(o.idx)
+}
+
+// recordSet is the set of reusable record numbers: a bitmap, a bit per
+// record, under a summary, a bit per bitmap word that has a bit set. take
+// hands out the lowest number, so the records of a batch of new keys are
+// the lowest free ones in ascending order whatever order their previous
+// objects left in. A free list would hand them back in the order the
+// policy evicted them, and each round of eviction in an order other than
+// the records' would shuffle them further, until walking a batch's records
+// missed the cache at every record (issue 10: scattered victims cost twice
+// adjacent ones, a third of it in the first touch of each victim's record).
+// It costs a bit per record; take scans the summary from the lowest word
+// that may have a bit, a word per 4096 records.
+type recordSet struct {
+	words, sum []uint64
+	lo         int // no summary word below lo has a bit set
+}
+
+// add puts record i in the set, growing it as needed.
+func (r *recordSet) add(i int32) {
+	w := int(i >> 6)
+	for w >= len(r.words) {
+		r.words = append(r.words, 0)
+		if len(r.words) > 64*len(r.sum) {
+			r.sum = append(r.sum, 0)
+		}
+	}
+	r.words[w] |= 1 << (i & 63)
+	r.sum[w>>6] |= 1 << (w & 63)
+	r.lo = min(r.lo, w>>6)
+}
+
+// take removes and returns the lowest record in the set; 0 when it is
+// empty (record 0 is never in it).
+func (r *recordSet) take() int32 {
+	for ; r.lo < len(r.sum); r.lo++ {
+		if s := r.sum[r.lo]; s != 0 {
+			w := r.lo<<6 + bits.TrailingZeros64(s)
+			b := bits.TrailingZeros64(r.words[w])
+			if r.words[w] &^= 1 << b; r.words[w] == 0 {
+				r.sum[r.lo] &^= 1 << (w & 63)
+			}
+			return int32(w<<6 + b)
+		}
+	}
+	return 0
 }
 
 // reset drops every record and the index.
 func (s *store[K]) reset() {
-	s.chunks, s.free, s.slots, s.n = nil, 0, nil, 0
+	s.chunks, s.free, s.slots, s.n = nil, recordSet{}, nil, 0
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -233,4 +234,74 @@ func hasPointers(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// TestRecordSetTakesLowest drives the set of reusable records with random
+// adds and takes, over 100,000 records (two summary words and more), and
+// checks each take against the least element of a model set: the records
+// of a batch must come back in ascending order whatever order they were
+// released in.
+func TestRecordSetTakesLowest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var r recordSet
+	model := map[int32]bool{}
+	least := func() int32 {
+		m := int32(0)
+		for i := range model {
+			if m == 0 || i < m {
+				m = i
+			}
+		}
+		return m
+	}
+	for step := range 20000 {
+		if rng.IntN(3) > 0 {
+			i := 1 + rng.Int32N(100_000)
+			if !model[i] {
+				r.add(i)
+				model[i] = true
+			}
+			continue
+		}
+		want := least()
+		if got := r.take(); got != want {
+			t.Fatalf("step %d: take = %d, want %d", step, got, want)
+		}
+		delete(model, want)
+	}
+	for len(model) > 0 {
+		want := least()
+		if got := r.take(); got != want {
+			t.Fatalf("draining: take = %d, want %d", got, want)
+		}
+		delete(model, want)
+	}
+	if got := r.take(); got != 0 {
+		t.Fatalf("take on an empty set = %d, want 0", got)
+	}
+}
+
+// TestStoreReusesRecordsInOrder releases records in a scattered order,
+// every other one first, and checks that the next allocations get them
+// back in ascending order.
+func TestStoreReusesRecordsInOrder(t *testing.T) {
+	var s store[int]
+	s.init()
+	var recs []*object[int]
+	for range 1000 {
+		recs = append(recs, s.alloc())
+	}
+	for _, parity := range []int{0, 1} {
+		for i := parity; i < len(recs); i += 2 {
+			s.release(recs[i])
+		}
+	}
+	prev := int32(0)
+	for range recs {
+		o := s.alloc()
+		if o.idx <= prev {
+			t.Fatalf("record %d allocated after %d", o.idx, prev)
+		}
+		prev = o.idx
+	}
 }
