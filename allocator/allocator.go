@@ -646,11 +646,16 @@ func (a *Allocator) takeLocked(id, pred int32, s, k int64) int64 {
 // table.
 func (a *Allocator) carveLocked(id, pred int32, s, k int64, dst []Block) []Block {
 	start := a.takeLocked(id, pred, s, k)
-	bs, gen := s<<a.shift, a.gen
-	for u := start; u < start+s*k; u += s {
+	bs, gen, shift := s<<a.shift, a.gen, a.shift
+	n := len(dst)
+	dst = slices.Grow(dst, int(k))[:n+int(k)]
+	out := dst[n:]
+	u := start
+	for i := range out {
 		gen++
 		a.live.insert(u, s, gen)
-		dst = append(dst, Block{Offset: u << a.shift, Size: bs, Gen: gen})
+		out[i] = Block{Offset: u << shift, Size: bs, Gen: gen}
+		u += s
 	}
 	a.gen = gen
 	return dst
