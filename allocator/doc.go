@@ -61,9 +61,13 @@
 // The table is sized to the live blocks, never to the capacity, so New
 // costs the same for 1 GiB as for 1 TiB. Free validates a block with one
 // probe (offset, size and generation must match a live entry exactly) and
-// takes the entry out in the same probe; a run of freed blocks that follow
+// takes the entry out in the same probe (a large Free marks the entries
+// and purges the table once, in one pass over its slots, instead of
+// shifting each probe chain back); a run of freed blocks that follow
 // each other in memory returns to the free extents as one range, whose
-// neighbours are found through the free extents' address tables. Carving a
+// neighbours are found through the free extents' address tables. Blocks
+// listed out of address order (eviction's victims) are sorted into such
+// runs first, by a radix sort: O(n) for n blocks. Carving a
 // batch of n objects from one extent costs one index update plus one table
 // insert and one append per object.
 //

@@ -16,8 +16,10 @@ import (
 // lookup hints (hint.go) hold. So the links hold no pointers (relinking an
 // object costs the garbage collector no write barrier) and the index is a
 // pointer-free array that the collector never scans. The record of a
-// removed object is zeroed and reused, so a store keeps as many records as
-// the manager ever held objects at once, as a Go map keeps its buckets.
+// removed object is zeroed and reused, lowest number first (recordSet), so
+// a store keeps as many records as the manager ever held objects at once,
+// as a Go map keeps its buckets, and a batch's records stay in ascending
+// order whatever order eviction freed them in.
 //
 // A record is the key, then meta: every other field, none a pointer, so
 // zeroing it is a plain clear and only the key's own pointers (for
