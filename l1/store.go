@@ -311,40 +311,77 @@ func (s *store[K]) release(o *object[K]) {
 // the records' would shuffle them further, until walking a batch's records
 // missed the cache at every record (issue 10: scattered victims cost twice
 // adjacent ones, a third of it in the first touch of each victim's record).
-// It costs a bit per record; take scans the summary from the lowest word
-// that may have a bit, a word per 4096 records.
+// It costs a bit per record. take scans the summary from the lowest word
+// that may have a bit, a word per 4096 records, and works from a copy of
+// the lowest bitmap word (cur), so most calls clear a bit in that copy.
 type recordSet struct {
 	words, sum []uint64
-	lo         int // no summary word below lo has a bit set
+	lo         int    // no summary word below lo has a bit set
+	cw         int    // the bitmap word cur stands for, while cur != 0
+	cur        uint64 // the set's bits of word cw, which itself reads 0
 }
 
 // add puts record i in the set, growing it as needed.
 func (r *recordSet) add(i int32) {
 	w := int(i >> 6)
+	if r.cur != 0 {
+		if w == r.cw {
+			r.cur |= 1 << (i & 63)
+			return
+		}
+		if w < r.cw {
+			r.flush() // take must see the lower word first
+		}
+	}
+	if w >= len(r.words) {
+		r.grow(w)
+	}
+	r.words[w] |= 1 << (i & 63)
+	r.sum[w>>6] |= 1 << (w & 63)
+	if w>>6 < r.lo {
+		r.lo = w >> 6
+	}
+}
+
+// flush puts cur back in the bitmap.
+func (r *recordSet) flush() {
+	w := r.cw
+	r.words[w] = r.cur
+	r.sum[w>>6] |= 1 << (w & 63)
+	r.lo = min(r.lo, w>>6)
+	r.cur = 0
+}
+
+// grow makes room for bitmap word w.
+func (r *recordSet) grow(w int) {
 	for w >= len(r.words) {
 		r.words = append(r.words, 0)
 		if len(r.words) > 64*len(r.sum) {
 			r.sum = append(r.sum, 0)
 		}
 	}
-	r.words[w] |= 1 << (i & 63)
-	r.sum[w>>6] |= 1 << (w & 63)
-	r.lo = min(r.lo, w>>6)
 }
 
 // take removes and returns the lowest record in the set; 0 when it is
 // empty (record 0 is never in it).
 func (r *recordSet) take() int32 {
-	for ; r.lo < len(r.sum); r.lo++ {
-		if s := r.sum[r.lo]; s != 0 {
-			w := r.lo<<6 + bits.TrailingZeros64(s)
-			b := bits.TrailingZeros64(r.words[w])
-			if r.words[w] &^= 1 << b; r.words[w] == 0 {
-				r.sum[r.lo] &^= 1 << (w & 63)
-			}
-			return int32(w<<6 + b)
+	if x := r.cur; x != 0 {
+		r.cur = x & (x - 1) // clear the lowest bit
+		return int32(r.cw<<6 | bits.TrailingZeros64(x))
+	}
+	sum := r.sum
+	for lo := r.lo; lo < len(sum); lo++ {
+		if s := sum[lo]; s != 0 {
+			r.lo = lo
+			w := lo<<6 | bits.TrailingZeros64(s)
+			sum[lo] = s & (s - 1) // w's bit, the lowest in s
+			x := r.words[w]
+			r.words[w] = 0
+			r.cw, r.cur = w, x&(x-1)
+			return int32(w<<6 | bits.TrailingZeros64(x))
 		}
 	}
+	r.lo = len(sum)
 	return 0
 }
 
