@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -634,4 +635,72 @@ func TestPlacementNames(t *testing.T) {
 	}
 	_, err := allocator.ParsePlacement("best")
 	assert.True(t, errors.Is(err, allocator.ErrInvalidArgument))
+}
+
+// TestBulkFreeRejectedMidCallChangesNothing is the late actor at production
+// size: 5700 objects of 8 MiB fill a 44.5 GiB NoReserve pool; one holder
+// frees and another reallocates 100 of them, and a late Free of all 5700
+// old handles, listed every other one first (as eviction lists victims),
+// reaches a stale one deep in the call. The whole Free is rejected with
+// ErrInvalidBlock naming that handle, and nothing changes: the same stats
+// and free extents, every invariant, every old handle still live and the
+// new owners' handles still theirs. It runs through the bulk path (5700
+// entries marked and purged), the repeated block and the out-of-range one
+// too.
+func TestBulkFreeRejectedMidCallChangesNothing(t *testing.T) {
+	const n, size = 5700, 8 * MiB
+	r, err := allocator.NewMmapRegion(n*size, allocator.MmapOptions{NoReserve: true})
+	if err != nil {
+		t.Skipf("44.5 GiB NoReserve pool unavailable: %v", err)
+	}
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	blocks, err := a.AllocateBatch(size, n, allocator.Scattered)
+	require.NoError(t, err)
+	// Another actor frees 100 and gets them back: those old handles are stale.
+	require.NoError(t, a.Free(blocks[3000:3100]...))
+	again, err := a.AllocateBatch(size, 100, allocator.Scattered)
+	require.NoError(t, err)
+
+	var order []allocator.Block // every other one first
+	for _, parity := range []int{0, 1} {
+		for i := parity; i < n; i += 2 {
+			order = append(order, blocks[i])
+		}
+	}
+	bad := map[string]func([]allocator.Block) ([]allocator.Block, string){
+		"stale": func(bs []allocator.Block) ([]allocator.Block, string) { return bs, "stale handle" },
+		"repeated": func(bs []allocator.Block) ([]allocator.Block, string) {
+			live := slices.DeleteFunc(slices.Clone(bs), func(b allocator.Block) bool { return slices.Contains(blocks[3000:3100], b) })
+			return append(live, live[4000]), "repeated in this call"
+		},
+		"out of range": func(bs []allocator.Block) ([]allocator.Block, string) {
+			live := slices.DeleteFunc(slices.Clone(bs), func(b allocator.Block) bool { return slices.Contains(blocks[3000:3100], b) })
+			return slices.Insert(live, 5000, allocator.Block{Offset: n * size, Size: size}), "out of range"
+		},
+	}
+	for name, mk := range bad {
+		t.Run(name, func(t *testing.T) {
+			call, why := mk(order)
+			before, extents := a.Stats(), a.FreeExtents()
+			err := a.Free(call...)
+			require.ErrorIs(t, err, allocator.ErrInvalidBlock)
+			assert.Contains(t, err.Error(), why)
+			after := a.Stats()
+			after.Counters = before.Counters
+			assert.Equal(t, before, after, "a rejected Free changes nothing")
+			assert.Equal(t, extents, a.FreeExtents())
+			require.NoError(t, a.Verify())
+		})
+	}
+	// Every handle that was live still is: the new owners free theirs,
+	// then the first holder frees the rest, out of order, in one call.
+	require.NoError(t, a.Free(again...))
+	live := slices.DeleteFunc(order, func(b allocator.Block) bool { return slices.Contains(blocks[3000:3100], b) })
+	require.NoError(t, a.Free(live...))
+	st := a.Stats()
+	require.Equal(t, 1, st.FreeExtents)
+	require.Equal(t, st.Capacity, st.LargestFree)
+	require.NoError(t, a.Verify())
 }
