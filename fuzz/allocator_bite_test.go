@@ -28,6 +28,7 @@ func TestFuzzAllocatorBites(t *testing.T) {
 		{"Contiguous batch scatters", func(a *allocator.Allocator) allocatorUnderTest { return mutant.ContiguousScatters{Allocator: a} }, "out of memory"},
 		{"stale handle accepted", func(a *allocator.Allocator) allocatorUnderTest { return mutant.NewStaleAccepted(a) }, "want one wrapping allocator: invalid block"},
 		{"Used off by one unit", func(a *allocator.Allocator) allocatorUnderTest { return mutant.UsedOffByOne{Allocator: a} }, "!= capacity"},
+		{"Reissue keeps the generation", func(a *allocator.Allocator) allocatorUnderTest { return mutant.ReissueKeepsGeneration{Allocator: a} }, "Reissue"},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {

@@ -141,6 +141,11 @@ const (
 )
 
 func (r allocRecord) freeCount() int  { return 1 + int(r.Mod&7) }
+
+// reissue reports whether a Free op runs as Reissue instead: when Place,
+// which only the allocating ops read, has its top bit set and its two low
+// bits clear (one Free op in 8).
+func (r allocRecord) reissue() bool { return r.Place&0x83 == 0x80 }
 func (r allocRecord) corruption() int { return int(r.Mod>>3) % 16 }
 
 // String describes the call the record decodes to.
@@ -155,6 +160,9 @@ func (r allocRecord) String() string {
 	case kFit:
 		return fmt.Sprintf("Fit(%d, %d)", r.size(), r.n())
 	case kFree:
+		if r.reissue() {
+			return fmt.Sprintf("Reissue(%d live from #%d, corruption %d)", r.freeCount(), r.Idx, r.corruption())
+		}
 		return fmt.Sprintf("Free(%d live from #%d, corruption %d)", r.freeCount(), r.Idx, r.corruption())
 	}
 	return fmt.Sprintf("FreeAll(from #%d)", r.Idx)
@@ -447,6 +455,9 @@ func (c *allocChecker) step(op allocRecord) error {
 
 	case kFree:
 		req := c.freeRequest(op)
+		if r, ok := c.a.(reissuer); ok && op.reissue() {
+			return c.reissue(r, req, snap, before)
+		}
 		err := c.a.Free(req...)
 		if !c.ref.Valid(req) {
 			if err := failed(err, allocator.ErrInvalidBlock); err != nil {
@@ -537,6 +548,54 @@ func (c *allocChecker) freeRequest(op allocRecord) []allocator.Block {
 		}
 	}
 	return req
+}
+
+// reissuer is the allocator's Reissue, which a mutant may lack.
+type reissuer interface {
+	Reissue(blocks ...allocator.Block) ([]allocator.Block, error)
+}
+
+// reissue runs a Free op as Reissue (see allocRecord.reissue): the same
+// blocks, validated as Free validates them, come back in order with the
+// same offsets and sizes under the next generations; in the model the old
+// handles are freed and the new ones taken, so the old ones are stale from
+// then on and a later cStale corruption may pick them. Free space and the
+// extents do not move; Allocs and Frees each grow by the count. A rejected
+// call changes nothing.
+func (c *allocChecker) reissue(r reissuer, req []allocator.Block, snap allocSnapshot, before allocator.Stats) error {
+	got, err := r.Reissue(req...)
+	if !c.ref.Valid(req) {
+		if !errors.Is(err, allocator.ErrInvalidBlock) {
+			return fmt.Errorf("Reissue(%v): error %v, want one wrapping ErrInvalidBlock", req, err)
+		}
+		return snap.diff(snapshot(c.a))
+	}
+	if err != nil {
+		return fmt.Errorf("Reissue(%v) of live blocks failed: %v", req, err)
+	}
+	if len(got) != len(req) {
+		return fmt.Errorf("Reissue of %d blocks returned %d", len(req), len(got))
+	}
+	for i, b := range got {
+		if b.Offset != req[i].Offset || b.Size != req[i].Size {
+			return fmt.Errorf("Reissue moved block %d: %+v became %+v", i, req[i], b)
+		}
+	}
+	c.release(req)
+	if err := c.ref.Take(got); err != nil {
+		return fmt.Errorf("Reissue: %w", err)
+	}
+	c.live = append(c.live, got...)
+	if err := c.ref.CompareView(c.a); err != nil {
+		return err
+	}
+	after := c.a.Stats()
+	k := uint64(len(req))
+	if after.Allocs-before.Allocs != k || after.Frees-before.Frees != k ||
+		after.Used != before.Used || after.Free != before.Free {
+		return fmt.Errorf("Reissue of %d: stats went from %+v to %+v", k, before, after)
+	}
+	return nil
 }
 
 // release applies a successful Free to the model and the live list.

@@ -43,6 +43,13 @@ func rFree(idx, count, corruption int) allocRecord {
 }
 func rFreeAll(idx int) allocRecord { return allocRecord{Op: uint8(kFreeAll), Idx: uint16(idx)} }
 
+// rReissue is rFree run as Reissue.
+func rReissue(idx, count, corruption int) allocRecord {
+	r := rFree(idx, count, corruption)
+	r.Place = 0x80
+	return r
+}
+
 const (
 	cf = allocator.ContiguousFirst
 	sc = allocator.Scattered
@@ -100,6 +107,15 @@ func init() {
 			rAlloc(256), rAlloc(256), rFree(0, 1, 0), rAlloc(256), // live: B, A'
 			rFree(0, 1, cStale), rFree(1, 1, cStale), rBatch(256, 3, co), rFree(1, 3, 0),
 			rAlloc(256), rFree(3, 1, cStale), rFreeAll(0),
+		})},
+		// Reissue: blocks handed to new owners in place. The old handles
+		// are then stale to Free and to Reissue, alone or after live
+		// blocks; a repeat and a size off by one are rejected; the new
+		// handles free and reissue again, and everything coalesces.
+		{"reissue", encodeAllocOps([]allocRecord{
+			rBatch(256, 6, co), rReissue(1, 3, 0), // live: A, E, F, B', C', D'
+			rFree(0, 1, cStale), rReissue(0, 1, cStale), rReissue(1, 2, cRepeat),
+			rReissue(3, 2, cSizeUp), rReissue(3, 3, 0), rFree(2, 2, 0), rFreeAll(0),
 		})},
 		{"exhaust", encodeAllocOps([]allocRecord{
 			rAlloc(fzCapacity / 2), rAlloc(fzCapacity / 2), rAlloc(1), rBatch(64, 1, cf), rUpTo(64, 5, cf),

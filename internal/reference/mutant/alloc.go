@@ -203,3 +203,13 @@ func (a *StaleAccepted) Free(blocks ...allocator.Block) error {
 	}
 	return nil
 }
+
+// ReissueKeepsGeneration hands blocks back from Reissue under their old
+// generations and changes nothing: the old handle stays valid, so its
+// holder can free the new owner's block.
+type ReissueKeepsGeneration struct{ *allocator.Allocator }
+
+// Reissue returns blocks as they are.
+func (a ReissueKeepsGeneration) Reissue(blocks ...allocator.Block) ([]allocator.Block, error) {
+	return slices.Clone(blocks), nil
+}
