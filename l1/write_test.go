@@ -344,3 +344,48 @@ func (p *panicMem) AllocateBatch(size int64, n int, pl allocator.Placement) ([]a
 	}
 	return blocks, err
 }
+
+// TestReserveWriteRepeatsPastThePrefix names missing keys twice in one
+// call, some inside the granted prefix and some past it, on a 45 GiB
+// NoReserve-sized budget of 8 MiB objects with room for 2: a repeat answers
+// KeyNotWritable wherever its first occurrence landed, a refused key holds
+// no record (a later call finds it missing and can take it), and the
+// manager's bytes and objects are exactly the granted ones.
+func TestReserveWriteRepeatsPastThePrefix(t *testing.T) {
+	const obj = 8 * MiB
+	for _, s := range l1.PrefixStrategies {
+		t.Run(s.String(), func(t *testing.T) {
+			e := newEnv(t, 2*obj, l1.Config{Prefix: s})
+			ks := []int{1, 2, 1, 3, 2, 3, 4, 4}
+			rs, err := e.m.ReserveWrite(ks, nil, obj, l1.ModeAll)
+			require.NoError(t, err)
+			want := []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable}
+			if s == l1.PrefixNone {
+				want = []l1.Status{l1.OutOfMemory, l1.OutOfMemory, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable}
+			}
+			require.Equal(t, want, statuses(rs))
+			granted := 0
+			for _, r := range rs {
+				if r.Status == l1.OK {
+					granted++
+				}
+			}
+			assert.Equal(t, granted, e.m.Len())
+			assert.Equal(t, int64(granted)*obj, e.a.Stats().Used)
+			for _, k := range []int{3, 4} {
+				_, ok := e.m.State(k)
+				assert.False(t, ok, "refused key %d holds no record", k)
+			}
+			// A late second writer: once the first aborts, the refused
+			// keys fit and the repeats still answer KeyNotWritable.
+			if granted > 0 {
+				sts, err := e.m.AbortWrite(ks[:2], []l1.Lease{rs[0].Lease, rs[1].Lease})
+				require.NoError(t, err)
+				require.Equal(t, []l1.Status{l1.OK, l1.OK}, sts)
+			}
+			rs, err = e.m.ReserveWrite([]int{3, 4, 3}, nil, obj, l1.ModeAll)
+			require.NoError(t, err)
+			require.Equal(t, []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable}, statuses(rs))
+		})
+	}
+}
