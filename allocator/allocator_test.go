@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"

@@ -140,12 +140,12 @@ const (
 	cNonPositive            // zero size or negative offset
 )
 
-func (r allocRecord) freeCount() int  { return 1 + int(r.Mod&7) }
+func (r allocRecord) freeCount() int { return 1 + int(r.Mod&7) }
 
 // reissue reports whether a Free op runs as Reissue instead: when Place,
 // which only the allocating ops read, has its top bit set and its two low
 // bits clear (one Free op in 8).
-func (r allocRecord) reissue() bool { return r.Place&0x83 == 0x80 }
+func (r allocRecord) reissue() bool   { return r.Place&0x83 == 0x80 }
 func (r allocRecord) corruption() int { return int(r.Mod>>3) % 16 }
 
 // String describes the call the record decodes to.
