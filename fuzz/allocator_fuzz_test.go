@@ -43,7 +43,7 @@ type allocatorUnderTest = reference.UnderTest
 // allocRecord is one operation of FuzzAllocator: 8 bytes, little endian.
 type allocRecord struct {
 	Op    uint8  // kind: Op % 6, see allocKind
-	Place uint8  // placement; ≥ 0xf0 is an invalid placement
+	Place uint8  // placement; ≥ 0xf0 is an invalid placement. Free: see reissue
 	N     uint8  // count; ≥ 0xf0 is a negative, overflowing or huge count
 	Mod   uint8  // Free: how many blocks (low 3 bits) and how to corrupt them
 	Size  uint16 // size; the top two bits pick a scale or an edge case
@@ -140,13 +140,13 @@ const (
 	cNonPositive            // zero size or negative offset
 )
 
-func (r allocRecord) freeCount() int { return 1 + int(r.Mod&7) }
+func (r allocRecord) freeCount() int  { return 1 + int(r.Mod&7) }
+func (r allocRecord) corruption() int { return int(r.Mod>>3) % 16 }
 
 // reissue reports whether a Free op runs as Reissue instead: when Place,
 // which only the allocating ops read, has its top bit set and its two low
 // bits clear (one Free op in 8).
-func (r allocRecord) reissue() bool   { return r.Place&0x83 == 0x80 }
-func (r allocRecord) corruption() int { return int(r.Mod>>3) % 16 }
+func (r allocRecord) reissue() bool { return r.Place&0x83 == 0x80 }
 
 // String describes the call the record decodes to.
 func (r allocRecord) String() string {
