@@ -447,51 +447,18 @@ func (a *Allocator) freeMany(blocks []Block) error {
 		return ErrClosed
 	}
 	// Phase 1: find each block's live entry and take it out of the table,
-	// one probe per block. An entry taken out cannot match again, so a
-	// block repeated in the call fails here too. On any invalid block the
-	// entries taken so far go back and nothing else has changed. Blocks
-	// that follow each other in memory form runs, kept for phase 2.
-	// A large call marks the entries as tombs and purges them once at the
-	// end (liveTable.bulk).
-	capacity, mask := a.bytes, a.align-1
-	runs := a.runs[:0]
+	// one probe per block (liveTable.takeEach). An entry taken out cannot
+	// match again, so a block repeated in the call fails here too. On any
+	// invalid block the entries taken so far go back and nothing else has
+	// changed. A large call marks the entries as tombs and purges them
+	// once at the end (liveTable.bulk).
 	bulk := a.live.bulk(len(blocks))
-	t, shift := &a.live, a.shift
-	run := freeRun{start: -1, end: -1}
-	ordered := true // the runs ascend: none needs merging with another
-	for i := range blocks {
-		b := &blocks[i]
-		off, size := b.Offset, b.Size
-		if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&mask != 0 {
-			a.restoreLocked(blocks[:i], bulk)
-			return invalidBlock(i, *b, a.whyInvalidLocked(*b, blocks[:i], -1))
-		}
-		u := off >> shift
-		slot := t.find(u)
-		if slot < 0 || t.slots[slot].size != size>>shift || t.slots[slot].gen != b.Gen {
-			a.restoreLocked(blocks[:i], bulk)
-			if slot >= 0 { // a purge may have moved it
-				slot = t.find(u)
-			}
-			return invalidBlock(i, *b, a.whyInvalidLocked(*b, blocks[:i], slot))
-		}
-		if bulk {
-			t.kill(slot)
-		} else if !t.clearTail(slot) { // deleteAt, inlined by hand
-			t.deleteShift(slot)
-		}
-		if u != run.end {
-			if run.end >= 0 {
-				runs = append(runs, run)
-				ordered = ordered && u > run.end
-			}
-			run.start = u
-		}
-		run.end = u + size>>shift
+	if i := a.live.takeEach(blocks, a.shift, a.bytes, a.align-1, bulk); i < len(blocks) {
+		a.restoreLocked(blocks[:i], bulk)
+		return invalidBlock(i, blocks[i], a.whyInvalidLocked(blocks[i], blocks[:i], a.live.find(blocks[i].Offset>>a.shift)))
 	}
-	if run.end >= 0 {
-		runs = append(runs, run)
-	}
+	// Blocks that follow each other in memory form runs, for phase 2.
+	runs, ordered := appendRuns(a.runs[:0], blocks, a.shift)
 	if !ordered {
 		if cap(a.runsTmp) < len(runs) {
 			a.runsTmp = make([]freeRun, len(runs), cap(runs))
@@ -531,6 +498,29 @@ func invalidBlock(i int, b Block, reason string) error {
 // freeRun is a maximal run of blocks in a Free call that follow each other
 // in memory: [start, end) in units.
 type freeRun struct{ start, end int64 }
+
+// appendRuns appends to runs the maximal runs of blocks that follow each
+// other in memory, in the order of blocks, and reports whether they
+// ascend, so that none touches another and mergeRuns has nothing to do.
+// The blocks are valid: Free's phase 1 has checked them.
+func appendRuns(runs []freeRun, blocks []Block, shift uint) ([]freeRun, bool) {
+	if len(blocks) == 0 {
+		return runs, true
+	}
+	ordered := true
+	run := freeRun{start: blocks[0].Offset >> shift}
+	run.end = run.start
+	for i := range blocks {
+		u := blocks[i].Offset >> shift
+		if u != run.end {
+			runs = append(runs, run)
+			ordered = ordered && u > run.end
+			run.start = u
+		}
+		run.end = u + blocks[i].Size>>shift
+	}
+	return append(runs, run), ordered
+}
 
 // mergeRuns sorts runs by address and joins those that touch, in place;
 // tmp is scratch of the same length. Blocks that a call lists out of
@@ -649,15 +639,11 @@ func (a *Allocator) carveLocked(id, pred int32, s, k int64, dst []Block) []Block
 	bs, gen, shift := s<<a.shift, a.gen, a.shift
 	n := len(dst)
 	dst = slices.Grow(dst, int(k))[:n+int(k)]
-	out := dst[n:]
-	u := start
-	for i := range out {
-		gen++
-		a.live.insert(u, s, gen)
-		out[i] = Block{Offset: u << shift, Size: bs, Gen: gen}
-		u += s
+	a.live.insertRun(start, s, gen, dst[n:])
+	a.gen = gen + uint64(k)
+	for i := range dst[n:] {
+		dst[n+i] = Block{Offset: (start + int64(i)*s) << shift, Size: bs, Gen: gen + uint64(i) + 1}
 	}
-	a.gen = gen
 	return dst
 }
 

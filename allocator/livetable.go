@@ -93,6 +93,26 @@ func (t *liveTable) insert(u, size int64, gen uint64) {
 	t.n++
 }
 
+// insertRun records len(run) live blocks of size units, one after another
+// from unit u, with generations gen+1, gen+2, and so on: a carved batch.
+// None of them may be live; the caller has reserved room. It is insert
+// written as one loop over locals, like takeEach.
+func (t *liveTable) insertRun(u, size int64, gen uint64, run []Block) {
+	slots, hs := t.slots, t.shift&63
+	mask := len(slots) - 1
+	key := u + 1
+	for range run {
+		gen++
+		i := int((uint64(key) * 0x9E3779B97F4A7C15) >> hs)
+		for slots[i&mask].key != 0 {
+			i++
+		}
+		slots[i&mask] = liveSlot{key: key, size: size, gen: gen}
+		key += size
+	}
+	t.n += len(run)
+}
+
 // find returns the slot of the live block at unit u, or -1.
 func (t *liveTable) find(u int64) int {
 	key := u + 1
@@ -160,7 +180,8 @@ const tomb = -1
 // of deleteShift's walk along the probe chain. Lookups step over a tomb as
 // over any other key, so the chains stay intact and a block repeated in
 // the call finds nothing. The table holds tombs only until purge, which
-// must run before any insert.
+// must run before any insert. takeEach does the same for each block of a
+// bulk Free, inline.
 func (t *liveTable) kill(i int) {
 	t.slots[i].key = tomb
 	t.n--
@@ -205,6 +226,55 @@ func (t *liveTable) purge() {
 			}
 		}
 	}
+}
+
+// takeEach takes the live entries of blocks out of the table in order,
+// as tombs when bulk (kill) and by deletion otherwise, and returns
+// len(blocks); or it stops at the first block that is not a live block
+// of an allocator of capacity bytes, alignment mask+1 and unit 1<<shift
+// (out of range, misaligned, not live, or live with another size or
+// generation) and returns its index, with the entries of the blocks
+// before it taken out. It is Free's phase 1, the whole per-block cost of
+// a bulk Free, written as one loop over locals: the table's fields and
+// the live count stay in registers rather than being reloaded and stored
+// through t on every block, as they are when each block calls find and
+// kill.
+func (t *liveTable) takeEach(blocks []Block, shift uint, capacity, mask int64, bulk bool) int {
+	slots, hs, taken := t.slots, t.shift&63, 0
+	smask := len(slots) - 1
+	defer func() { t.n -= taken }()
+	for i := range blocks {
+		b := &blocks[i]
+		off, size := b.Offset, b.Size
+		if size <= 0 || off < 0 || off > capacity || size > capacity-off || (off|size)&mask != 0 {
+			return i
+		}
+		key := off>>shift + 1
+		j := int((uint64(key) * 0x9E3779B97F4A7C15) >> hs)
+		for {
+			k := slots[j&smask].key
+			if k == key {
+				break
+			}
+			if k == 0 {
+				return i
+			}
+			j++
+		}
+		j &= smask
+		if e := &slots[j]; e.size != size>>shift || e.gen != b.Gen {
+			return i
+		}
+		if bulk {
+			slots[j].key = tomb
+			taken++
+		} else {
+			t.n -= taken
+			taken = 0
+			t.deleteAt(j)
+		}
+	}
+	return len(blocks)
 }
 
 // each calls f for every live block, in no particular order.
