@@ -175,6 +175,13 @@ func (t *timedMemory) AllocateUpTo(size int64, n int, p allocator.Placement) ([]
 	return bs, err
 }
 
+// Capacity and Align make timedMemory an l1.Sizer, as the allocator is.
+// They read immutable fields and are not timed.
+func (t *timedMemory) Capacity() int64 { return t.a.Capacity() }
+
+// Align is the allocator's alignment; see Capacity.
+func (t *timedMemory) Align() int64 { return t.a.Align() }
+
 func (t *timedMemory) Fit(size int64, n int) int {
 	t0 := time.Now()
 	k := t.a.Fit(size, n)

@@ -93,6 +93,7 @@ type Manager[K comparable] struct {
 	queues      [readQueue + 1]expQueue
 	ev          evictSet[K]
 	coal        Coalescer // nil when mem has no FreeAround
+	sizer       Sizer     // nil when mem has no Capacity and Align
 	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
 	closed      bool
 	stats       Counters
@@ -112,6 +113,7 @@ type Manager[K comparable] struct {
 	reused  []allocator.Block // on-demand eviction's victims' blocks to reissue
 	picks   []pick            // ReserveWrite's keys to allocate
 	relocks []pick            // ReserveWrite's keys to re-lock
+	past    pastSet           // ReserveWrite's missing keys past the room (room.go)
 	hints   hints             // the records the last calls found (hint.go)
 	// leaseRecs: the record each recent lease was handed out for, by the
 	// lease's low bits (hint.go); nil until the first lease.
@@ -142,6 +144,7 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.upTo, _ = mem.(UpToAllocator)
 	m.fit, _ = mem.(Fitter)
 	m.coal, _ = mem.(Coalescer)
+	m.sizer, _ = mem.(Sizer)
 	m.objects.init()
 	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
 	m.delivery.init(&m.mu)

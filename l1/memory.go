@@ -58,10 +58,24 @@ type Coalescer interface {
 	Align() int64
 }
 
+// Sizer is an optional interface of a Memory: Capacity is the most bytes
+// it can ever hold at once, the manager's own blocks included, and Align
+// the unit block sizes are rounded up to. With it, the manager bounds the
+// objects of a size a batch can get before it asks the memory (room.go):
+// ReserveWrite with PrefixOnePass answers the keys past that bound
+// OutOfMemory at once, and on-demand eviction starts without a call that
+// must fail. A Capacity below what the memory can really hold would refuse
+// keys that fit; one above it only makes the bound loose.
+type Sizer interface {
+	Capacity() int64
+	Align() int64
+}
+
 // Compile-time checks that the allocator provides every interface.
 var (
 	_ Memory        = (*allocator.Allocator)(nil)
 	_ UpToAllocator = (*allocator.Allocator)(nil)
 	_ Fitter        = (*allocator.Allocator)(nil)
 	_ Coalescer     = (*allocator.Allocator)(nil)
+	_ Sizer         = (*allocator.Allocator)(nil)
 )

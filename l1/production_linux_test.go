@@ -149,3 +149,65 @@ func TestProductionReusedVictimBlocksLeaveOldHandlesStale(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []l1.Status{l1.KeyNotExist}, st)
 }
+
+// Missing keys past the room get no placeholder (room.go), at production
+// size and with two actors on one allocator: the manager holds 5000
+// objects and another user of the allocator 600 blocks, so the room says
+// 760 (it cannot see the other user's blocks) while 160 fit. A batch of
+// 1000 new keys, each listed twice, grants the first 160 in one allocator
+// call, answers the other 840 OutOfMemory
+// at their first occurrence and every repeat KeyNotWritable, and leaves
+// no record behind for a refused key. The other user then frees late;
+// with no room left at all, a batch makes no allocator call.
+func TestProductionPrefixPastTheRoom(t *testing.T) {
+	e := prodEnv(t, l1.Config{WriteTTL: time.Minute})
+	e.put(t, keys(0, 5000), prodObject)
+	other, err := e.a.AllocateBatch(prodObject, 600, allocator.Scattered)
+	require.NoError(t, err)
+	fit := prodN - 5000 - 600
+	fresh := keys(10_000, 1000)
+	var ks []int
+	for _, k := range fresh {
+		ks = append(ks, k, k)
+	}
+	before := e.m.Stats()
+	rs := e.reserve(t, ks, prodObject)
+	for i, r := range rs {
+		j := i / 2
+		switch {
+		case i%2 == 1:
+			require.Equal(t, l1.KeyNotWritable, r.Status, "repeat of key %d", fresh[j])
+		case j < fit:
+			require.Equal(t, l1.OK, r.Status, "key %d", fresh[j])
+		default:
+			require.Equal(t, l1.OutOfMemory, r.Status, "key %d", fresh[j])
+		}
+	}
+	st := e.m.Stats()
+	assert.Equal(t, uint64(1), st.AllocCalls-before.AllocCalls)
+	assert.Equal(t, uint64(1000-fit), st.OOMKeys-before.OOMKeys)
+	assert.Equal(t, uint64(1), st.PartialGrants-before.PartialGrants)
+	assert.Equal(t, 5000+fit, e.m.Len(), "a refused key holds no record")
+	require.Equal(t, repeat(l1.OK, fit), e.finish(fresh[:fit]))
+
+	// The other user frees its blocks late: the refused keys now fit.
+	require.NoError(t, e.a.Free(other...))
+	rs = e.reserve(t, fresh[fit:fit+600], prodObject)
+	require.Equal(t, repeat(l1.OK, 600), statuses(rs))
+	require.Equal(t, repeat(l1.OK, 600), e.finish(fresh[fit:fit+600]))
+
+	// The manager's objects fill the allocator: no room, no call.
+	require.Equal(t, int64(prodPool), e.used())
+	before = e.m.Stats()
+	last := append(fresh[fit+600:], fresh[fit+600])
+	rs = e.reserve(t, last, prodObject)
+	want := repeat(l1.OutOfMemory, len(last))
+	want[len(want)-1] = l1.KeyNotWritable
+	require.Equal(t, want, statuses(rs))
+	st = e.m.Stats()
+	assert.Zero(t, st.AllocCalls-before.AllocCalls)
+	assert.Equal(t, uint64(len(last)-1), st.OOMKeys-before.OOMKeys)
+	assert.Equal(t, uint64(1), st.FailedReservations-before.FailedReservations)
+	assert.Equal(t, prodN, e.m.Len())
+	require.NoError(t, e.a.Verify())
+}

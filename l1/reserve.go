@@ -84,7 +84,10 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 //
 // With PrefixOnePass, a Memory that has AllocateUpTo and no on-demand
 // eviction, the first call is AllocateUpTo itself: one call in all, whether
-// or not the batch fits.
+// or not the batch fits. Over a Sizer (the allocator is one), missing keys
+// past the most objects its capacity less the manager's own objects can
+// hold are answered OutOfMemory without asking it (room.go), so that a
+// call with no room for one object makes no call at all.
 //
 // An allocation error other than out-of-memory is returned as an error, and
 // the call then leaves no reservation behind; objects it evicted or
@@ -167,6 +170,13 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 		}
 		m.picks, m.relocks = need[:0], relock[:0]
 	}()
+	// A missing key past the room gets no placeholder (room.go): it is
+	// OutOfMemory at once, or KeyNotWritable as a repeat of one.
+	room, past := int64(-1), 0
+	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
+		room = m.roomLocked(size)
+	}
+	defer func() { m.past.used = false }()
 	m.beginHints(len(keys))
 	for i := range keys {
 		k := &keys[i]
@@ -182,6 +192,13 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 			out[i].Status = KeyNotWritable
 		case o == nil && mode == ModeUpdate:
 			out[i].Status = KeyNotWritable
+		case o == nil && room >= 0 && int64(len(need)) >= room:
+			if m.seenPastLocked(keys, i, h) {
+				out[i].Status = KeyNotWritable
+			} else {
+				out[i].Status = OutOfMemory
+				past++
+			}
 		case o == nil:
 			o = m.objects.alloc()
 			o.key, o.hash, o.stamp = *k, h, stamp
@@ -206,13 +223,15 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 		if err != nil {
 			return nil, err
 		}
+	}
+	if missing := len(need) + past; missing > 0 {
 		switch {
 		case len(blocks) == 0:
 			m.stats.FailedReservations++
-		case len(blocks) < len(need):
+		case len(blocks) < missing:
 			m.stats.PartialGrants++
 		}
-		m.stats.OOMKeys += uint64(len(need) - len(blocks))
+		m.stats.OOMKeys += uint64(missing - len(blocks))
 	}
 
 	// Nothing below can fail: apply the reservations.
@@ -314,22 +333,19 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 }
 
 // knownShortLocked reports that a batch of n objects of size bytes cannot
-// fit in the allocator without eviction, so that on-demand eviction starts
-// without a call that must fail: the allocator's whole capacity less the
-// bytes in the manager's own objects (all live in it) holds fewer than n
-// objects. The test is sound over a GrowingRegion (its capacity only bounds
-// the usable part) and over an allocator shared with other users (they only
-// take more); it reads no allocator state but the immutable capacity and
-// alignment. It is false for any other Memory, and for a size above the
-// capacity, whose allocation error says it never fits.
+// fit in the memory without eviction, so that on-demand eviction starts
+// without a call that must fail: the room (room.go), the memory's whole
+// capacity less the bytes in the manager's own objects (all live in it),
+// holds fewer than n objects. The test is sound over a GrowingRegion (its
+// capacity only bounds the usable part) and over an allocator shared with
+// other users (they only take more). It is false for a Memory that is not
+// a Sizer, and for a size above the capacity, whose allocation error says
+// it never fits.
 func (m *Manager[K]) knownShortLocked(size int64, n int) bool {
-	a := m.alloc
-	if a == nil || size > a.Capacity() {
+	if a := m.sizer; a == nil || size > a.Capacity() {
 		return false
 	}
-	align := a.Align()
-	z := (size + align - 1) &^ (align - 1)
-	return (a.Capacity()-m.held)/z < int64(n)
+	return m.roomLocked(size) < int64(n)
 }
 
 // allocBatchLocked makes one all-or-nothing call and checks its answer.
