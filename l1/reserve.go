@@ -169,6 +169,7 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 			}
 		}
 		m.picks, m.relocks = need[:0], relock[:0]
+		m.past.used = false
 	}()
 	// A missing key past the room gets no placeholder (room.go): it is
 	// OutOfMemory at once, or KeyNotWritable as a repeat of one.
@@ -176,7 +177,6 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		room = m.roomLocked(size)
 	}
-	defer func() { m.past.used = false }()
 	m.beginHints(len(keys))
 	for i := range keys {
 		k := &keys[i]
@@ -192,7 +192,7 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 			out[i].Status = KeyNotWritable
 		case o == nil && mode == ModeUpdate:
 			out[i].Status = KeyNotWritable
-		case o == nil && room >= 0 && int64(len(need)) >= room:
+		case o == nil && room >= 0 && m.pastRoomLocked(&room, size, len(need)):
 			if m.seenPastLocked(keys, i, h) {
 				out[i].Status = KeyNotWritable
 			} else {

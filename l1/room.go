@@ -36,6 +36,19 @@ func (m *Manager[K]) roomLocked(size int64) int64 {
 	return (a.Capacity() - m.held) / z
 }
 
+// pastRoomLocked reports whether a missing key that would be the
+// (n+1)-th of the call to allocate lies past the room, *room being the
+// room when last computed. The room can only grow during a call (the
+// lookups reclaim objects whose locks lapsed, and placeholders hold no
+// bytes), so a key is refused only after the room is computed again.
+func (m *Manager[K]) pastRoomLocked(room *int64, size int64, n int) bool {
+	if int64(n) < *room {
+		return false
+	}
+	*room = m.roomLocked(size)
+	return int64(n) >= *room
+}
+
 // pastSet holds the missing keys of one ReserveWrite call that got no
 // placeholder because they lie past the room (see above), so that a
 // repeat of one is still answered KeyNotWritable: an open-addressing
