@@ -639,7 +639,7 @@ func (a *Allocator) carveLocked(id, pred int32, s, k int64, dst []Block) []Block
 	bs, gen, shift := s<<a.shift, a.gen, a.shift
 	n := len(dst)
 	dst = slices.Grow(dst, int(k))[:n+int(k)]
-	a.live.insertRun(start, s, gen, dst[n:])
+	a.live.insertRun(start, s, int(k), gen)
 	a.gen = gen + uint64(k)
 	for i := range dst[n:] {
 		dst[n+i] = Block{Offset: (start + int64(i)*s) << shift, Size: bs, Gen: gen + uint64(i) + 1}

@@ -93,15 +93,15 @@ func (t *liveTable) insert(u, size int64, gen uint64) {
 	t.n++
 }
 
-// insertRun records len(run) live blocks of size units, one after another
-// from unit u, with generations gen+1, gen+2, and so on: a carved batch.
-// None of them may be live; the caller has reserved room. It is insert
-// written as one loop over locals, like takeEach.
-func (t *liveTable) insertRun(u, size int64, gen uint64, run []Block) {
+// insertRun records k live blocks of size units, one after another from
+// unit u, with generations gen+1, gen+2, and so on: a carved batch. None
+// of them may be live; the caller has reserved room. It is insert written
+// as one loop over locals, like takeEach.
+func (t *liveTable) insertRun(u, size int64, k int, gen uint64) {
 	slots, hs := t.slots, t.shift&63
 	mask := len(slots) - 1
 	key := u + 1
-	for range run {
+	for range k {
 		gen++
 		i := int((uint64(key) * 0x9E3779B97F4A7C15) >> hs)
 		for slots[i&mask].key != 0 {
@@ -110,7 +110,7 @@ func (t *liveTable) insertRun(u, size int64, gen uint64, run []Block) {
 		slots[i&mask] = liveSlot{key: key, size: size, gen: gen}
 		key += size
 	}
-	t.n += len(run)
+	t.n += k
 }
 
 // find returns the slot of the live block at unit u, or -1.
