@@ -204,3 +204,28 @@ func TestMetrics(t *testing.T) {
 		t.Log(string(body))
 	}
 }
+
+// TestPopulatedPool: with Populate, New returns once the first segment is
+// ready, and the allocator's capacity grows, segment by segment, to the
+// whole pool.
+func TestPopulatedPool(t *testing.T) {
+	s := start(t, server.Config{PoolSize: 64 << 20, Pool: server.PoolOptions{Populate: true, SegmentSize: 4 << 20}})
+	if st := s.Stats(); st.ReadyBytes < 4<<20 || st.CapacityBytes < 4<<20 {
+		t.Fatalf("New returned with %d bytes ready, capacity %d", st.ReadyBytes, st.CapacityBytes)
+	}
+	c := dial(t, s)
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		// The allocator adds ready segments at its next call.
+		c.ReserveWrite(keys("p", 1), nil, 4096, l1.ModeAll)
+		st := s.Stats()
+		if st.ReadyBytes == 64<<20 && st.CapacityBytes == 64<<20 {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("after 30 s: %+v", st)
+		}
+	}
+	if _, p := s.Pool(); !p.Done || p.Ready != 16 || p.Err != nil {
+		t.Fatalf("progress %+v", p)
+	}
+}
