@@ -209,14 +209,17 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		msg := "the first request of a connection must be its one hello"
 		c.refuse(wire.Header{Type: q.Type, ID: q.ID}, &wire.Error{Code: wire.CodeNoHello, Msg: msg})
 		return true, "no hello: " + msg
-	case c.stop.Load():
-		a.Code, a.Message = wire.CodeClosed, "the daemon is shutting down"
 	case q.Epoch != c.s.epoch:
 		a.Code = wire.CodeWrongEpoch
 		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
 	default:
 		c.s.gate.RLock()
-		err := c.dispatch(q, a)
+		var err error
+		if c.stop.Load() {
+			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
+		} else {
+			err = c.dispatch(q, a)
+		}
 		c.s.gate.RUnlock()
 		if err != nil {
 			a.Results, a.Statuses, a.Prefix = a.Results[:0], a.Statuses[:0], 0
@@ -293,7 +296,7 @@ func (c *conn) release() (writes, reads int64) {
 		}
 		c.passK, c.passL = keys[:0], leases[:0]
 	}
-	if len(l.reads) > 0 {
+	if len(l.reads) > 0 && !c.s.forgetReads {
 		// FinishRead takes one count per call, at most MaxReadLocks: group
 		// the holds by count, splitting larger ones.
 		type hold struct {
