@@ -498,6 +498,9 @@ func (r *rawClient) call(q wire.Request, pause time.Duration) (*wire.Answer, err
 		return nil, err
 	}
 	if err := a.Err(); err != nil {
+		if a.Code.Closes() {
+			return nil, fmt.Errorf("%w: %v", errRawLost, err)
+		}
 		return nil, err
 	}
 	return &a, nil
