@@ -3,8 +3,12 @@
 package mutant
 
 import (
+	"slices"
+
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/internal/reference/daemoncheck"
+	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -27,3 +31,20 @@ var VariantDisconnectForgetsReads = daemoncheck.Variant{Disconnect: func(s *daem
 	}
 	return s.Abandon(i)
 }}
+
+// VariantDaemonAnswersReversed is the daemon front end (daemoncheck.Front)
+// with a client that hands back a reservation's results in reverse order,
+// as a client that misread the order of an answer would.
+var VariantDaemonAnswersReversed = l1check.Variant{Front: func(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
+	f, fa, closeFront, err := daemoncheck.Front().Front(m, a)
+	return reversedAnswers{f}, fa, closeFront, err
+}}
+
+type reversedAnswers struct{ l1check.Manager }
+
+// ReserveWrite reserves, then reverses the results.
+func (r reversedAnswers) ReserveWrite(keys []l1check.Key, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	res, err := r.Manager.ReserveWrite(keys, temporary, size, mode)
+	slices.Reverse(res)
+	return res, err
+}
