@@ -236,10 +236,13 @@ func TestInvalidArguments(t *testing.T) {
 		res, _ := s.M.ReserveWrite(ks, nil, 64, l1.ModeAll)
 		before := fmt.Sprint(s.M.Snapshot())
 		for name, call := range map[string]func() error{
-			"size 0":              func() error { _, err := s.M.ReserveWrite(keys(4, 1), nil, 0, l1.ModeAll); return err },
-			"mode 9":              func() error { _, err := s.M.ReserveWrite(keys(4, 1), nil, 64, 9); return err },
-			"one flag, two keys":  func() error { _, err := s.M.ReserveWrite(keys(4, 2), []bool{true}, 64, l1.ModeAll); return err },
-			"one position":        func() error { _, err := s.M.ReserveWriteChain(keys(4, 2), []uint32{1}, nil, 64, l1.ModeAll); return err },
+			"size 0":             func() error { _, err := s.M.ReserveWrite(keys(4, 1), nil, 0, l1.ModeAll); return err },
+			"mode 9":             func() error { _, err := s.M.ReserveWrite(keys(4, 1), nil, 64, 9); return err },
+			"one flag, two keys": func() error { _, err := s.M.ReserveWrite(keys(4, 2), []bool{true}, 64, l1.ModeAll); return err },
+			"one position": func() error {
+				_, err := s.M.ReserveWriteChain(keys(4, 2), []uint32{1}, nil, 64, l1.ModeAll)
+				return err
+			},
 			"one lease, two keys": func() error { _, err := s.M.FinishWrite(ks, leasesOf(res[:1])); return err },
 			"0 locks":             func() error { _, err := s.M.ReserveRead(ks, 0); return err },
 			"129 locks":           func() error { _, err := s.M.FinishRead(ks, leasesOf(res), 129); return err },

@@ -180,15 +180,17 @@ func (f *front) Touch(keys []l1check.Key) error { return f.c.Touch(frontKeys(key
 
 // The rest are not protocol calls: the daemon's manager, in process.
 
-func (f *front) UnsafeRead(keys []l1check.Key) ([]l1.Result, error) { return f.m.UnsafeRead(frontKeys(keys)) }
-func (f *front) Clear(force bool) int                               { return f.m.Clear(force) }
-func (f *front) EvictTo(ratio float64) (int, error)                 { return f.m.EvictTo(ratio) }
-func (f *front) IsEvictable(key l1check.Key) bool                   { return f.m.IsEvictable(frontKey(key)) }
-func (f *front) State(key l1check.Key) (l1.ObjectState, bool)       { return f.m.State(frontKey(key)) }
-func (f *front) Stats() l1.Stats                                    { return f.m.Stats() }
-func (f *front) Usage() (used, capacity int64)                      { return f.m.Usage() }
-func (f *front) Len() int                                           { return f.m.Len() }
-func (f *front) Close() error                                       { return f.m.Close() }
+func (f *front) UnsafeRead(keys []l1check.Key) ([]l1.Result, error) {
+	return f.m.UnsafeRead(frontKeys(keys))
+}
+func (f *front) Clear(force bool) int                         { return f.m.Clear(force) }
+func (f *front) EvictTo(ratio float64) (int, error)           { return f.m.EvictTo(ratio) }
+func (f *front) IsEvictable(key l1check.Key) bool             { return f.m.IsEvictable(frontKey(key)) }
+func (f *front) State(key l1check.Key) (l1.ObjectState, bool) { return f.m.State(frontKey(key)) }
+func (f *front) Stats() l1.Stats                              { return f.m.Stats() }
+func (f *front) Usage() (used, capacity int64)                { return f.m.Usage() }
+func (f *front) Len() int                                     { return f.m.Len() }
+func (f *front) Close() error                                 { return f.m.Close() }
 
 func (f *front) Snapshot() []l1.Entry[l1check.Key] {
 	es := f.m.Snapshot()
