@@ -34,8 +34,8 @@ type l1Cache struct {
 	// blockTokens the trace's tokens per block; pos the positions buffer
 	// of the stores.
 	prefix, partial bool
-	blockTokens int64
-	pos         []uint32
+	blockTokens     int64
+	pos             []uint32
 }
 
 // newL1Cache builds the allocator and the manager of p for o, on clock.
@@ -69,7 +69,7 @@ func newL1Cache(p sim.Policy, o Options, blockTokens int64, clock *sim.Clock, re
 	res.PoolBytes = pool
 	return &l1Cache{
 		m: m, a: a, size: o.BlockSize, unit: unit, res: res,
-		ctl:        sim.Controller{Every: o.SweepEvery, Watermark: o.Watermark, Ratio: o.SweepRatio, Measure: sim.Bytes},
+		ctl:    sim.Controller{Every: o.SweepEvery, Watermark: o.Watermark, Ratio: o.SweepRatio, Measure: sim.Bytes},
 		prefix: p.Eviction == l1.EvictPrefix, partial: p.Partial, blockTokens: blockTokens,
 	}, nil
 }
