@@ -62,6 +62,9 @@ type Policy struct {
 	Partial bool
 }
 
+// String returns the policy's Name.
+func (p Policy) String() string { return p.Name }
+
 // NewManager returns an l1 manager over mem configured by p: base (the
 // lock lifetimes and the simulated clock) with p's placement, prefix
 // strategy, control and eviction policy.
