@@ -59,21 +59,8 @@ func (r *runner) reserve(keys []uint64, layout int, temp bool, mode l1.Mode) []u
 			oom++
 		}
 	}
-	need := granted + oom
-	if need == 0 {
-		return ok
-	}
-	rs := r.res
-	rs.Calls++
-	rs.Requested += need
-	rs.Granted += granted
-	rs.OOMKeys += oom
-	rs.Ideal += min(need, (before.Free+evictable)/aligned)
-	if oom > 0 {
-		rs.FailedCalls++
-		if r.alloc.Stats().Free+granted*aligned >= need*aligned {
-			rs.FailedWithFree++
-		}
+	if r.res.Add(granted, oom, aligned, r.alloc.Stats().Free) {
+		r.res.Ideal += min(granted+oom, (before.Free+evictable)/aligned)
 	}
 	return ok
 }

@@ -18,15 +18,12 @@ type Sample struct {
 
 // Result is what one policy did with one scenario. Reservation calls are
 // the ReserveWrite calls of store, restore, reserve-write and traffic
-// stores; the counts below cover the calls that had keys to allocate.
+// stores; Grants counts those that had keys to allocate.
 type Result struct {
 	Scenario string
 	Policy   sim.Policy
 
-	// Requested counts keys that needed memory (missing keys of a
-	// ReserveWrite); Granted those that got it; OOMKeys those answered
-	// OutOfMemory. Requested = Granted + OOMKeys.
-	Requested, Granted, OOMKeys int64
+	sim.Grants
 	// Ideal is the oracle: the sum over reservation calls of the most an
 	// ideal policy could have granted from the state the call met,
 	// min(n, ⌊(free + evictable) ÷ s⌋) for n keys of aligned size s,
@@ -36,14 +33,6 @@ type Result struct {
 	// and place objects anywhere in the freed bytes (as if the pool were
 	// compacted), so it is an upper bound: Granted ≤ Ideal.
 	Ideal int64
-	// Calls counts reservation calls with keys to allocate; FailedCalls
-	// those with at least one OutOfMemory key (LMCache logs one "Failed to
-	// allocate" per such call); FailedWithFree those of FailedCalls that
-	// gave up while the allocator had at least the n × s free bytes the
-	// call needed (free bytes after the call plus the bytes it granted,
-	// so what on-demand eviction freed inside the call counts): failures
-	// that placement or fragmentation caused, not exhaustion.
-	Calls, FailedCalls, FailedWithFree int64
 	// AllocCalls and Probes are l1's counters: calls into the allocator
 	// (AllocateBatch and AllocateUpTo, probes included) and the binary
 	// search's trial allocations.
@@ -76,13 +65,11 @@ type Result struct {
 // Step is what one operation did: the reservation counts of Result,
 // restricted to the operation, and the objects evicted during it.
 type Step struct {
-	Line                        int
-	Kind                        OpKind
-	Requested, Granted, OOMKeys int64
-	Ideal                       int64
-	Calls, FailedCalls          int64
-	FailedWithFree              int64
-	Evictions                   uint64
+	Line int
+	Kind OpKind
+	sim.Grants
+	Ideal     int64
+	Evictions uint64
 }
 
 // GrantRatio returns Granted ÷ Ideal, the keys granted over what the

@@ -103,21 +103,17 @@ func Run(sc *Scenario, p sim.Policy, opt Options) (*Result, error) {
 	begin := time.Now()
 	for i := range sc.Ops {
 		op := &sc.Ops[i]
-		before := *r.res
+		before := r.res.Grants
+		idealBefore := r.res.Ideal
 		evBefore := r.m.Stats().Evictions
 		err := r.op(op)
 		rs := r.res
 		rs.Steps = append(rs.Steps, Step{
-			Line:           op.Line,
-			Kind:           op.Kind,
-			Requested:      rs.Requested - before.Requested,
-			Granted:        rs.Granted - before.Granted,
-			OOMKeys:        rs.OOMKeys - before.OOMKeys,
-			Ideal:          rs.Ideal - before.Ideal,
-			Calls:          rs.Calls - before.Calls,
-			FailedCalls:    rs.FailedCalls - before.FailedCalls,
-			FailedWithFree: rs.FailedWithFree - before.FailedWithFree,
-			Evictions:      r.m.Stats().Evictions - evBefore,
+			Line:      op.Line,
+			Kind:      op.Kind,
+			Grants:    rs.Grants.Sub(before),
+			Ideal:     rs.Ideal - idealBefore,
+			Evictions: r.m.Stats().Evictions - evBefore,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s line %d (%s), policy %s: %w", sc.Name, op.Line, op.Kind, p, err)

@@ -127,13 +127,8 @@ type Result struct {
 	// Stored counts blocks that became resident.
 	Stored int64
 
-	// l1 only. Requested, Granted and OOMKeys count the keys that needed
-	// memory in ReserveWrite, got it, and were answered OutOfMemory.
-	// Calls counts ReserveWrite calls with keys to allocate, FailedCalls
-	// those with an OutOfMemory key, FailedWithFree those of FailedCalls
-	// made while the allocator had the bytes for every key of the call.
-	Requested, Granted, OOMKeys        int64
-	Calls, FailedCalls, FailedWithFree int64
+	// l1 only: what the stores' ReserveWrite calls granted.
+	sim.Grants
 	// Lost counts finishing calls (FinishWrite, FinishRead) that answered
 	// anything but OK for a key: 0 unless a lock lapsed.
 	Lost int64

@@ -136,20 +136,7 @@ func (c *l1Cache) observe(f *flight) {
 		}
 	}
 	st := c.a.Stats()
-	if ok+oom > 0 {
-		c.res.Calls++
-		c.res.Requested += ok + oom
-		c.res.Granted += ok
-		c.res.OOMKeys += oom
-		if oom > 0 {
-			c.res.FailedCalls++
-			// The bytes free before on-demand eviction gave up: free now
-			// plus what the call was granted.
-			if st.Free+ok*c.unit >= (ok+oom)*c.unit {
-				c.res.FailedWithFree++
-			}
-		}
-	}
+	c.res.Add(ok, oom, c.unit, st.Free)
 	c.frag.Add(st.Fragmentation())
 	c.use.Add(float64(st.Used) / float64(st.Capacity))
 }
