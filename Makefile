@@ -88,6 +88,20 @@ bench:
 	@$(MAKE) --no-print-directory scenarios
 	$(GO) run ./bench/cmd/trace -pool $(TRACE_POOL) $(TRACE_FILE)
 
+.PHONY: device-check
+# DEVICE_CHECK_FLAGS are devicecheck's flags (-pool, -block, -copies, -timeout).
+DEVICE_CHECK_FLAGS ?=
+## device-check: on a machine with an NVIDIA GPU, copy 8 MiB blocks between
+## the GPU and a CUDA-host region, a segmented pool pinned with
+## cudaHostRegister and pageable memory; print GiB/s, the ratios and time to
+## first allocation ÷ time to pin the pool; check every round trip's bytes.
+## At most 5 minutes. Without a GPU it exits 3, "no GPU: ..." (see
+## bench/cmd/devicecheck).
+device-check:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) build -o $(BENCH_OUT)/devicecheck ./bench/cmd/devicecheck
+	timeout -k 10 320 $(BENCH_OUT)/devicecheck $(DEVICE_CHECK_FLAGS)
+
 .PHONY: bench-history
 ## bench-history: each target's ratio over the runs in BENCH_HISTORY, as
 ## plots and a table in bench/out/history/.
