@@ -30,6 +30,7 @@ var contentionOps = []contentionOp{
 	{"store", setupContendedStore},
 	{"allocate", setupContendedAllocate},
 	{"mutex", setupContendedMutex},
+	{"ceiling", setupUncontended},
 }
 
 // BenchmarkContention runs each hot path on b.RunParallel at GOMAXPROCS 1
@@ -47,6 +48,11 @@ var contentionOps = []contentionOp{
 //     of one 8 MiB block.
 //   - op=mutex: a sync.Mutex lock, a bump and an unlock, Floor/mutex
 //     under contention: what any design with one lock per call gets.
+//   - op=ceiling: the same bump on a mutex of each goroutine's own, so
+//     nothing is shared: procs=2 ÷ procs=1 is the speed-up this machine
+//     gives a second goroutine in this run (below 2 on a loaded or
+//     hyper-threaded machine), the ceiling the other rows are read
+//     against.
 //
 // The manager and the allocator each take one mutex per call, so a second
 // core helps only as far as the work outside the lock (building the
@@ -202,5 +208,23 @@ func setupContendedMutex(b *testing.B, procs int) func(*testing.PB, int) {
 		mu.Lock()
 		sinkBlock = blk
 		mu.Unlock()
+	}
+}
+
+// setupUncontended is op=mutex with a mutex and an arena per goroutine.
+func setupUncontended(b *testing.B, procs int) func(*testing.PB, int) {
+	var out sync.Mutex
+	return func(pb *testing.PB, g int) {
+		var mu sync.Mutex
+		z := bumpArena{size: prodObject, capacity: prodKeys * prodObject}
+		var blk allocator.Block
+		for pb.Next() {
+			mu.Lock()
+			blk = z.next()
+			mu.Unlock()
+		}
+		out.Lock()
+		sinkBlock = blk
+		out.Unlock()
 	}
 }

@@ -80,7 +80,9 @@
 //     op=lookup is ReserveReadPrefix + FinishRead of one stored key,
 //     op=store ReserveWrite + FinishWrite of one new key into the full
 //     pool with on-demand eviction, op=allocate the allocator's Allocate +
-//     Free of one block, op=mutex Floor/mutex on one shared mutex. Each
+//     Free of one block, op=mutex Floor/mutex on one shared mutex,
+//     op=ceiling the same on a mutex per goroutine (nothing shared: the
+//     machine's speed-up for a second goroutine in this run). Each
 //     goroutine uses keys of its own. Reports ops/s; procs=2 ÷ procs=1 is
 //     reported, without a bound (l1/DESIGN.md, "Contention").
 //   - Fill/region=R: copying a 32 MiB object from the Go heap into its

@@ -286,6 +286,8 @@ var targets = []target{
 		note: "Allocate + Free"},
 	{num: m("Contention/op=mutex/procs=2", "ops/s"), den: m("Contention/op=mutex/procs=1", "ops/s"), report: true,
 		note: "one shared mutex: the floor of a one-lock design"},
+	{num: m("Contention/op=ceiling/procs=2", "ops/s"), den: m("Contention/op=ceiling/procs=1", "ops/s"), report: true,
+		note: "nothing shared: this run's ceiling for the rows above"},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
