@@ -9,6 +9,8 @@
 #   TARGET          run only these (all are built); default every target
 #                   fuzz/targets.sh lists
 #   -build-only     build, check the seed layout, run nothing
+#   LIBFUZZER_KEEP  non-empty: keep the work directory (binaries, corpora,
+#                   logs) and print where it is; a failure always keeps it
 #
 # Steps:
 #  1. What it needs: clang++ with libFuzzer's runtime, probed by linking a
@@ -50,8 +52,9 @@ if [ "${1:-}" = "-build-only" ]; then
 	build_only=true
 	shift
 fi
-case $time in '' | *[!0-9]*)
-	echo "libfuzzer: LIBFUZZER_TIME must be whole seconds, not '$time'" >&2
+case $time in '' | *[!0-9]* | 0 | 0*)
+	# libFuzzer takes -max_total_time=0 as no limit at all.
+	echo "libfuzzer: LIBFUZZER_TIME must be whole seconds, at least 1, not '$time'" >&2
 	exit 2
 	;;
 esac
@@ -65,6 +68,10 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvalloc-libfuzzer.XXXXXX")
 keep=false
+if [ -n "${LIBFUZZER_KEEP:-}" ]; then
+	keep=true
+	echo "libfuzzer: keeping $work (the binaries are in $work/out)"
+fi
 trap '$keep || rm -rf "$work"' EXIT
 
 # 1. clang++ with libFuzzer.

@@ -93,14 +93,7 @@ func BenchmarkContention(b *testing.B) {
 func setupContendedLookup(b *testing.B, procs int) func(*testing.PB, int) {
 	m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{})
 	keys := cycleKeys(prodKeys, 300)
-	res, err := m.ReserveWrite(keys, nil, prodObject, l1.ModeAll)
-	if err != nil {
-		b.Fatal(err)
-	}
-	leases := make([]l1.Lease, len(keys))
-	mustGrant(b, res, leases)
-	sts, err := m.FinishWrite(keys, leases)
-	mustAll(b, "FinishWrite", sts, err)
+	storeAll(b, m, keys)
 	return func(pb *testing.PB, g int) {
 		var lease [1]l1.Lease
 		i := g
@@ -124,21 +117,25 @@ func setupContendedLookup(b *testing.B, procs int) func(*testing.PB, int) {
 	}
 }
 
+// storeAll writes keys as finished objects of prodObject bytes.
+func storeAll(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey) {
+	res, err := m.ReserveWrite(keys, nil, prodObject, l1.ModeAll)
+	if err != nil {
+		b.Fatal(err)
+	}
+	leases := make([]l1.Lease, len(keys))
+	mustGrant(b, res, leases)
+	sts, err := m.FinishWrite(keys, leases)
+	mustAll(b, "FinishWrite", sts, err)
+}
+
 // setupContendedStore fills a production pool with 5700 finished objects
 // and gives each goroutine a ring of 2 × 5700 keys of its own, so that a
 // key comes round only after the least recently used policy has evicted
 // it.
 func setupContendedStore(b *testing.B, procs int) func(*testing.PB, int) {
 	m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{EvictOnDemand: true, Placement: allocator.Scattered})
-	fill := cycleKeys(prodKeys, 400)
-	res, err := m.ReserveWrite(fill, nil, prodObject, l1.ModeAll)
-	if err != nil {
-		b.Fatal(err)
-	}
-	leases := make([]l1.Lease, len(fill))
-	mustGrant(b, res, leases)
-	sts, err := m.FinishWrite(fill, leases)
-	mustAll(b, "FinishWrite", sts, err)
+	storeAll(b, m, cycleKeys(prodKeys, 400))
 	rings := make([][]cycleKey, procs)
 	for g := range rings {
 		rings[g] = cycleKeys(2*prodKeys, 500+uint64(g))
