@@ -27,14 +27,6 @@ func prodEnv(t *testing.T, cfg l1.Config) *env {
 	return newEnvOver(t, a, a, cfg)
 }
 
-func leasesOf(rs []l1.Result) []l1.Lease {
-	out := make([]l1.Lease, len(rs))
-	for i, r := range rs {
-		out[i] = r.Lease
-	}
-	return out
-}
-
 // Writer A fills the pool and stalls; writer B reserves every key again and
 // gets the same blocks; A's late FinishWrite commits none of B's objects.
 func TestProductionLateWriterCommitsNothing(t *testing.T) {
