@@ -305,7 +305,8 @@ func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	return n
 }
 
-// Close frees every object, locked or not. Every later call that names keys
+// Close frees every object, locked or not, and every quarantined block
+// (see Config.QuarantineLapsedWrites). Every later call that names keys
 // or changes anything (ReserveWrite, FinishWrite, FinishWriteAndReserveRead,
 // AbortWrite, ReserveRead, UnsafeRead, FinishRead, Delete, Touch, EvictTo)
 // then fails with ErrClosed, so "closed" never looks like a miss; the

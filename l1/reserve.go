@@ -335,8 +335,8 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 // knownShortLocked reports that a batch of n objects of size bytes cannot
 // fit in the memory without eviction, so that on-demand eviction starts
 // without a call that must fail: the room (room.go), the memory's whole
-// capacity less the bytes in the manager's own objects (all live in it),
-// holds fewer than n objects. The test is sound over a GrowingRegion (its
+// capacity less the bytes in the manager's own objects and quarantine (all
+// live in it), holds fewer than n objects. The test is sound over a GrowingRegion (its
 // capacity only bounds the usable part) and over an allocator shared with
 // other users (they only take more). It is false for a Memory that is not
 // a Sizer, and for a size above the capacity, whose allocation error says
