@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -42,9 +43,10 @@ const (
 	OutOfMemory
 	StaleLease
 	Skipped
+	WriteLapsed
 )
 
-var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE", "SKIPPED"}
+var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE", "SKIPPED", "WRITE_LAPSED"}
 
 // String returns LMCache's name, as l1.Status.String does.
 func (s Status) String() string {
@@ -98,6 +100,8 @@ type ManagerConfig struct {
 	Eviction     Policy
 	WriteTTL     time.Duration
 	ReadTTL      time.Duration
+	// Quarantine is l1.Config.QuarantineLapsedWrites.
+	Quarantine bool
 }
 
 // lock is a hold count and one expiry: LMCache's TTLLock. An expiry of
@@ -179,7 +183,7 @@ type ModelEntry[K comparable] struct {
 // ManagerCounters mirrors the strategy-independent l1.Counters.
 type ManagerCounters struct {
 	WriteReservations, PartialGrants, FailedReservations, OOMKeys uint64
-	Evictions, OnDemandEvictions, Expired                         uint64
+	Evictions, OnDemandEvictions, Expired, Quarantines            uint64
 }
 
 // Manager models l1.Manager over the memory model Mem.
@@ -197,12 +201,21 @@ type Manager[K comparable] struct {
 	pol      policyState[K]
 	gen      Lease
 	closed   bool
+	// quarantine holds the blocks of lapsed writes, by lease, under
+	// Cfg.Quarantine: still taken in Mem, in no object.
+	quarantine map[Lease]Quarantined[K]
+}
+
+// Quarantined is one lapsed write of the quarantine: its key and block.
+type Quarantined[K comparable] struct {
+	Key   K
+	Block allocator.Block
 }
 
 // NewManager models a fresh manager over mem, which must model an empty
 // allocator.
 func NewManager[K comparable](mem *Alloc, cfg ManagerConfig) *Manager[K] {
-	return &Manager[K]{Mem: mem, Cfg: cfg, objects: map[K]*ObjectModel{}}
+	return &Manager[K]{Mem: mem, Cfg: cfg, objects: map[K]*ObjectModel{}, quarantine: map[Lease]Quarantined[K]{}}
 }
 
 // AddClock returns the clock reading c moved by d, either way, saturated
@@ -261,6 +274,18 @@ func (m *Manager[K]) Used() int64 {
 	return n
 }
 
+// Quarantine returns the number of quarantined writes and their bytes,
+// like l1's Stats.QuarantinedObjects and QuarantinedBytes.
+func (m *Manager[K]) Quarantine() (objects int, bytes int64) {
+	for _, q := range m.quarantine {
+		bytes += q.Block.Size
+	}
+	return len(m.quarantine), bytes
+}
+
+// QuarantinedWrites returns the quarantine, by lease, without sweeping.
+func (m *Manager[K]) QuarantinedWrites() map[Lease]Quarantined[K] { return maps.Clone(m.quarantine) }
+
 // WriteLocked and TemporaryReadLocked count what l1's Stats reports
 // without sweeping: objects with a write lock (lapsed or not) and
 // temporary objects with read holds.
@@ -317,6 +342,13 @@ func (m *Manager[K]) Sweep() {
 	var lapsed []K
 	for k, o := range m.objects {
 		switch {
+		case o.write.lapsed(m.Now) && m.Cfg.Quarantine:
+			// The writer may still be writing: the key goes, the block
+			// stays taken until the writer lets go.
+			m.quarantine[o.WLease] = Quarantined[K]{k, o.Block}
+			delete(m.objects, k)
+			m.Counters.Expired++
+			m.Counters.Quarantines++
 		case o.write.lapsed(m.Now), o.Temporary && o.read.lapsed(m.Now):
 			m.remove(k)
 			m.Counters.Expired++
@@ -570,6 +602,8 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
+		case m.unquarantine(k, leases[i]):
+			out[i] = WriteLapsed
 		case !ok:
 			out[i] = KeyNotExist
 		case !o.write.held(m.Now) || o.read.held(m.Now):
@@ -607,6 +641,8 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
+		case m.unquarantine(k, leases[i]):
+			out[i].Status = WriteLapsed
 		case !ok:
 			out[i].Status = KeyNotExist
 		case !o.write.held(m.Now) || o.read.held(m.Now):
@@ -623,6 +659,19 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	return out, nil
 }
 
+// unquarantine releases the quarantined write that lease l names, if it is
+// key's, and reports whether there was one: the owner of a lapsed write
+// lets go, whatever the key holds now.
+func (m *Manager[K]) unquarantine(key K, l Lease) bool {
+	q, ok := m.quarantine[l]
+	if !ok || q.Key != key {
+		return false
+	}
+	m.Mem.Release([]allocator.Block{q.Block})
+	delete(m.quarantine, l)
+	return true
+}
+
 // AbortWrite models l1.Manager.AbortWrite.
 func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	if badLeases(len(keys), leases) {
@@ -636,6 +685,8 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
+		case m.unquarantine(k, leases[i]):
+			out[i] = OK
 		case !ok:
 			out[i] = KeyNotExist
 		case !o.write.held(m.Now):
@@ -800,9 +851,14 @@ func (m *Manager[K]) Clear(force bool) int {
 	return n
 }
 
-// Close models l1.Manager.Close.
+// Close models l1.Manager.Close: it frees every object and the
+// quarantine.
 func (m *Manager[K]) Close() {
 	m.Clear(true)
+	for l, q := range m.quarantine {
+		m.Mem.Release([]allocator.Block{q.Block})
+		delete(m.quarantine, l)
+	}
 	m.closed = true
 }
 
@@ -859,6 +915,7 @@ func (m *Manager[K]) Clone() *Manager[K] {
 		cp := *o
 		c.objects[k] = &cp
 	}
+	c.quarantine = maps.Clone(m.quarantine)
 	m.clonePolicy(&c)
 	return &c
 }
