@@ -68,6 +68,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"prefix read locks past the miss", everywhere(mutant.VariantReadPrefixLocksAll), "ReserveReadPrefix"},
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "writes quarantined"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+		{"write-locked keys counted as read hits", everywhere(mutant.VariantReadHitOnFind), "Stats counters"},
 	})
 }
 

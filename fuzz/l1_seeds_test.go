@@ -154,6 +154,14 @@ func init() {
 			rw(0, 5, 256, l1.ModeAll), fw(0, 5), del(2, 1), rr(0, 5, 1).prefix(), fr(0, 2, 1),
 			rw(5, 1, 256, l1.ModeAll), rr(3, 4, 2).prefix(), rr(2, 0, 1).prefix(), rr(0, 2, 0).prefix(), fr(3, 2, 2),
 		))},
+		// The lookup counters of every kind: reads of ready, write-locked
+		// and missing keys, a prefix that stops at each, unsafe reads of
+		// locked and unlocked keys, and writes of present, repeated and
+		// missing keys.
+		{"lookups", encodeL1(lifeHdr, obsAll(
+			rw(0, 4, 256, l1.ModeAll), fw(0, 2), rr(0, 6, 1), rr(0, 6, 1).prefix(), rr(2, 3, 1).prefix(), rr(0, 0, 1).prefix(),
+			ur(0, 6), rw(0, 8, 256, l1.ModeAll).stride(0), rw(0, 8, 256, l1.ModeAll), rw(0, 2, 256, l1.ModeUpdate), fr(0, 2, 2),
+		))},
 		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
 			rw(0, 4, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
 			rr(1, 2, 128), fr(1, 2, 127), ur(1, 2), fr(1, 2, 128), del(0, 4), isEv(0, 4), length(),

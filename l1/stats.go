@@ -35,6 +35,9 @@ type Counters struct {
 	// PeakPendingEvents is the most events ever waiting for delivery to
 	// listeners at once (see Listener): a high-water mark.
 	PeakPendingEvents uint64
+	// Lookups are the hits and misses of the calls that look keys up, by
+	// kind of call (see LookupKind).
+	Lookups [NumLookupKinds]LookupCounts
 }
 
 // Stats is a snapshot of the manager.

@@ -95,5 +95,6 @@ func TestPropL1StateMachineBites(t *testing.T) {
 		{"prefix read locks past the miss", commands.Prop(l1Commands(mutant.VariantReadPrefixLocksAll))},
 		{"quarantine frees the block at lapse", commands.Prop(l1Commands(mutant.VariantQuarantineFreesAtLapse))},
 		{"quarantined blocks evicted under pressure", commands.Prop(l1Commands(mutant.VariantQuarantineEvicted))},
+		{"write-locked keys counted as read hits", commands.Prop(l1Commands(mutant.VariantReadHitOnFind))},
 	}, 150, 60)
 }

@@ -184,6 +184,35 @@ type ModelEntry[K comparable] struct {
 type ManagerCounters struct {
 	WriteReservations, PartialGrants, FailedReservations, OOMKeys uint64
 	Evictions, OnDemandEvictions, Expired, Quarantines            uint64
+	// Lookups mirrors l1.Counters.Lookups, by l1.LookupKind.
+	Lookups [NumLookupKinds]LookupCounts
+}
+
+// LookupKind mirrors l1.LookupKind.
+type LookupKind uint8
+
+// The lookup kinds, in l1's order.
+const (
+	LookupRead LookupKind = iota
+	LookupReadPrefix
+	LookupUnsafeRead
+	LookupWrite
+	NumLookupKinds
+)
+
+// LookupCounts mirrors l1.LookupCounts.
+type LookupCounts struct {
+	Calls, Hits, Misses, Skipped uint64
+}
+
+// count adds one call of kind k that looked up n keys: hits hits, the
+// first miss misses (at most one for a prefix lookup), the rest skipped.
+func (m *Manager[K]) count(k LookupKind, n, hits, misses int) {
+	c := &m.Counters.Lookups[k]
+	c.Calls++
+	c.Hits += uint64(hits)
+	c.Misses += uint64(misses)
+	c.Skipped += uint64(n - hits - misses)
 }
 
 // Manager models l1.Manager over the memory model Mem.
@@ -433,8 +462,12 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	out := make([]Result, len(keys))
 	var need, relock []int
 	first := firsts(keys)
+	present := 0
 	for i, k := range keys {
 		o, exists := m.objects[k]
+		if exists {
+			present++ // a write-side hit: the key was there before the call
+		}
 		switch {
 		case first[k] != i:
 			out[i].Status = KeyNotWritable
@@ -486,6 +519,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 		out[i] = Result{OK, o.Block, o.WLease}
 	}
 	m.Counters.WriteReservations += uint64(len(relock) + len(blocks))
+	m.count(LookupWrite, len(keys), present, len(keys)-present)
 	return out, nil
 }
 
@@ -618,8 +652,8 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	return out, nil
 }
 
-// readLock takes read holds, starting a new epoch when none was held.
-func (m *Manager[K]) readLock(o *ObjectModel, locks int) {
+// readLockOne takes read holds, starting a new epoch when none was held.
+func (m *Manager[K]) readLockOne(o *ObjectModel, locks int) {
 	if !o.read.held(m.Now) {
 		o.RLease = m.nextLease()
 	}
@@ -652,7 +686,7 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 		default:
 			o.write, o.Finished = lock{}, true
 			m.touch(o)
-			m.readLock(o, locks)
+			m.readLockOne(o, locks)
 			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
@@ -709,6 +743,20 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
+	out := m.readLock(keys, locks)
+	hits := 0
+	for _, r := range out {
+		if r.Status == OK {
+			hits++
+		}
+	}
+	m.count(LookupRead, len(keys), hits, len(keys)-hits)
+	return out, nil
+}
+
+// readLock read-locks every readable key, as ReserveRead does, after the
+// sweep and without counting.
+func (m *Manager[K]) readLock(keys []K, locks int) []Result {
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -718,13 +766,13 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		case o.write.held(m.Now):
 			out[i].Status = KeyNotReadable
 		default:
-			m.readLock(o, locks)
+			m.readLockOne(o, locks)
 			m.hit(o)
 			m.touch(o)
 			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ReserveReadPrefix models l1.Manager.ReserveReadPrefix: ReserveRead of
@@ -747,12 +795,13 @@ func (m *Manager[K]) ReserveReadPrefix(keys []K, locks int) ([]Result, int, erro
 		}
 	}
 	if n > 0 {
-		rs, err := m.ReserveRead(keys[:n], locks)
-		if err != nil {
-			return nil, 0, err
-		}
-		copy(out, rs)
+		copy(out, m.readLock(keys[:n], locks))
 	}
+	misses := 0
+	if n < len(keys) {
+		misses = 1
+	}
+	m.count(LookupReadPrefix, len(keys), n, misses)
 	if n < len(keys) {
 		out[n].Status = KeyNotReadable
 		if _, ok := m.objects[keys[n]]; !ok {
@@ -772,6 +821,7 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Result, len(keys))
+	hits := 0
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
@@ -781,8 +831,10 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 			out[i].Status = KeyNotReadable
 		default:
 			out[i] = Result{OK, o.Block, o.RLease}
+			hits++
 		}
 	}
+	m.count(LookupUnsafeRead, len(keys), hits, len(keys)-hits)
 	return out, nil
 }
 

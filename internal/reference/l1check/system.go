@@ -605,11 +605,15 @@ func (s *System) compareQuiet() error {
 // counters converts the manager's counters for comparison with the
 // model's.
 func counters(st l1.Stats) reference.ManagerCounters {
-	return reference.ManagerCounters{
+	out := reference.ManagerCounters{
 		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
 		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
 		Quarantines: st.Quarantines,
 	}
+	for k, c := range st.Lookups {
+		out.Lookups[k] = reference.LookupCounts{Calls: c.Calls, Hits: c.Hits, Misses: c.Misses, Skipped: c.Skipped}
+	}
+	return out
 }
 
 // CompareState compares every object's state, in LRU order, with the

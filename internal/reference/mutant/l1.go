@@ -396,3 +396,36 @@ func (m QuarantineEvicted[K]) ReserveWrite(keys []K, temporary []bool, size int6
 	}
 	return res, nil
 }
+
+// ReadHitOnFind counts a ReserveRead hit when the key is found, before
+// its readability is checked: a write-locked key (KeyNotReadable) counts
+// as a hit, not a miss, and a cache being written looks warm.
+type ReadHitOnFind[K comparable] struct {
+	*l1.Manager[K]
+	found *uint64 // write-locked keys found so far
+}
+
+// NewReadHitOnFind wraps m.
+func NewReadHitOnFind[K comparable](m *l1.Manager[K]) ReadHitOnFind[K] {
+	return ReadHitOnFind[K]{Manager: m, found: new(uint64)}
+}
+
+// ReserveRead reads and notes the keys it found write-locked.
+func (m ReadHitOnFind[K]) ReserveRead(keys []K, locks int) ([]l1.Result, error) {
+	res, err := m.Manager.ReserveRead(keys, locks)
+	for _, r := range res {
+		if r.Status == l1.KeyNotReadable {
+			*m.found++
+		}
+	}
+	return res, err
+}
+
+// Stats reports the write-locked keys found as hits.
+func (m ReadHitOnFind[K]) Stats() l1.Stats {
+	st := m.Manager.Stats()
+	c := &st.Lookups[l1.LookupRead]
+	c.Hits += *m.found
+	c.Misses -= *m.found
+	return st
+}

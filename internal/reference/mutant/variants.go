@@ -57,6 +57,10 @@ var (
 	VariantQuarantineEvicted = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return NewQuarantineEvicted(m)
 	}}
+	// VariantReadHitOnFind wraps the manager in ReadHitOnFind.
+	VariantReadHitOnFind = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return NewReadHitOnFind(m)
+	}}
 	// VariantSharedKeys wraps the manager in SharedKeys.
 	VariantSharedKeys = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return NewSharedKeys(m)
