@@ -1,7 +1,11 @@
 package l1_test
 
 import (
+	"encoding/binary"
 	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,4 +292,63 @@ func TestQuarantineOffReclaims(t *testing.T) {
 	sts, err := e.m.FinishWrite([]int{1}, []l1.Lease{a.Lease})
 	require.NoError(t, err)
 	assert.Equal(t, []l1.Status{l1.StaleLease}, sts)
+}
+
+// Eight writers share eight keys under a one-second TTL and stall at
+// random (each moves the clock), so writes lapse while their writers go on
+// writing. Each writer stamps its block, stalls, and checks its stamp
+// before it finishes: no other writer ever got its block. At the end each
+// writer aborts every lease it got, as a node pool's owner does at a
+// disconnect, and the quarantine is empty. Run it with -race.
+func TestQuarantineConcurrentWriters(t *testing.T) {
+	e := newEnv(t, 64*obj, l1.Config{QuarantineLapsedWrites: true, WriteTTL: time.Second})
+	const writers, rounds = 8, 300
+	var wg sync.WaitGroup
+	var lapsed atomic.Int64
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			var ks []int
+			var ls []l1.Lease
+			for i := range rounds {
+				k := rng.IntN(8)
+				rs, err := e.m.ReserveWrite([]int{k}, nil, obj, l1.ModeAll)
+				if !assert.NoError(t, err) {
+					return
+				}
+				r := rs[0]
+				if r.Status != l1.OK {
+					continue
+				}
+				ks, ls = append(ks, k), append(ls, r.Lease)
+				stamp := uint64(w)<<32 | uint64(i)
+				buf := e.a.Bytes(r.Block)
+				binary.LittleEndian.PutUint64(buf, stamp)
+				e.clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond) // a stall
+				if !assert.Equal(t, stamp, binary.LittleEndian.Uint64(buf), "writer %d's block %+v was given to another writer", w, r.Block) {
+					return
+				}
+				sts, err := e.m.FinishWrite([]int{k}, []l1.Lease{r.Lease})
+				if !assert.NoError(t, err) {
+					return
+				}
+				switch sts[0] {
+				case l1.WriteLapsed:
+					lapsed.Add(1)
+				case l1.OK:
+				default:
+					t.Errorf("writer %d: FinishWrite of its own lease: %v", w, sts[0])
+				}
+			}
+			// The connection ends: every lease it got goes back.
+			_, err := e.m.AbortWrite(ks, ls)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of %d writes lapsed", lapsed.Load(), writers*rounds)
+	assert.Positive(t, lapsed.Load(), "no write lapsed: the test proves nothing")
+	e.checkAccounting(t, 0, 0)
+	e.m.Clear(true)
+	assert.Zero(t, e.used())
 }
