@@ -193,12 +193,18 @@ func (m *Manager[K]) lock() int64 {
 // block the memory refuses to free is counted in Stats.FreeErrors; the key
 // is dropped all the same.
 func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	m.pending = append(m.pending, o.block)
+	m.forgetReportLocked(o, cause)
+}
+
+// forgetReportLocked is forgetLocked, then the removal's event.
+func (m *Manager[K]) forgetReportLocked(o *object[K], cause Cause) {
 	if !m.listening() {
-		m.dropLocked(o, cause)
+		m.forgetLocked(o, cause)
 		return
 	}
 	key := o.key
-	m.dropLocked(o, cause)
+	m.forgetLocked(o, cause)
 	m.noteRemovedLocked(key, cause)
 }
 

@@ -78,13 +78,7 @@ func (m *Manager[K]) expireWriteLocked(o *object[K]) {
 	m.quarantine[o.wlease] = quarantined[K]{key: o.key, block: o.block}
 	m.qbytes += o.block.Size
 	m.stats.Quarantines++
-	if !m.listening() {
-		m.forgetLocked(o, CauseQuarantined)
-		return
-	}
-	key := o.key
-	m.forgetLocked(o, CauseQuarantined)
-	m.noteRemovedLocked(key, CauseQuarantined)
+	m.forgetReportLocked(o, CauseQuarantined)
 }
 
 // releaseQuarantinedLocked frees the block of the quarantined write that
