@@ -338,3 +338,11 @@ func (a *Answer) Err() error {
 	}
 	return &Error{Code: a.Code, Msg: a.Message}
 }
+
+// Equal reports whether a and o are the same message: every field equal,
+// nil and empty slices alike.
+func (a *Answer) Equal(o *Answer) bool {
+	return a.Type == o.Type && a.ID == o.ID && a.Code == o.Code && a.Epoch == o.Epoch &&
+		a.Message == o.Message && a.Hello == o.Hello && a.Prefix == o.Prefix && a.Stats == o.Stats &&
+		slices.Equal(a.Results, o.Results) && slices.Equal(a.Statuses, o.Statuses)
+}
