@@ -5,6 +5,7 @@ package server_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -157,4 +158,27 @@ func TestInvalidArgument(t *testing.T) {
 	if err := c.Ping(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTenThousandKeys: one frame carries a serving engine's largest batch,
+// 10,000 keys, every way through the daemon.
+func TestTenThousandKeys(t *testing.T) {
+	s := start(t, server.Config{})
+	c := dial(t, s)
+	ks := make([]l1.ObjectKey, 10_000)
+	for i := range ks {
+		ks[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("%032x", i), Model: "llama-3.1-70b", KVRank: 3}
+	}
+	res, err := c.ReserveWrite(ks, nil, 4096, l1.ModeAll)
+	if err != nil || len(res) != len(ks) || res[len(ks)-1].Status != wire.StatusOK {
+		t.Fatalf("reserve: %d results, %v", len(res), err)
+	}
+	allOK(t, "FinishWrite")(c.FinishWrite(ks, leasesOf(res)))
+	rr, n, err := c.ReserveReadPrefix(ks, 1)
+	if err != nil || n != len(ks) {
+		t.Fatalf("prefix: %d, %v", n, err)
+	}
+	allOK(t, "FinishRead")(c.FinishRead(ks, leasesOf(rr), 1))
+	allOK(t, "Delete")(c.Delete(ks, false))
+	check(t, s)
 }
