@@ -92,6 +92,20 @@ bench-report:
 bench-trace:
 	$(GO) run ./bench/cmd/trace -pool $(TRACE_POOL) $(TRACE_FILE)
 
+.PHONY: device-check
+# DEVICE_CHECK_FLAGS are devicecheck's flags (-pool, -block, -copies, -timeout).
+DEVICE_CHECK_FLAGS ?=
+## device-check: on a machine with an NVIDIA GPU, copy 8 MiB blocks between
+## the GPU and a CUDA-host region, a segmented pool pinned with
+## cudaHostRegister and pageable memory; print GiB/s, the ratios and time to
+## first allocation ÷ time to pin the pool; check every round trip's bytes.
+## At most 5 minutes. Without a GPU it exits 3, "no GPU: ..." (see
+## bench/cmd/devicecheck).
+device-check:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) build -o $(BENCH_OUT)/devicecheck ./bench/cmd/devicecheck
+	timeout -k 10 320 $(BENCH_OUT)/devicecheck $(DEVICE_CHECK_FLAGS)
+
 .PHONY: bench-history
 ## bench-history: each target's ratio over the runs in BENCH_HISTORY, as
 ## plots and a table in bench/out/history/.
@@ -200,8 +214,22 @@ profile:
 	$(call PROFILE_ONE,batch8mib,20000x)
 	$(call PROFILE_ONE,free8mib,20000x)
 
-.PHONY: cflite-check
-## cflite-check: run .clusterfuzzlite/build.sh here, without docker, with
-## stand-ins for the OSS-Fuzz builders; lists the seed corpus zips.
+# LIBFUZZER_TIME is how long make libfuzzer runs each target, in seconds.
+LIBFUZZER_TIME ?= 30
+LIBFUZZER_TARGETS ?=
+
+.PHONY: libfuzzer cflite-check
+## libfuzzer: build every native fuzz target as a libFuzzer binary with
+## .clusterfuzzlite/build.sh (the ClusterFuzzLite build), here and without
+## docker, installing clang from Debian's packages if it is missing; prove
+## the crash path on a broken allocator; then run each target
+## LIBFUZZER_TIME seconds on its committed corpus (LIBFUZZER_TARGETS
+## narrows the runs). A crash is written back as a Go corpus file that
+## make fuzz-replay replays.
+libfuzzer:
+	LIBFUZZER_TIME=$(LIBFUZZER_TIME) bash .clusterfuzzlite/libfuzzer.sh $(LIBFUZZER_TARGETS)
+
+## cflite-check: the build half of make libfuzzer: build.sh and the check of
+## the seed zips' layout against the built harness; runs nothing.
 cflite-check:
-	bash .clusterfuzzlite/check-local.sh
+	bash .clusterfuzzlite/libfuzzer.sh -build-only

@@ -253,12 +253,15 @@ func (m measure) String() string { return m.name + " " + m.unit }
 
 // A target compares a measure with a floor (ratio = num / den) or, when den
 // is zero, checks the measure itself (ratio = num). An op of "" makes the
-// row informative only.
+// row informative only; such a row with report set is a number kvalloc
+// tracks without a bound (how a path scales with a second core), and the
+// README's table lists it as "reported".
 type target struct {
 	num, den measure
 	op       string // "<=", ">=", "==" or "" for info
 	bound    float64
 	note     string
+	report   bool
 }
 
 type verdict string
@@ -312,6 +315,19 @@ var targets = []target{
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
 	{num: m("SegmentPin/pin=mlock/workers=2", "first-ns"), den: m("SegmentPin/pin=mlock/workers=2", "full-ns"), op: "<=", bound: 0.1},
 	{num: m("SegmentPin/pin=mlock/workers=2", "GiB/s"), den: m("SegmentPin/pin=mlock/workers=1", "GiB/s"), op: ">=", bound: 1.6},
+	// Contention: ops/s on two cores ÷ on one, one manager or allocator
+	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
+	// "Contention").
+	{num: m("Contention/op=lookup/procs=2", "ops/s"), den: m("Contention/op=lookup/procs=1", "ops/s"), report: true,
+		note: "ReserveReadPrefix + FinishRead"},
+	{num: m("Contention/op=store/procs=2", "ops/s"), den: m("Contention/op=store/procs=1", "ops/s"), report: true,
+		note: "ReserveWrite + FinishWrite, evicting"},
+	{num: m("Contention/op=allocate/procs=2", "ops/s"), den: m("Contention/op=allocate/procs=1", "ops/s"), report: true,
+		note: "Allocate + Free"},
+	{num: m("Contention/op=mutex/procs=2", "ops/s"), den: m("Contention/op=mutex/procs=1", "ops/s"), report: true,
+		note: "one shared mutex: the floor of a one-lock design"},
+	{num: m("Contention/op=ceiling/procs=2", "ops/s"), den: m("Contention/op=ceiling/procs=1", "ops/s"), report: true,
+		note: "nothing shared: this run's ceiling for the rows above"},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -416,13 +432,7 @@ func writeTable(w io.Writer, rows []row, s samples) error {
 		if r.den.name != "" {
 			name += "  ÷  " + r.den.name
 		}
-		goal := "—"
-		if r.op != "" {
-			goal = opSymbol(r.op) + " " + formatNum(r.bound)
-			if r.den.name != "" {
-				goal += "×"
-			}
-		}
+		goal := r.goal()
 		if r.verdict == verdictMissing {
 			fmt.Fprintf(tw, "%s\t—\t—\t—\t%s\t%s: %s\n", name, goal, r.verdict, r.why)
 			continue
@@ -463,8 +473,12 @@ func formatNum(v float64) string {
 	return fmt.Sprintf("%.3g", v)
 }
 
-// goal is the target of r as text, such as "≤ 3×", or "—" for info rows.
+// goal is the target of r as text, such as "≤ 3×", "reported" for a
+// reported row, or "—" for info rows.
 func (t target) goal() string {
+	if t.op == "" && t.report {
+		return "reported"
+	}
 	if t.op == "" {
 		return "—"
 	}
@@ -475,13 +489,14 @@ func (t target) goal() string {
 	return g
 }
 
-// targetsMarkdown is the markdown table of the targets with a bound, in
-// definition order: what README.md shows under "Where it stands".
+// targetsMarkdown is the markdown table of the targets with a bound and
+// the reported rows, in definition order: what README.md shows under
+// "Where it stands".
 func targetsMarkdown(ts []target) string {
 	var b strings.Builder
 	b.WriteString("| measure | ÷ floor | target |\n|---|---|--:|\n")
 	for _, t := range ts {
-		if t.op == "" {
+		if t.op == "" && !t.report {
 			continue
 		}
 		den := "—"
