@@ -392,14 +392,15 @@ func (m *Manager[K]) evictLocked(v *object[K], onDemand bool) {
 }
 
 // touchLocked makes o most recently used; hit also counts a use for the
-// policy (S3-FIFO's count).
+// policy (S3-FIFO's count) and clears the Partial hint, before the policy
+// re-ranks o: a used object is ranked as one, not as a partial one.
 func (m *Manager[K]) touchLocked(o *object[K], hit bool) {
+	if hit {
+		m.ev.hit(o)
+	}
 	m.useLocked(o)
 	if o.evq != evNone {
 		m.ev.used(o)
-	}
-	if hit {
-		m.ev.hit(o)
 	}
 }
 
