@@ -44,7 +44,9 @@ func TestPolicyTouchPartialRanked(t *testing.T) {
 		rw := func(keys []int, pos []uint32, size int64, temp []bool) l1check.Op {
 			return l1check.Op{Kind: l1check.OpReserveWrite, Keys: keys, Positions: pos, Size: size, Temporary: temp, Mode: l1.ModeAll, Observe: true}
 		}
-		fw := func(keys ...int) l1check.Op { return l1check.Op{Kind: l1check.OpFinishWrite, Keys: keys, Observe: true} }
+		fw := func(keys ...int) l1check.Op {
+			return l1check.Op{Kind: l1check.OpFinishWrite, Keys: keys, Observe: true}
+		}
 		ops := []l1check.Op{
 			rw([]int{12, 13, 14, 15}, []uint32{0, 1, 2, 3}, 128, []bool{true, false, false, false}),
 			fw(9, 10, 11, 12),
