@@ -255,8 +255,7 @@ func (t *runIndex) put(k int64, v int32) {
 // freed: its block goes to the batch through Reissue, and the rest of the
 // batch is allocated from the free space (see reuseLocked).
 func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, error) {
-	align := m.coal.Align()
-	z := (size + align - 1) / align * align
+	z := roundUp(size, m.align)
 	contiguous := m.cfg.Placement == allocator.Contiguous
 	reuse := m.alloc != nil && m.cfg.Placement == allocator.Scattered
 	// full: the allocator had no free byte when the eviction began. The
