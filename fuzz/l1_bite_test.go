@@ -66,6 +66,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"TTL overflow", everywhere(mutant.VariantTTLOverflow), "Len() = 0, model 2"},
 		{"listeners share Keys", everywhere(mutant.VariantSharedKeys), "listeners got write-reserved"},
 		{"prefix read locks past the miss", everywhere(mutant.VariantReadPrefixLocksAll), "ReserveReadPrefix"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
@@ -119,6 +120,7 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 		{"repeated key allocated twice", everywhere(mutant.VariantRepeatAllocTwice), "no leak"},
 		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
 		{"rejected call reserves keys", everywhere(mutant.VariantRejectLate), "rejected call changed state"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
