@@ -96,8 +96,13 @@ func (m *Manager[K]) IsEvictable(key K) bool {
 // carry its stamp and are never evicted.
 func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	defer m.ev.restore()
+	// Blocks removed before eviction (objects whose locks lapsed as the
+	// call began) are free before the count starts.
+	m.flushLocked()
+	st := m.mem.Stats()
+	m.ev.sized(st.Capacity)
 	if m.coal != nil && m.fit != nil {
-		return m.evictCountedLocked(size, n)
+		return m.evictCountedLocked(size, n, st)
 	}
 	useFit := m.fit != nil && m.cfg.Placement != allocator.Contiguous
 	for evicted := false; !useFit || !evicted || m.fit.Fit(size, n) < n; {
@@ -128,14 +133,12 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 // the plain loop. Over the allocator itself with Scattered placement, the
 // victims' blocks that change nothing by staying live go to the batch
 // through Reissue (see reusableLocked and reuseLocked).
-func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, error) {
-	// Blocks removed before eviction (objects whose locks lapsed as the
-	// call began) are free before the count starts, as the plain loop
-	// frees them before its first Fit.
-	m.flushLocked()
+//
+// st is the memory's Stats as eviction begins, the blocks of objects
+// removed before it already freed.
+func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) ([]allocator.Block, error) {
 	z := roundUp(size, m.align)
 	contiguous := m.cfg.Placement == allocator.Contiguous
-	st := m.mem.Stats()
 	// full: the memory had no free byte when the eviction began. The
 	// victims' blocks are freed only after it, so no victim then has a
 	// free neighbour in the memory (only earlier victims, in the runs),
@@ -313,7 +316,9 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 		return 0, ErrClosed
 	}
 	m.flushLocked()
-	limit := ratio * float64(m.mem.Stats().Capacity)
+	capacity := m.mem.Stats().Capacity
+	m.ev.sized(capacity)
+	limit := ratio * float64(capacity)
 	n := 0
 	for float64(m.held) > limit {
 		v := m.ev.victim()

@@ -160,7 +160,7 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 		}
 	}
 	m.objects.init()
-	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
+	m.ev.init(&m.objects, cfg.Eviction)
 	m.delivery.init(&m.mu)
 	return m, nil
 }

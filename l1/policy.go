@@ -45,7 +45,9 @@ const (
 	// (Mooncake RFC #1998), without a tree: O(1) per key, no parent lookups.
 	EvictPrefix
 	// EvictS3FIFO is S3-FIFO (Yang et al., SOSP '23): a small FIFO queue for
-	// new objects, a tenth of the memory's capacity, a main FIFO queue with
+	// new objects, a tenth of the memory's capacity (Stats().Capacity, read
+	// at each eviction, so a tenth of what a growing region has made usable
+	// so far), a main FIFO queue with
 	// reinsertion, and a ghost queue of keys recently evicted from the small
 	// one. An object used again while in the small queue moves to the main
 	// one; one used only once leaves from the small queue, so a scan of
@@ -140,7 +142,8 @@ type evictSet[K comparable] struct {
 	s      *store[K]
 	main   list[K]
 	small  list[K] // S3-FIFO only
-	// smallBytes is the bytes in small; smallTarget a tenth of the memory.
+	// smallBytes is the bytes in small; smallTarget a tenth of the memory
+	// usable at the current eviction (sized).
 	smallBytes, smallTarget int64
 	ghost                   ghost
 	// anchor is, for the prefix policy, the last object of main when the
@@ -153,18 +156,24 @@ type evictSet[K comparable] struct {
 	n     int // objects in the set, aside ones included
 }
 
-func (e *evictSet[K]) init(s *store[K], p EvictionPolicy, capacity int64) {
+func (e *evictSet[K]) init(s *store[K], p EvictionPolicy) {
 	e.policy, e.s = p, s
 	e.main.init(s, setEvict)
 	e.small.init(s, setEvict)
-	e.smallTarget = capacity / 10
 }
+
+// sized sets S3-FIFO's small queue to a tenth of capacity, the bytes the
+// memory can use now. Every eviction calls it first: the capacity of a
+// memory over a GrowingRegion grows after New (from 0 over a fresh
+// SegmentedRegion), and a target fixed then would evict new objects ahead
+// of cold ones for ever.
+func (e *evictSet[K]) sized(capacity int64) { e.smallTarget = capacity / 10 }
 
 // reset forgets everything, for Close.
 func (e *evictSet[K]) reset() {
-	p, s, t := e.policy, e.s, e.smallTarget
+	p, s := e.policy, e.s
 	*e = evictSet[K]{}
-	e.init(s, p, t*10)
+	e.init(s, p)
 }
 
 // begin starts an operation.
