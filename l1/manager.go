@@ -38,7 +38,10 @@ type meta struct {
 	// qseq counts the record's entries in expiry queues, across reuse: an
 	// entry whose number is not the record's is stale (see expiry.go).
 	qseq uint32
-	_    uint32 // pads the record to three cache lines for ObjectKey
+	// rank orders, for the prefix policy, the objects of one position that
+	// the current operation made recent: it counts their entries into the
+	// policy's list (see evictSet.settle).
+	rank uint32
 
 	write ttlLock
 	read  ttlLock

@@ -138,6 +138,33 @@ func TestEvictPrefixTailFirst(t *testing.T) {
 		require.Equal(t, repeat(l1.OK, 6), e.finish(ks))
 		assert.Equal(t, []int{9, 8, 7, 17, 16, 6}, e.evictAll(t))
 	})
+	t.Run("chain_major_batch", func(t *testing.T) {
+		// A store batch of 40 chains of 40 keys, chain after chain
+		// (positions 0..39 each time), one FinishWrite: every chain's
+		// tail goes first, the last chain's first, then every
+		// position 38, and so on to the heads. Past 32 keys the
+		// ranking is a radix sort.
+		const chains, n = 40, 40
+		e := newEnv(t, chains*n*obj, l1.Config{Eviction: l1.EvictPrefix})
+		var ks []int
+		var pos []uint32
+		for c := range chains {
+			for p := range n {
+				ks, pos = append(ks, c*n+p), append(pos, uint32(p))
+			}
+		}
+		rs, err := e.m.ReserveWriteChain(ks, pos, nil, obj, l1.ModeAll)
+		require.NoError(t, err)
+		require.Equal(t, repeat(l1.OK, len(ks)), statuses(rs))
+		require.Equal(t, repeat(l1.OK, len(ks)), e.finish(ks))
+		var want []int
+		for p := n - 1; p >= 0; p-- {
+			for c := chains - 1; c >= 0; c-- {
+				want = append(want, c*n+p)
+			}
+		}
+		assert.Equal(t, want, e.evictAll(t))
+	})
 	t.Run("on_demand_evicts_the_old_chain_tail_first", func(t *testing.T) {
 		a := newAlloc(t, 8*obj, obj)
 		e := newEnvOver(t, a, a, l1.Config{Eviction: l1.EvictPrefix, EvictOnDemand: true})
