@@ -71,10 +71,13 @@ import (
 // meanwhile can, as on every path; the allocation then fails and the call
 // falls back to the prefix.)
 //
-// When the allocator cannot hold the batch whatever the manager evicts
-// from it (its capacity less the bytes in the manager's own objects is
-// short: knownShortLocked), ReserveWrite starts with eviction, without the
-// allocation call that must fail.
+// Over the allocator (a Coalescer), ReserveWrite with on-demand eviction
+// starts with eviction's count, which asks what fits now, so a batch makes
+// one allocation call, after the victims it needs, and none when nothing
+// it may evict makes room: no call fails first. Over other memories that
+// report their capacity (a Sizer) it does so when the capacity less the
+// bytes in the manager's own objects cannot hold the batch
+// (knownShortLocked), and otherwise tries the batch first.
 
 // evictableLocked is the eviction predicate.
 func evictableLocked[K comparable](o *object[K], now int64) bool {
@@ -101,6 +104,9 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 	m.flushLocked()
 	st := m.mem.Stats()
 	m.ev.sized(st.Capacity)
+	if size > st.Capacity {
+		return nil, nil // larger than all the memory usable now
+	}
 	if m.coal != nil && m.fit != nil {
 		return m.evictCountedLocked(size, n, st)
 	}

@@ -308,11 +308,20 @@ func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 // largest prefix that fits after on-demand eviction, or none. It errs only
 // when the memory fails for a reason other than lack of space, and then it
 // holds no block.
+//
+// With on-demand eviction over a memory that counts what each victim frees
+// (a Coalescer, as the allocator is), eviction begins by asking what fits
+// now and allocates once, after the victims it needs, if any: a batch
+// costs one allocation call, not a call that fails first.
 func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
-	if !m.cfg.EvictOnDemand || !m.knownShortLocked(size, n) {
+	counted := m.cfg.EvictOnDemand && m.coal != nil && m.fit != nil
+	if counted && m.sizer != nil && size > m.sizer.Capacity() {
+		return nil, nil // never fits, whatever is evicted
+	}
+	if !counted && (!m.cfg.EvictOnDemand || !m.knownShortLocked(size, n)) {
 		blocks, err := m.allocBatchLocked(size, n)
 		switch {
 		case err == nil:
