@@ -76,9 +76,9 @@ var exactMemories = []struct {
 // elsewhere than the blocks the plain loop allocates; the run of a case
 // ends at the first call after which the two hold different blocks.
 func TestEvictExactDifferential(t *testing.T) {
-	cases := 60
+	cases := 30
 	if testing.Short() {
-		cases = 15
+		cases = 10
 	}
 	for _, p := range allocator.Placements {
 		for _, policy := range l1.EvictionPolicies {
@@ -176,7 +176,6 @@ func exactCase(t *testing.T, rng *rand.Rand, cfg l1.Config, c int) int {
 				answers[i] = fmt.Sprint(sts)
 			}
 			victims[i] = evicted(e.rec.take())
-			require.NoError(t, allocs[i].Verify(), where)
 		}
 		if !assert.Equal(t, answers[1], answers[0], "%s: answers", where) ||
 			!assert.Equal(t, victims[1], victims[0], "%s: victims (plain loop, then the allocator's)", where) {
@@ -185,9 +184,12 @@ func exactCase(t *testing.T, rng *rand.Rand, cfg l1.Config, c int) int {
 		if len(victims[0]) > 0 {
 			calls++
 		}
-		if !sameBlocks(envs[0].m, envs[1].m) {
-			return calls
+		if kind < 5 && !sameBlocks(envs[0].m, envs[1].m) {
+			break
 		}
+	}
+	for _, a := range allocs {
+		require.NoError(t, a.Verify())
 	}
 	return calls
 }
