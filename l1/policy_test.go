@@ -226,6 +226,24 @@ func TestEvictS3FIFO(t *testing.T) {
 		assert.Equal(t, append(append(keys(10, 10), 50), keys(100, 1)...), evict(t, e, 12))
 		assert.Equal(t, []int{3}, evict(t, e, 1), "main goes once the small queue is under its tenth")
 	})
+	t.Run("promoted_stays_in_main_after_a_lock", func(t *testing.T) {
+		// 0 is touched while at the front of the small queue (a use that
+		// takes no lock, so it keeps its place); the first eviction
+		// promotes it to main and takes 1. Then 0 is read-locked and
+		// released, twice: it re-enters main, at its tail, not the small
+		// queue. The small queue goes first while over its tenth (2-90),
+		// then 0 from main, then what is left of the small queue.
+		e := newS3(t)
+		e.put(t, keys(0, 100), obj)
+		e.touch([]int{0})
+		assert.Equal(t, []int{1}, evict(t, e, 1))
+		for _, locks := range []int{1, 3} {
+			require.Equal(t, []l1.Status{l1.OK}, statuses(e.read(t, []int{0}, locks)))
+			require.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{0}, locks))
+		}
+		assert.Equal(t, keys(2, 89), evict(t, e, 89))
+		assert.Equal(t, append([]int{0}, keys(91, 9)...), evict(t, e, 10))
+	})
 	t.Run("scan_resistance", func(t *testing.T) {
 		// A working set of 40 objects read again and again, and a scan of
 		// 2000 keys read once, through a pool of 100 with on-demand
