@@ -2,6 +2,7 @@ package l1
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kvalloc/kvalloc/allocator"
 )
@@ -68,8 +69,9 @@ import (
 // a GrowingRegion adds, can then make the count low by the objects a merge
 // with it would have added, and a victim more than needed is evicted. The
 // shortcut never makes the count high. Memory that another user takes
-// meanwhile can, as on every path; the allocation then fails and the call
-// falls back to the prefix.)
+// meanwhile can, as can a memory whose FreeAround misreports; the
+// allocation then fails, and eviction goes on with the plain loop, victim
+// by victim, until the batch fits or no victim is left.)
 //
 // Over the allocator (a Coalescer), ReserveWrite with on-demand eviction
 // starts with eviction's count, which asks what fits now, so a batch makes
@@ -96,7 +98,11 @@ func (m *Manager[K]) IsEvictable(key K) bool {
 
 // evictForLocked evicts until n objects of size bytes fit, and returns
 // them allocated; nil when it ran out of victims first. The call's own keys
-// carry its stamp and are never evicted.
+// carry its stamp and are never evicted. The count over a Coalescer rests
+// on the memory's answers (Fit, FreeAround) and on nobody else changing
+// it meanwhile; when its allocation fails all the same (another user of a
+// shared allocator took the memory, or the memory misreported), eviction
+// goes on with the plain loop, which asks after every victim.
 func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	defer m.ev.restore()
 	// Blocks removed before eviction (objects whose locks lapsed as the
@@ -108,8 +114,18 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 		return nil, nil // larger than all the memory usable now
 	}
 	if m.coal != nil && m.fit != nil {
-		return m.evictCountedLocked(size, n, st)
+		if blocks, err := m.evictCountedLocked(size, n, st); blocks != nil || err != nil {
+			return blocks, err
+		}
 	}
+	return m.evictPlainLocked(size, n)
+}
+
+// evictPlainLocked is the plain loop: free the next victim, then ask Fit
+// (or, without Fit or under Contiguous placement, try the batch whenever
+// the free bytes would allow it), until the batch fits. It is called once
+// the batch has been found not to fit: its first victim goes at once.
+func (m *Manager[K]) evictPlainLocked(size int64, n int) ([]allocator.Block, error) {
 	useFit := m.fit != nil && m.cfg.Placement != allocator.Contiguous
 	for evicted := false; !useFit || !evicted || m.fit.Fit(size, n) < n; {
 		v := m.nextVictimLocked()
@@ -157,7 +173,7 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) (
 	case full:
 		have, need = 0, int64(n)
 	default:
-		have, need = int64(m.fit.Fit(size, n)), int64(n)
+		have, need = int64(min(max(m.fit.Fit(size, n), 0), n)), int64(n)
 	}
 	r := &m.runs
 	r.reset()
@@ -171,6 +187,15 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) (
 		var before, after int64
 		if !full {
 			before, after = m.coal.FreeAround(v.block)
+			// Free space lies in [0, lo) and after hi; a larger or
+			// negative answer is the memory's error, taken as nothing
+			// free (the plain loop corrects a count that comes out high).
+			if before < 0 || before > lo {
+				before = 0
+			}
+			if after < 0 || after > math.MaxInt64-hi {
+				after = 0
+			}
 		}
 		x := r.merge(lo, hi, lo-before, hi+after)
 		if contiguous {
