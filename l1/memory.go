@@ -6,7 +6,9 @@ import "github.com/kvalloc/kvalloc/allocator"
 // satisfies it, and so does any test double.
 //
 // The manager relies on the all-or-nothing contract of AllocateBatch: it
-// returns exactly n blocks, or an error and no change. An error that wraps
+// returns exactly n blocks, each of at least size bytes, or an error and no
+// change (a memory other than *allocator.Allocator that breaks it makes
+// the call fail with its blocks given back). An error that wraps
 // allocator.ErrOutOfMemory means "does not fit" (a size larger than the
 // whole capacity included) and becomes OutOfMemory statuses; any other error
 // is returned to the caller of ReserveWrite.

@@ -377,7 +377,26 @@ func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, err
 		m.freeLocked(blocks)
 		return nil, fmt.Errorf("l1: memory returned %d blocks for a batch of %d", len(blocks), n)
 	}
+	if m.alloc == nil {
+		if err := m.checkSizesLocked(blocks, size); err != nil {
+			return nil, err
+		}
+	}
 	return blocks, nil
+}
+
+// checkSizesLocked checks that every block a memory other than the
+// allocator returned holds size bytes; otherwise it gives the blocks back
+// and errs, since a writer would write past the short one into its
+// neighbour.
+func (m *Manager[K]) checkSizesLocked(blocks []allocator.Block, size int64) error {
+	for _, b := range blocks {
+		if b.Size < size {
+			m.freeLocked(blocks)
+			return fmt.Errorf("l1: memory returned a block of %d bytes for objects of %d", b.Size, size)
+		}
+	}
+	return nil
 }
 
 // freeLocked returns blocks the manager got but will not keep.
