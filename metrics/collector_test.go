@@ -218,21 +218,29 @@ func TestCollectorNoSources(t *testing.T) {
 	assert.Zero(t, len(ch))
 }
 
-// TestCollectorRealL1 wires a real manager: three keys written, one still
-// write-locked, and checks the objects and reservations.
-func TestCollectorRealL1(t *testing.T) {
+// realL1 returns a manager over a 16 MiB allocator holding the 1 MiB
+// objects "a", "b" and "c", the first finish of them finished.
+func realL1(t *testing.T, finish int) (*allocator.Allocator, *l1.Manager[string]) {
 	r, err := allocator.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
-	defer a.Close()
+	t.Cleanup(func() { a.Close() })
 	m, err := l1.New[string](a, l1.Config{})
 	require.NoError(t, err)
-	defer m.Close()
-	res, err := m.ReserveWrite([]string{"a", "b", "c"}, nil, mib, l1.ModeAll)
+	t.Cleanup(func() { m.Close() })
+	ks := []string{"a", "b", "c"}
+	res, err := m.ReserveWrite(ks, nil, mib, l1.ModeAll)
 	require.NoError(t, err)
-	_, err = m.FinishWrite([]string{"a", "b"}, []l1.Lease{res[0].Lease, res[1].Lease})
+	_, err = m.FinishWrite(ks[:finish], []l1.Lease{res[0].Lease, res[1].Lease, res[2].Lease}[:finish])
 	require.NoError(t, err)
+	return a, m
+}
+
+// TestCollectorRealL1 wires a real manager: three keys written, one still
+// write-locked, and checks the objects and reservations.
+func TestCollectorRealL1(t *testing.T) {
+	_, m := realL1(t, 2)
 	c := New(Options{L1: L1(m)})
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP kvalloc_l1_objects Objects held, by state.
@@ -254,18 +262,7 @@ kvalloc_l1_held_bytes 3.145728e+06
 // user shares the allocator: the manager holds 3 MiB, the other user
 // 5 MiB, and kvalloc_allocator_used_bytes says 8 MiB.
 func TestCollectorL1HeldBytesShared(t *testing.T) {
-	r, err := allocator.NewHeapRegion(16 * mib)
-	require.NoError(t, err)
-	a, err := allocator.New(r, allocator.Options{})
-	require.NoError(t, err)
-	defer a.Close()
-	m, err := l1.New[string](a, l1.Config{})
-	require.NoError(t, err)
-	defer m.Close()
-	res, err := m.ReserveWrite([]string{"a", "b", "c"}, nil, mib, l1.ModeAll)
-	require.NoError(t, err)
-	_, err = m.FinishWrite([]string{"a", "b", "c"}, []l1.Lease{res[0].Lease, res[1].Lease, res[2].Lease})
-	require.NoError(t, err)
+	a, m := realL1(t, 3)
 	other, err := a.AllocateBatch(mib, 5, allocator.Scattered)
 	require.NoError(t, err)
 	defer a.Free(other...)

@@ -77,17 +77,23 @@ func genEvictCmd(units int) gopter.Gen {
 }
 
 func policyCommands(v l1check.Variant) *commands.ProtoCommands {
+	return evictCommands(v, genPolicySetup(), genPolicyCmd)
+}
+
+// evictCommands is the eviction state machine over systems with variant
+// v, setups drawn by setups and commands by cmds.
+func evictCommands(v l1check.Variant, setups gopter.Gen, cmds func(commands.State) gopter.Gen) *commands.ProtoCommands {
 	return &commands.ProtoCommands{
 		NewSystemUnderTestFunc: func(initial commands.State) commands.SystemUnderTest {
 			return l1check.MustNew(initial.(*l1State).setup, v)
 		},
 		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) { sut.(*l1check.System).Close() },
-		InitialStateGen: genPolicySetup().Map(func(setup l1check.Setup) *l1State {
+		InitialStateGen: setups.Map(func(setup l1check.Setup) *l1State {
 			sys := l1check.MustNew(setup, l1check.Variant{})
 			defer sys.Close()
 			return &l1State{setup: sys.Setup, md: sys.Model, book: l1check.NewBook()}
 		}),
-		GenCommandFunc: genPolicyCmd,
+		GenCommandFunc: cmds,
 	}
 }
 
@@ -118,18 +124,7 @@ func genMixedSetup() gopter.Gen {
 // of other sizes must merge with, so only an exact count of what each
 // victim frees evicts what the model evicts.
 func mixedCommands(v l1check.Variant) *commands.ProtoCommands {
-	return &commands.ProtoCommands{
-		NewSystemUnderTestFunc: func(initial commands.State) commands.SystemUnderTest {
-			return l1check.MustNew(initial.(*l1State).setup, v)
-		},
-		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) { sut.(*l1check.System).Close() },
-		InitialStateGen: genMixedSetup().Map(func(setup l1check.Setup) *l1State {
-			sys := l1check.MustNew(setup, l1check.Variant{})
-			defer sys.Close()
-			return &l1State{setup: sys.Setup, md: sys.Model, book: l1check.NewBook()}
-		}),
-		GenCommandFunc: func(commands.State) gopter.Gen { return genEvictCmd(3) },
-	}
+	return evictCommands(v, genMixedSetup(), func(commands.State) gopter.Gen { return genEvictCmd(3) })
 }
 
 // TestPropL1MixedEviction: with objects of mixed sizes and on-demand
