@@ -48,7 +48,7 @@ type Allocator struct {
 
 	key    uintptr      // the region's first byte, claimed in the owners table
 	dead   atomic.Bool  // set with mem = nil, read without the lock by claimRegion
-	closed *atomic.Bool // set when the region is closed; nil for a foreign region
+	closed *RegionState // the region's state: whether it was closed
 }
 
 // Counters are the allocator's monotonic event counts.
@@ -100,8 +100,12 @@ func New(r Region, opts Options) (*Allocator, error) {
 	if align < 0 || align&(align-1) != 0 {
 		return nil, fmt.Errorf("%w: alignment %d is not a power of two", ErrInvalidArgument, opts.Align)
 	}
+	st := r.State()
+	if st == nil {
+		return nil, fmt.Errorf("%w: the %s region has no state (Region.State returned nil)", ErrInvalidArgument, r.Kind())
+	}
 	mem := r.Bytes()
-	if mem == nil {
+	if mem == nil || st.Closed() {
 		return nil, fmt.Errorf("%w: region is closed", ErrClosed)
 	}
 	units := int64(len(mem)) / align
@@ -119,9 +123,7 @@ func New(r Region, opts Options) (*Allocator, error) {
 		free:         newExtentIndex(),
 		freeUnits:    units,
 		largestUnits: units,
-	}
-	if c, ok := r.(closedRegion); ok {
-		a.closed = c.closedFlag()
+		closed:       st,
 	}
 	if err := a.initFree(r); err != nil {
 		return nil, err
@@ -196,7 +198,7 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 	}
 	s := (size + a.align - 1) >> (a.shift & 63)
 	a.mu.Lock()
-	if c := a.closed; c == nil || a.mem == nil || c.Load() {
+	if a.mem == nil || a.closed.Closed() {
 		if !a.openSlowLocked() {
 			a.mu.Unlock()
 			return Block{}, ErrClosed
@@ -368,7 +370,7 @@ func (a *Allocator) Free(blocks ...Block) error {
 // openLocked and liveTable.deleteAt's common case inlined by hand.
 func (a *Allocator) freeOne(b Block) error {
 	a.mu.Lock()
-	if c := a.closed; c == nil || a.mem == nil || c.Load() {
+	if a.mem == nil || a.closed.Closed() {
 		if !a.openSlowLocked() {
 			a.mu.Unlock()
 			return ErrClosed
@@ -792,17 +794,16 @@ func (a *Allocator) Close() error {
 // memory: it is not closed, and neither is its region. A region closed
 // directly, behind the allocator's back, closes the allocator here, so
 // every later call returns ErrClosed instead of handing out offsets into
-// unmapped memory. Regions of this package answer with one atomic load;
-// others through Bytes() == nil.
+// unmapped memory. The region answers with one atomic load of its
+// RegionState.
 func (a *Allocator) openLocked() bool {
-	if c := a.closed; c != nil && a.mem != nil && !c.Load() {
+	if a.mem != nil && !a.closed.Closed() {
 		return true
 	}
 	return a.openSlowLocked()
 }
 
-// openSlowLocked is openLocked for a closed allocator, a closed region or a
-// region of another package.
+// openSlowLocked is openLocked for a closed allocator or a closed region.
 func (a *Allocator) openSlowLocked() bool {
 	if a.mem == nil {
 		return false
@@ -822,12 +823,7 @@ func (a *Allocator) markClosedLocked() {
 }
 
 // regionClosed reports whether the region has been closed.
-func (a *Allocator) regionClosed() bool {
-	if a.closed != nil {
-		return a.closed.Load()
-	}
-	return a.region.Bytes() == nil
-}
+func (a *Allocator) regionClosed() bool { return a.closed.Closed() }
 
 func grow(dst []Block, n int) []Block {
 	if cap(dst)-len(dst) < n {

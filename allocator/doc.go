@@ -39,8 +39,8 @@
 //     of the call before it frees any.
 //   - Concurrency. An Allocator is safe for concurrent use; each call,
 //     a batch included, takes one mutex once.
-//   - Growth. Over a GrowingRegion (a SegmentedRegion whose segments are
-//     still being populated and pinned) the allocator serves only the
+//   - Growth. Over a GrowingRegion (hostmem's segmented region, whose
+//     segments are still being populated and pinned) the allocator serves only the
 //     ranges usable so far and adds each new one at its next call
 //     (grow.go); Stats.Capacity is then the usable part and Capacity the
 //     whole region.
@@ -104,8 +104,8 @@
 // O(m' + log F) where m' is the number of extents of at least size bytes
 // visited before n slots are found; Stats O(1).
 //
-// MEMORY.md beside this file explains the regions: heap, mmap, pinned and
-// CUDA host memory, the segmented region that pins in the background, and
-// what each costs to create and touch. ReadBudget says how large a pool
-// fits and which limit binds.
+// The allocator touches no memory and calls no OS code: a Region (region.go)
+// is all it needs, and package hostmem provides the regions of host memory
+// (heap, mmap, pinned, segmented, CUDA host) and the budget that says how
+// large a pool fits. MEMORY.md beside this file gives the metadata's costs.
 package allocator

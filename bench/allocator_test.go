@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // BenchmarkAllocate times one Allocate and one Free of an 8 MiB block on an
@@ -140,7 +141,7 @@ func BenchmarkFragmented(b *testing.B) {
 // fragmentedPool returns a pool of 2e units of the given size with every
 // other unit free: e free extents of one unit each.
 func fragmentedPool(b *testing.B, e int, unit int64) *allocator.Allocator {
-	a := newPool(b, allocator.KindHeap, 2*int64(e)*unit, unit)
+	a := newPool(b, hostmem.KindHeap, 2*int64(e)*unit, unit)
 	bs, err := a.AllocateBatch(unit, 2*e, allocator.Contiguous)
 	if err != nil {
 		b.Fatal(err)
@@ -257,9 +258,9 @@ func BenchmarkAllocatorPool(b *testing.B) {
 // noReserveRegion maps size bytes with MAP_NORESERVE, or skips.
 func noReserveRegion(tb testing.TB, size int64) allocator.Region {
 	tb.Helper()
-	r, err := allocator.NewMmapRegion(size, allocator.MmapOptions{NoReserve: true})
+	r, err := hostmem.NewMmapRegion(size, hostmem.MmapOptions{NoReserve: true})
 	if err != nil {
-		if errors.Is(err, allocator.ErrUnsupported) || errors.Is(err, allocator.ErrOutOfMemory) {
+		if errors.Is(err, hostmem.ErrUnsupported) || errors.Is(err, allocator.ErrOutOfMemory) {
 			tb.Skipf("pool of %d bytes unavailable: %v", size, err)
 		}
 		tb.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // MiB and KiB are byte counts.
@@ -14,7 +15,7 @@ const (
 )
 
 // regionKinds are the region names used in benchmark names, in order.
-var regionKinds = []string{allocator.KindHeap, allocator.KindPinned, allocator.KindCUDAHost}
+var regionKinds = []string{hostmem.KindHeap, hostmem.KindPinned, hostmem.KindCUDAHost}
 
 // newRegion makes a region of the given kind. A region the machine refuses
 // (no CUDA, mlock refused) skips the benchmark with the reason; any other
@@ -26,20 +27,20 @@ func newRegion(tb testing.TB, kind string, size int64) allocator.Region {
 		err error
 	)
 	switch kind {
-	case allocator.KindHeap:
-		r, err = allocator.NewHeapRegion(size)
-	case allocator.KindMmap:
-		r, err = allocator.NewMmapRegion(size, allocator.MmapOptions{})
-	case allocator.KindPinned:
-		r, err = allocator.NewMmapRegion(size, allocator.MmapOptions{Lock: true, Populate: true})
-	case allocator.KindCUDAHost:
-		r, err = allocator.NewCUDAHostRegion(size)
+	case hostmem.KindHeap:
+		r, err = hostmem.NewHeapRegion(size)
+	case hostmem.KindMmap:
+		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{})
+	case hostmem.KindPinned:
+		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{Lock: true, Populate: true})
+	case hostmem.KindCUDAHost:
+		r, err = hostmem.NewCUDAHostRegion(size)
 	default:
 		tb.Fatalf("unknown region kind %q", kind)
 	}
 	if err != nil {
-		if errors.Is(err, allocator.ErrUnsupported) ||
-			kind != allocator.KindHeap && kind != allocator.KindMmap && (errors.Is(err, allocator.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
+		if errors.Is(err, hostmem.ErrUnsupported) ||
+			kind != hostmem.KindHeap && kind != hostmem.KindMmap && (errors.Is(err, hostmem.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
 			tb.Skipf("region=%s unavailable: %v", kind, err)
 		}
 		tb.Fatalf("region=%s: %v", kind, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
 )
 
@@ -193,7 +194,7 @@ func decodeAllocOps(data []byte) []allocRecord {
 // newFuzzAllocator returns a fresh allocator of fzCapacity bytes.
 func newFuzzAllocator(tb testing.TB) *allocator.Allocator {
 	tb.Helper()
-	r, err := allocator.NewHeapRegion(fzCapacity)
+	r, err := hostmem.NewHeapRegion(fzCapacity)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func FuzzAllocator(f *testing.F) {
 func FuzzAllocatorLarge(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := allocator.NewMmapRegion(largeGeometry.capacity, allocator.MmapOptions{NoReserve: true})
+		r, err := hostmem.NewMmapRegion(largeGeometry.capacity, hostmem.MmapOptions{NoReserve: true})
 		if err != nil {
 			t.Skipf("large pool unavailable: %v", err)
 		}

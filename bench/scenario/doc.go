@@ -6,7 +6,7 @@
 // # What runs
 //
 // Run replays one Scenario under one Policy: a fresh allocator.Allocator
-// (allocator.New over allocator.NewHeapRegion of the scenario's pool size)
+// (allocator.New over hostmem.NewHeapRegion of the scenario's pool size)
 // under a fresh l1.Manager[uint64] configured with the policy's prefix
 // strategy, placement and, for EvictOnDemand, on-demand eviction. The
 // manager's Config.Now is the simulated clock, which only advance and

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -312,7 +313,7 @@ func Run(sc *Scenario, p Policy, opt Options) (*Result, error) {
 	if len(sc.Groups)+len(sc.Streams) > maxGroups {
 		return nil, fmt.Errorf("%s: more than %d groups and streams", sc.Name, maxGroups)
 	}
-	region, err := allocator.NewHeapRegion(sc.Pool)
+	region, err := hostmem.NewHeapRegion(sc.Pool)
 	if err != nil {
 		return nil, err
 	}

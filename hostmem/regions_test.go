@@ -3,7 +3,7 @@
 // Tests for the regions: heap, mmap (with each option), pinned and CUDA host
 // memory, their errors, and Close's idempotence and concurrency safety.
 
-package allocator
+package hostmem
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -149,10 +150,10 @@ func TestRegionPinned(t *testing.T) {
 }
 
 func TestRegionInvalidSize(t *testing.T) {
-	ctors := map[string]func(int64) (Region, error){
+	ctors := map[string]func(int64) (allocator.Region, error){
 		"heap": NewHeapRegion,
-		"mmap": func(n int64) (Region, error) { return NewMmapRegion(n, MmapOptions{}) },
-		"pinned": func(n int64) (Region, error) {
+		"mmap": func(n int64) (allocator.Region, error) { return NewMmapRegion(n, MmapOptions{}) },
+		"pinned": func(n int64) (allocator.Region, error) {
 			return NewMmapRegion(n, MmapOptions{Lock: true, Populate: true, HugePages: true})
 		},
 		"cuda-host": NewCUDAHostRegion,
@@ -223,7 +224,7 @@ func TestRegionMlockErrorMessage(t *testing.T) {
 			err := mlockError(tc.size, tc.errno, tc.lim, tc.limErr)
 			require.ErrorIs(t, err, ErrOutOfMemory)
 			require.ErrorIs(t, err, tc.errno)
-			assert.True(t, strings.HasPrefix(err.Error(), "allocator: out of memory: mlock "), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), "hostmem: out of memory: mlock "), err.Error())
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -245,7 +246,7 @@ func TestRegionMlockRefused(t *testing.T) {
 	lockedBefore := vmLockedBytes(t)
 
 	var (
-		r    Region
+		r    allocator.Region
 		err  error
 		skip string
 	)
@@ -297,7 +298,7 @@ func TestRegionCUDAHost(t *testing.T) {
 	const size = 64 * regionMiB
 	for i := range 2 { // the second call takes the cached path
 		var (
-			r   Region
+			r   allocator.Region
 			err error
 		)
 		require.NotPanics(t, func() { r, err = NewCUDAHostRegion(size) })
@@ -431,7 +432,7 @@ func TestRegionCUDAFake(t *testing.T) {
 		tc := &cases[i]
 		t.Run(tc.name, func(t *testing.T) {
 			var (
-				r   Region
+				r   allocator.Region
 				err error
 			)
 			require.NotPanics(t, func() { r, err = newCUDAHostRegion(tc.fake.runtime(), regionMiB) })
@@ -469,12 +470,12 @@ func TestRegionConcurrentClose(t *testing.T) {
 	fake := &fakeCUDA{driver: 12000, devices: 1}
 	ctors := []struct {
 		name string
-		new  func() (Region, error)
+		new  func() (allocator.Region, error)
 	}{
-		{"heap", func() (Region, error) { return NewHeapRegion(regionMiB) }},
-		{"mmap", func() (Region, error) { return NewMmapRegion(regionMiB, MmapOptions{}) }},
-		{"pinned", func() (Region, error) { return NewMmapRegion(regionMiB, MmapOptions{Lock: true}) }},
-		{"cuda-host-fake", func() (Region, error) { return newCUDAHostRegion(fake.runtime(), regionMiB) }},
+		{"heap", func() (allocator.Region, error) { return NewHeapRegion(regionMiB) }},
+		{"mmap", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{}) }},
+		{"pinned", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{Lock: true}) }},
+		{"cuda-host-fake", func() (allocator.Region, error) { return newCUDAHostRegion(fake.runtime(), regionMiB) }},
 	}
 	for _, c := range ctors {
 		t.Run(c.name, func(t *testing.T) {
@@ -526,7 +527,7 @@ func TestRegionFailedMunmapIsErrRelease(t *testing.T) {
 	require.ErrorIs(t, err, ErrRelease)
 	require.ErrorIs(t, err, unix.EINVAL)
 	require.NotErrorIs(t, err, ErrInvalidArgument)
-	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
 	require.NoError(t, r.Close(), "the region counts as closed")
 }
 
@@ -549,10 +550,10 @@ func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
 	rssBefore := vmRSSBytes(t)
 	r, err := NewMmapRegion(1<<40, MmapOptions{NoReserve: true})
 	require.NoError(t, err)
-	a, err := New(r, Options{})
+	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	defer a.Close()
-	bs, err := a.AllocateBatch(8<<20, 5700, Scattered)
+	bs, err := a.AllocateBatch(8<<20, 5700, allocator.Scattered)
 	require.NoError(t, err)
 	require.NoError(t, a.Free(bs...))
 	grown := vmRSSBytes(t) - rssBefore
@@ -583,7 +584,7 @@ func TestRegionOutOfMemoryNamesOvercommit(t *testing.T) {
 	if mode == "0" {
 		assert.Contains(t, err.Error(), "NoReserve")
 	}
-	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
 }
 
 // TestNewTouchesNoMemoryForCapacity: New over a 1 TiB region allocates a
@@ -598,7 +599,7 @@ func TestNewTouchesNoMemoryForCapacity(t *testing.T) {
 		require.NoError(t, err)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		a, err := New(r, Options{})
+		a, err := allocator.New(r, allocator.Options{})
 		runtime.ReadMemStats(&after)
 		require.NoError(t, err)
 		bytes := after.TotalAlloc - before.TotalAlloc

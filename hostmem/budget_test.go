@@ -1,6 +1,6 @@
 // Tests for the budget helper, over fake /proc and /sys trees.
 
-package allocator
+package hostmem
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ func TestBudget(t *testing.T) {
 		require.NoError(t, b.Check(28*gib))
 		err := b.Check(28*gib + 4096)
 		require.ErrorIs(t, err, ErrOutOfMemory)
-		assert.Equal(t, "allocator: out of memory: a pool of 30064775168 bytes (28.0 GiB) does not fit: cgroup memory.max binds (limit 32 GiB, used 4 GiB, headroom 28 GiB, from /sys/fs/cgroup/kube/pod1/memory.max)", err.Error())
+		assert.Equal(t, "hostmem: out of memory: a pool of 30064775168 bytes (28.0 GiB) does not fit: cgroup memory.max binds (limit 32 GiB, used 4 GiB, headroom 28 GiB, from /sys/fs/cgroup/kube/pod1/memory.max)", err.Error())
 		assert.Contains(t, b.String(), "a pool pinned by mlock fits in 28 GiB; cgroup memory.max binds")
 	})
 	t.Run("memlock-binds-without-cap", func(t *testing.T) {

@@ -1,13 +1,13 @@
 // Segmented region contract: the pool's address space is reserved up front
 // (an anonymous private mapping with MAP_NORESERVE, off the Go heap, no
 // memory behind it yet) and becomes usable segment by segment while
-// background workers populate and pin it. An Allocator over it serves from
+// background workers populate and pin it. An allocator.Allocator over it serves from
 // the segments already ready and grows as more become ready (GrowingRegion).
 // Like every region it must never hold Go pointers, and its memory is
 // released by Close, and only by Close. Linux only: elsewhere the
 // constructor returns an error.
 
-package allocator
+package hostmem
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // DefaultSegmentSize is SegmentedOptions.SegmentSize when it is 0: 64 MiB,
@@ -145,7 +147,7 @@ type SegmentProgress struct {
 // ErrInvalidArgument or ErrCUDAUnavailable) and the system's error, and
 // its message names the segment and the limit, e.g.
 //
-//	allocator: out of memory: segment 3 of 64 [192 MiB, 256 MiB) of 4 GiB:
+//	hostmem: out of memory: segment 3 of 64 [192 MiB, 256 MiB) of 4 GiB:
 //	mlock: cannot allocate memory (RLIMIT_MEMLOCK soft=201326592 bytes
 //	hard=unlimited, 192 MiB locked by this process; raise it with ulimit -l
 //	or --ulimit memlock=-1:-1); 192 MiB in 3 segments stay ready and serving
@@ -206,6 +208,7 @@ type SegmentedRegion struct {
 
 	mu     sync.Mutex // guards closed and Close
 	closed bool
+	shared allocator.RegionState
 
 	halt  atomic.Bool  // no new segments: Close or a failure
 	next  atomic.Int64 // the next segment a worker claims
@@ -224,7 +227,7 @@ type SegmentedRegion struct {
 	elapsed                 atomic.Int64  // ns from start to done, once done
 }
 
-var _ GrowingRegion = (*SegmentedRegion)(nil)
+var _ allocator.GrowingRegion = (*SegmentedRegion)(nil)
 
 // NewSegmentedRegion reserves size bytes of address space and starts
 // opts.Workers background workers that make it usable segment by segment:
@@ -233,7 +236,7 @@ var _ GrowingRegion = (*SegmentedRegion)(nil)
 // then pins it as opts.Pin says (mlock, or registration with the CUDA
 // driver). The constructor returns at once, before any segment is ready:
 // use Wait, Ready and Progress to follow the workers, and give the region
-// to New, which serves from the ready segments and grows with them.
+// to allocator.New, which serves from the ready segments and grows with them.
 //
 // Before the workers start, the constructor applies the huge-page policy
 // (opts.THP) and the NUMA binding (opts.NUMANodes) to the whole reservation,
@@ -439,6 +442,10 @@ func (r *SegmentedRegion) Bytes() []byte {
 	return r.os.segment(0, r.size)
 }
 
+// State returns the region's state, shared with the allocator over it;
+// for allocator.Region.
+func (r *SegmentedRegion) State() *allocator.RegionState { return &r.shared }
+
 // Kind returns "mmap" (PinNone), "pinned" (PinLock) or "cuda-host"
 // (PinCUDA).
 func (r *SegmentedRegion) Kind() string { return r.kind }
@@ -454,7 +461,7 @@ func (r *SegmentedRegion) Grown() int { return int(r.nlog.Load()) }
 // GrownRange returns the i-th segment to become ready; for GrowingRegion.
 func (r *SegmentedRegion) GrownRange(i int) (off, size int64) {
 	if i < 0 || int64(i) >= r.nlog.Load() {
-		panic(fmt.Sprintf("allocator: GrownRange(%d) with %d ranges grown", i, r.nlog.Load()))
+		panic(fmt.Sprintf("hostmem: GrownRange(%d) with %d ranges grown", i, r.nlog.Load()))
 	}
 	return r.bounds(int(r.log[i]))
 }
@@ -494,7 +501,7 @@ func (r *SegmentedRegion) Wait(ctx context.Context) error {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return fmt.Errorf("allocator: waiting for segmented region: %d of %d segments ready: %w", r.Grown(), r.nseg, ctx.Err())
+		return fmt.Errorf("hostmem: waiting for segmented region: %d of %d segments ready: %w", r.Grown(), r.nseg, ctx.Err())
 	}
 	if err := r.Err(); err != nil {
 		return err
@@ -537,6 +544,7 @@ func (r *SegmentedRegion) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.shared.MarkClosed()
 	r.halt.Store(true)
 	r.wg.Wait()
 	<-r.done

@@ -1,10 +1,11 @@
-package allocator
+package hostmem
 
 import (
 	"fmt"
 	"os"
 	"testing"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,7 @@ const (
 // exerciseRegion checks the size and kind of r, writes and reads back the
 // first and last byte of every page, closes it twice and checks Bytes is nil
 // afterwards.
-func exerciseRegion(t *testing.T, r Region, size int64, kind string) {
+func exerciseRegion(t *testing.T, r allocator.Region, size int64, kind string) {
 	t.Helper()
 	require.NotNil(t, r)
 	assert.Equal(t, kind, r.Kind())

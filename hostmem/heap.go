@@ -4,19 +4,20 @@
 // pointers in it. Close drops the slice; the memory is reclaimed by the
 // garbage collector once no caller still holds a slice of it.
 
-package allocator
+package hostmem
 
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
+
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // heapRegion is a Region backed by a plain []byte.
 type heapRegion struct {
-	mu     sync.Mutex
-	buf    []byte // nil once closed
-	isDone atomic.Bool
+	mu  sync.Mutex
+	buf []byte // nil once closed
+	allocator.RegionState
 }
 
 // NewHeapRegion returns a region of exactly size bytes on the Go heap,
@@ -32,7 +33,7 @@ type heapRegion struct {
 // possible and a size beyond the machine's memory still ends the process.
 // For pools larger than memory, reserve address space with NewMmapRegion
 // and MmapOptions.NoReserve instead.
-func NewHeapRegion(size int64) (Region, error) {
+func NewHeapRegion(size int64) (allocator.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: heap region size %d: must be positive", ErrInvalidArgument, size)
 	}
@@ -80,10 +81,7 @@ func (r *heapRegion) Kind() string { return KindHeap }
 func (r *heapRegion) Close() error {
 	r.mu.Lock()
 	r.buf = nil
-	r.isDone.Store(true)
+	r.MarkClosed()
 	r.mu.Unlock()
 	return nil
 }
-
-// closedFlag returns the flag Close sets.
-func (r *heapRegion) closedFlag() *atomic.Bool { return &r.isDone }

@@ -8,7 +8,7 @@
 // use-after-free the garbage collector cannot see. Linux only: elsewhere
 // NewMmapRegion returns an error wrapping ErrUnsupported (region_other.go).
 
-package allocator
+package hostmem
 
 import (
 	"errors"
@@ -17,9 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,11 +32,8 @@ type mmapRegion struct {
 	locked  bool
 	kind    string
 	hintErr error
-	isDone  atomic.Bool
+	allocator.RegionState
 }
-
-// closedFlag returns the flag Close sets.
-func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 
 // NewMmapRegion returns a region of exactly size bytes in an anonymous
 // private mapping, zeroed and off the Go heap. The mapping is size rounded up
@@ -64,7 +61,7 @@ func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 // ErrInvalidArgument. A refused mapping (ENOMEM) wraps ErrOutOfMemory, and
 // its message names the overcommit policy in force
 // (/proc/sys/vm/overcommit_memory and what it means for this request).
-func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
+func NewMmapRegion(size int64, opts MmapOptions) (allocator.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: mmap region size %d: must be positive", ErrInvalidArgument, size)
 	}
@@ -270,7 +267,7 @@ func mmapMemlockLimit() (unix.Rlimit, error) {
 // ErrOutOfMemory and the errno, and names RLIMIT_MEMLOCK with the limit in
 // force (lim, or limErr when the limit could not be read), e.g.
 //
-//	allocator: out of memory: mlock 64 MiB: cannot allocate memory
+//	hostmem: out of memory: mlock 64 MiB: cannot allocate memory
 //	(RLIMIT_MEMLOCK soft=8388608 hard=8388608 bytes; raise it with
 //	ulimit -l or --ulimit memlock=-1:-1)
 func mlockError(size int64, err error, lim unix.Rlimit, limErr error) error {
@@ -324,7 +321,7 @@ func (r *mmapRegion) Close() error {
 	}
 	base, length := r.base, r.length
 	r.base = nil
-	r.isDone.Store(true)
+	r.MarkClosed()
 	var errs []error
 	if r.locked {
 		// munmap unlocks too; munlock first keeps the accounting explicit.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package allocator
+package hostmem
 
 import (
 	"errors"
@@ -176,7 +176,7 @@ func segOvercommitText() string {
 
 // cudaCallError is a failed CUDA call: "error 2 cudaErrorMemoryAllocation:
 // out of memory". It matches the package sentinel of its code with
-// errors.Is but carries no "allocator:" prefix of its own, so a
+// errors.Is but carries no "hostmem:" prefix of its own, so a
 // SegmentError that wraps it names the package once.
 type cudaCallError struct {
 	code int32

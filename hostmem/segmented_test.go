@@ -4,7 +4,7 @@
 // registration path, failures that leave the ready segments serving, the
 // options, and Close racing the workers.
 
-package allocator
+package hostmem
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -131,7 +132,7 @@ func TestSegmentedRegionInvalid(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalidArgument)
 			assert.Nil(t, r)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), "one package prefix: %s", err)
+			assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), "one package prefix: %s", err)
 		})
 	}
 }
@@ -250,10 +251,10 @@ func TestSegmentedRegionFakeCUDA(t *testing.T) {
 		assert.Equal(t, 4*regionMiB, se.Offset)
 		assert.Equal(t, "cudaHostRegister", se.Op)
 		msg := err.Error()
-		assert.True(t, strings.HasPrefix(msg, "allocator: out of memory: segment 4 of 10 [4 MiB, 5 MiB) of 10 MiB: cudaHostRegister: error 2 cudaErrorMemoryAllocation: out of memory ("), msg)
+		assert.True(t, strings.HasPrefix(msg, "hostmem: out of memory: segment 4 of 10 [4 MiB, 5 MiB) of 10 MiB: cudaHostRegister: error 2 cudaErrorMemoryAllocation: out of memory ("), msg)
 		assert.Contains(t, msg, "MemAvailable")
 		assert.True(t, strings.HasSuffix(msg, "; 4 MiB in 4 segments stay ready and serving"), msg)
-		assert.Equal(t, 1, strings.Count(msg, "allocator:"), msg)
+		assert.Equal(t, 1, strings.Count(msg, "hostmem:"), msg)
 		assert.Equal(t, err, r.Err())
 
 		p := r.Progress()
@@ -261,13 +262,13 @@ func TestSegmentedRegionFakeCUDA(t *testing.T) {
 			ReadyBytes: 4 * regionMiB, PinnedBytes: 4 * regionMiB, Done: true, Elapsed: p.Elapsed, Err: err}, p)
 
 		// The four ready segments serve; nothing past them does.
-		a, err := New(r, Options{})
+		a, err := allocator.New(r, allocator.Options{})
 		require.NoError(t, err)
-		bs, err := a.AllocateBatch(regionMiB, 4, Contiguous)
+		bs, err := a.AllocateBatch(regionMiB, 4, allocator.Contiguous)
 		require.NoError(t, err)
-		assert.Equal(t, Block{Offset: 0, Size: regionMiB, Gen: bs[0].Gen}, bs[0])
+		assert.Equal(t, allocator.Block{Offset: 0, Size: regionMiB, Gen: bs[0].Gen}, bs[0])
 		_, err = a.Allocate(4096)
-		require.ErrorIs(t, err, ErrOutOfMemory)
+		require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 		require.NoError(t, a.Verify())
 		assert.Equal(t, 4*regionMiB, a.Stats().Capacity)
 		require.NoError(t, a.Close())
@@ -325,19 +326,19 @@ func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 	pin := PinLock
 	r, err := NewSegmentedRegion(size, SegmentedOptions{Workers: 2, Pin: pin})
 	require.NoError(t, err)
-	a, err := New(r, Options{})
+	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, a.Close())
 		assert.Equal(t, lockedBefore, vmLockedBytes(t), "VmLck after Close")
 	}()
-	var b Block
+	var b allocator.Block
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if b, err = a.Allocate(8 * regionMiB); err == nil {
 			break
 		}
-		require.ErrorIs(t, err, ErrOutOfMemory)
+		require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 		if e := r.Err(); e != nil {
 			if pin == PinLock {
 				t.Skipf("mlock refused: %v", e)
@@ -364,7 +365,7 @@ func TestSegmentedRegionCloseWhileWorking(t *testing.T) {
 		f := &fakeRegistrar{delay: time.Duration(round) * 100 * time.Microsecond}
 		r, err := NewSegmentedRegion(32*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 4, Pin: PinCUDA, Registrar: f})
 		require.NoError(t, err)
-		a, err := New(r, Options{})
+		a, err := allocator.New(r, allocator.Options{})
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		for g := range 6 {
@@ -424,10 +425,10 @@ func TestSegmentedRegionWaitContext(t *testing.T) {
 	defer cancel()
 	err = r.Wait(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Regexp(t, `^allocator: waiting for segmented region: \d+ of 64 segments ready: context deadline exceeded$`, err.Error())
+	assert.Regexp(t, `^hostmem: waiting for segmented region: \d+ of 64 segments ready: context deadline exceeded$`, err.Error())
 	require.NoError(t, r.Close())
 	require.ErrorIs(t, r.Wait(context.Background()), ErrClosed)
-	assert.Regexp(t, `^allocator: closed: segmented region closed with \d+ of 64 segments ready$`, r.Wait(context.Background()).Error())
+	assert.Regexp(t, `^hostmem: closed: segmented region closed with \d+ of 64 segments ready$`, r.Wait(context.Background()).Error())
 }
 
 // TestSegmentedRegionProductionSize reserves a 64 GiB pool (address space
@@ -438,14 +439,14 @@ func TestSegmentedRegionProductionSize(t *testing.T) {
 	const size = 64 << 30
 	r, err := NewSegmentedRegion(size, SegmentedOptions{Workers: 1})
 	require.NoError(t, err)
-	a, err := New(r, Options{Align: 2 * regionMiB}) // keeps Verify's per-unit walk short
+	a, err := allocator.New(r, allocator.Options{Align: 2 * regionMiB}) // keeps Verify's per-unit walk short
 	require.NoError(t, err)
-	var bs []Block
+	var bs []allocator.Block
 	deadline := time.Now().Add(time.Minute)
 	for len(bs) < 8 {
 		b, err := a.Allocate(8 * regionMiB)
 		if err != nil {
-			require.ErrorIs(t, err, ErrOutOfMemory)
+			require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 			require.True(t, time.Now().Before(deadline), "no segment ready in a minute")
 			time.Sleep(100 * time.Microsecond)
 			continue
