@@ -170,7 +170,13 @@ func mmapAdviseHuge(mem []byte) error {
 // mmapTHPMode returns the selected transparent-huge-page mode ("always",
 // "madvise", "never"), or "" when it cannot be read.
 func mmapTHPMode() string {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return bracketed("/sys/kernel/mm/transparent_hugepage/enabled")
+}
+
+// bracketed returns the selected choice, the one in brackets, of a sysfs
+// file such as "always madvise [never]", or "" when it cannot be read.
+func bracketed(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}

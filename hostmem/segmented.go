@@ -1,7 +1,8 @@
 // Segmented region contract: the pool's address space is reserved up front
-// (an anonymous private mapping with MAP_NORESERVE, off the Go heap, no
-// memory behind it yet) and becomes usable segment by segment while
-// background workers populate and pin it. An allocator.Allocator over it serves from
+// (an anonymous private mapping with MAP_NORESERVE, or a shared mapping of a
+// sealed memfd that other processes can map too; off the Go heap, no memory
+// behind it yet) and becomes usable segment by segment while background
+// workers populate and pin it. An allocator.Allocator over it serves from
 // the segments already ready and grows as more become ready (GrowingRegion).
 // Like every region it must never hold Go pointers, and its memory is
 // released by Close, and only by Close. Linux only: elsewhere the
@@ -95,7 +96,8 @@ type HostRegistrar interface {
 // SegmentedOptions configures NewSegmentedRegion.
 type SegmentedOptions struct {
 	// SegmentSize is the unit of work: a positive multiple of the page size
-	// (of the huge-page size under THPOn), at most MaxSegmentSize. 0 means
+	// (of the huge-page size under THPOn or MemfdOptions.HugeTLB), at most
+	// MaxSegmentSize. 0 means
 	// DefaultSegmentSize. The last segment may be shorter.
 	SegmentSize int64
 	// Workers is the number of background workers. 0 means
@@ -115,12 +117,47 @@ type SegmentedOptions struct {
 	// NUMANodes, when not empty, binds the reservation to these NUMA nodes
 	// (mbind MPOL_BIND) before any page is touched. Nodes are 0..1023.
 	NUMANodes []int
+	// Memfd, when not nil, backs the region with a memfd_create file
+	// (MFD_CLOEXEC) instead of anonymous memory, mapped MAP_SHARED and
+	// sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW,
+	// then F_SEAL_SEAL, so no seal can be added or removed): another
+	// process given the file descriptor (FD, passed over a Unix socket with
+	// SCM_RIGHTS) maps the same pages, and neither side can truncate them
+	// under the other. The file's pages are allocated only when first
+	// touched, like a NoReserve mapping's, and freed when the region is
+	// closed and every other process has unmapped and closed its copy.
+	Memfd *MemfdOptions
+	// NoReserve makes every segment ready without populating it: pages are
+	// backed only when first touched, as with MmapOptions.NoReserve, so a
+	// pool larger than RAM costs nothing until it is written. The risk is
+	// the same: a first touch the kernel cannot back is a SIGBUS or the
+	// OOM killer at the write. Use it for tests and benchmarks at
+	// production sizes, and for pools whose working set is known to fit.
+	// NoReserve with a Pin other than PinNone is a contradiction and an
+	// error wrapping ErrInvalidArgument.
+	NoReserve bool
 	// NUMABestEffort turns a binding the system forbids (EPERM: a
 	// container's seccomp profile or a missing CAP_SYS_NICE; ENOSYS: a
 	// kernel without NUMA) into a hint: the region is created unbound and
 	// HintErr says why. Without it such a refusal fails the constructor. A
 	// node that does not exist always fails it.
 	NUMABestEffort bool
+}
+
+// MemfdOptions configures the memfd behind a shared segmented region
+// (SegmentedOptions.Memfd).
+type MemfdOptions struct {
+	// Name is the file's name, shown as "/memfd:Name" in /proc/PID/maps
+	// and /proc/PID/fd. "" means "kvalloc".
+	Name string
+	// HugeTLB backs the file with explicit huge pages from the kernel's
+	// hugetlb pool (MFD_HUGETLB, the default huge page size, Hugepagesize
+	// in /proc/meminfo). The pool (vm.nr_hugepages) must hold the whole
+	// region: the mapping reserves its pages at once, and when it cannot
+	// the constructor fails with an error wrapping ErrOutOfMemory that
+	// names HugePages_Total and HugePages_Free. SegmentSize must then be a
+	// multiple of the huge page, and THP must be THPDefault.
+	HugeTLB bool
 }
 
 // SegmentProgress is a snapshot of a segmented region's preparation.
@@ -201,6 +238,7 @@ type SegmentedRegion struct {
 	nseg    int
 	workers int
 	pin     PinMode
+	lazy    bool // SegmentedOptions.NoReserve: segments are ready unpopulated
 	reg     HostRegistrar
 	kind    string
 	hintErr error
@@ -242,6 +280,12 @@ var _ allocator.GrowingRegion = (*SegmentedRegion)(nil)
 // (opts.THP) and the NUMA binding (opts.NUMANodes) to the whole reservation,
 // so every page is faulted in under them.
 //
+// With opts.Memfd the pool is a memfd_create file, sealed against
+// shrinking and growing and mapped MAP_SHARED, whose descriptor FD returns
+// for other processes to map; with opts.NoReserve the workers populate
+// nothing and each segment is ready at once, its pages backed at first
+// touch.
+//
 // The first segment that fails stops the workers: no further segment is
 // started. Its error, a *SegmentError naming the segment and the limit that
 // refused it (RLIMIT_MEMLOCK with its soft and hard values, cgroup
@@ -270,7 +314,11 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 		segSize = DefaultSegmentSize
 	}
 	page := int64(segPageSize())
-	if opts.THP == THPOn {
+	hugeTLB := opts.Memfd != nil && opts.Memfd.HugeTLB
+	switch {
+	case hugeTLB:
+		page = int64(segHugeTLBPageSize())
+	case opts.THP == THPOn:
 		page = int64(segHugePageSize())
 	}
 	switch {
@@ -286,6 +334,10 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 		return nil, fmt.Errorf("%w: a Registrar needs Pin: PinCUDA, not %v", ErrInvalidArgument, opts.Pin)
 	case opts.THP < THPDefault || opts.THP > THPOff:
 		return nil, fmt.Errorf("%w: unknown THP mode %d", ErrInvalidArgument, int(opts.THP))
+	case opts.NoReserve && opts.Pin != PinNone:
+		return nil, fmt.Errorf("%w: NoReserve with Pin: %v: pinning commits the memory NoReserve leaves unbacked", ErrInvalidArgument, opts.Pin)
+	case hugeTLB && opts.THP != THPDefault:
+		return nil, fmt.Errorf("%w: HugeTLB with THP mode %d: explicit huge pages take no transparent-huge-page policy", ErrInvalidArgument, int(opts.THP))
 	case uint64(size) > uint64(maxRegionInt)-uint64(2*page):
 		return nil, fmt.Errorf("%w: segmented region size %d exceeds the address space", ErrInvalidArgument, size)
 	}
@@ -314,7 +366,7 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 	}
 	r := &SegmentedRegion{
 		size: size, segSize: segSize, nseg: nseg, workers: workers,
-		pin: opts.Pin, reg: reg, kind: KindMmap,
+		pin: opts.Pin, lazy: opts.NoReserve, reg: reg, kind: KindMmap,
 		state: make([]atomic.Uint32, nseg),
 		log:   make([]int32, nseg),
 		done:  make(chan struct{}),
@@ -373,7 +425,7 @@ func (r *SegmentedRegion) prepare(i int) error {
 	mem := r.os.segment(off, size)
 	e := &SegmentError{Index: i, Segments: r.nseg, Offset: off, Size: size, Total: r.size}
 	switch {
-	case r.fill(e, "populate", r.os.populate(mem)):
+	case !r.lazy && r.fill(e, "populate", r.os.populate(mem)):
 	case r.pin == PinLock && r.fill(e, "mlock", r.os.lock(mem)):
 	case r.pin == PinCUDA && r.fill(e, "cudaHostRegister", r.reg.Register(mem)):
 	default:
@@ -445,6 +497,22 @@ func (r *SegmentedRegion) Bytes() []byte {
 // State returns the region's state, shared with the allocator over it;
 // for allocator.Region.
 func (r *SegmentedRegion) State() *allocator.RegionState { return &r.shared }
+
+// FD returns the memfd behind the region (SegmentedOptions.Memfd), or -1
+// for an anonymous region or once the region is closed. The region owns
+// it and closes it in Close; a process that is to map the pool gets its own
+// copy of it (dup, or the kernel's copy when it is sent over a Unix socket
+// with SCM_RIGHTS, unix.UnixRights), which stays valid after Close. The
+// file's size is Bytes' length rounded up to the page (the huge page
+// under HugeTLB), and its seals forbid changing it.
+func (r *SegmentedRegion) FD() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return -1
+	}
+	return r.os.file()
+}
 
 // Kind returns "mmap" (PinNone), "pinned" (PinLock) or "cuda-host"
 // (PinCUDA).

@@ -126,6 +126,8 @@ func TestSegmentedRegionInvalid(t *testing.T) {
 		{"numa-negative", regionMiB, SegmentedOptions{NUMANodes: []int{-1}}, "NUMA node -1 out of range"},
 		{"numa-too-large", regionMiB, SegmentedOptions{NUMANodes: []int{0, 1024}}, "NUMA node 1024 out of range"},
 		{"too-many-segments", 1 << 46, SegmentedOptions{SegmentSize: page}, "too many"},
+		{"noreserve-with-pin", regionMiB, SegmentedOptions{NoReserve: true, Pin: PinLock}, "NoReserve with Pin: mlock"},
+		{"hugetlb-with-thp", 4 * regionMiB, SegmentedOptions{SegmentSize: 2 * regionMiB, THP: THPOff, Memfd: &MemfdOptions{HugeTLB: true}}, "HugeTLB with THP mode 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewSegmentedRegion(tc.size, tc.opts)
