@@ -97,8 +97,8 @@ type HostRegistrar interface {
 type SegmentedOptions struct {
 	// SegmentSize is the unit of work: a positive multiple of the page size
 	// (of the huge-page size under THPOn or MemfdOptions.HugeTLB), at most
-	// MaxSegmentSize. 0 means
-	// DefaultSegmentSize. The last segment may be shorter.
+	// MaxSegmentSize. 0 means DefaultSegmentSize. The last segment may be
+	// shorter.
 	SegmentSize int64
 	// Workers is the number of background workers. 0 means
 	// runtime.GOMAXPROCS(0), the CPUs available to the process (it follows
