@@ -638,7 +638,7 @@ func (r *SegmentedRegion) Close() error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: closing segmented %s region: %w", ErrInvalidArgument, r.kind, errors.Join(errs...))
+		return fmt.Errorf("%w: closing segmented %s region: %w", ErrRelease, r.kind, errors.Join(errs...))
 	}
 	return nil
 }

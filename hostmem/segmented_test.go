@@ -465,3 +465,29 @@ func TestSegmentedRegionProductionSize(t *testing.T) {
 	assert.Less(t, p.Ready, p.Segments/4, "closed early")
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
+
+// unregisterFails is a registrar whose Unregister always fails.
+type unregisterFails struct{ fakeRegistrar }
+
+func (f *unregisterFails) Unregister([]byte) error { return errors.New("unregistration refused") }
+
+// TestSegmentedRegionCloseFailureWrapsErrRelease: a Close that cannot give
+// memory back (here, every unregistration fails) wraps ErrRelease, as every
+// region's does, and not ErrInvalidArgument; the region is closed all the
+// same.
+func TestSegmentedRegionCloseFailureWrapsErrRelease(t *testing.T) {
+	f := &unregisterFails{}
+	r, err := NewSegmentedRegion(2*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 1, Pin: PinCUDA, Registrar: f})
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(context.Background()))
+	err = r.Close()
+	require.ErrorIs(t, err, ErrRelease)
+	require.ErrorIs(t, err, allocator.ErrRelease)
+	assert.NotErrorIs(t, err, ErrInvalidArgument)
+	assert.True(t, strings.HasPrefix(err.Error(), "hostmem: releasing region memory failed: "), err.Error())
+	assert.Contains(t, err.Error(), "unregister segment 0")
+	assert.Contains(t, err.Error(), "unregister segment 1")
+	assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
+	assert.Nil(t, r.Bytes())
+	require.NoError(t, r.Close(), "the region counts as closed")
+}
