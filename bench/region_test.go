@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -16,6 +17,12 @@ const (
 
 // regionKinds are the region names used in benchmark names, in order.
 var regionKinds = []string{hostmem.KindHeap, hostmem.KindPinned, hostmem.KindCUDAHost}
+
+// regionSegmented names a hostmem.SegmentedRegion in benchmark names: of
+// 64 MiB segments, NoReserve (the allocator never touches the memory, so
+// populating it would change nothing but the machine's load), every
+// segment ready before the benchmark starts.
+const regionSegmented = "segmented"
 
 // newRegion makes a region of the given kind. A region the machine refuses
 // (no CUDA, mlock refused) skips the benchmark with the reason; any other
@@ -35,6 +42,14 @@ func newRegion(tb testing.TB, kind string, size int64) allocator.Region {
 		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{Lock: true, Populate: true})
 	case hostmem.KindCUDAHost:
 		r, err = hostmem.NewCUDAHostRegion(size)
+	case regionSegmented:
+		var s *hostmem.SegmentedRegion
+		if s, err = hostmem.NewSegmentedRegion(size, hostmem.SegmentedOptions{NoReserve: true, Workers: 1}); err == nil {
+			if err = s.Wait(context.Background()); err != nil {
+				s.Close()
+			}
+			r = s
+		}
 	default:
 		tb.Fatalf("unknown region kind %q", kind)
 	}

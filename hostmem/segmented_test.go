@@ -491,3 +491,57 @@ func TestSegmentedRegionCloseFailureWrapsErrRelease(t *testing.T) {
 	assert.Nil(t, r.Bytes())
 	require.NoError(t, r.Close(), "the region counts as closed")
 }
+
+// gateRegistrar registers the first segment at once and blocks every later
+// registration until release is closed; entered is closed when the first
+// blocked call starts.
+type gateRegistrar struct {
+	fakeRegistrar
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (g *gateRegistrar) Register(mem []byte) error {
+	if g.calls.Load() > 0 {
+		g.once.Do(func() { close(g.entered) })
+		<-g.release
+	}
+	return g.fakeRegistrar.Register(mem)
+}
+
+// TestSegmentedRegionAllocatorTakesNoRegionLock: the allocator asks a
+// segmented region nothing under the region's lock, so a Close that waits
+// for a worker stuck in a registration does not block the allocator's
+// calls: they return ErrClosed at once. Before, every call took the
+// region's mutex (through Bytes) and waited for the worker.
+func TestSegmentedRegionAllocatorTakesNoRegionLock(t *testing.T) {
+	g := &gateRegistrar{entered: make(chan struct{}), release: make(chan struct{})}
+	r, err := NewSegmentedRegion(2*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 1, Pin: PinCUDA, Registrar: g})
+	require.NoError(t, err)
+	<-g.entered // segment 0 is ready, the worker is stuck on segment 1
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	b, err := a.Allocate(regionMiB)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(b))
+
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	for !r.halt.Load() { // Close holds the region's lock and waits for the worker
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Allocate(regionMiB)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, allocator.ErrClosed)
+	case <-time.After(10 * time.Second):
+		close(g.release)
+		t.Fatal("Allocate waited for the region's Close")
+	}
+	close(g.release)
+	require.NoError(t, <-closed)
+}
