@@ -4,6 +4,7 @@ package hostmem
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -148,4 +149,35 @@ func TestReadBudgetHere(t *testing.T) {
 	t.Logf("%s", b)
 	assert.Positive(t, b.Fits)
 	assert.NotEmpty(t, b.Binding)
+}
+
+// TestBudgetCheckRejectsNonPositive: a pool of 0 bytes or fewer is not a
+// pool; Check says so with ErrInvalidArgument instead of "fits" (before,
+// Check(0) and Check(-1) returned nil).
+func TestBudgetCheckRejectsNonPositive(t *testing.T) {
+	b := Budget{Fits: 1 << 30, Binding: LimitMemAvailable}
+	for _, size := range []int64{0, -1, math.MinInt64} {
+		err := b.Check(size)
+		require.ErrorIs(t, err, ErrInvalidArgument, "size %d", size)
+		assert.NotErrorIs(t, err, ErrOutOfMemory)
+		assert.Contains(t, err.Error(), "must be positive")
+	}
+	require.ErrorIs(t, Budget{Fits: -1}.Check(0), ErrInvalidArgument, "even when no limit was read")
+	require.NoError(t, b.Check(1))
+}
+
+// TestReadBudgetUnknownPinMode: an unknown pin mode is named in Notes, not
+// kept silently in Pin (before, ReadBudget(PinMode(7)) read the budget of
+// an unpinned pool and said nothing).
+func TestReadBudgetUnknownPinMode(t *testing.T) {
+	b := ReadBudget(PinMode(7))
+	assert.Equal(t, PinMode(7), b.Pin)
+	require.NotEmpty(t, b.Notes)
+	assert.Contains(t, b.Notes[0], "unknown pin mode PinMode(7)")
+	assert.Contains(t, b.String(), "unknown pin mode PinMode(7)")
+	for _, p := range []PinMode{PinNone, PinLock, PinCUDA} {
+		for _, n := range ReadBudget(p).Notes {
+			assert.NotContains(t, n, "unknown pin mode")
+		}
+	}
 }

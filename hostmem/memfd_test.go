@@ -139,7 +139,7 @@ func TestMemfdRegionSharedWithChild(t *testing.T) {
 
 	// What the child wrote, 4 KiB into each object, is here.
 	for i, b := range bs {
-		assert.Equal(t, uint64(0xFACE0000+i), binary.LittleEndian.Uint64(a.Bytes(b)[4096:]), "object %d", i)
+		assert.Equal(t, uint64(0xFACE0000)+uint64(i), binary.LittleEndian.Uint64(a.Bytes(b)[4096:]), "object %d", i)
 	}
 	require.NoError(t, a.Free(bs...))
 }
@@ -167,8 +167,8 @@ func TestMemfdChild(t *testing.T) {
 	require.NoError(t, unix.Close(fds[0]))
 	for i := range 2 {
 		obj := mem[i*8*int(regionMiB) : (i+1)*8*int(regionMiB)]
-		require.Equal(t, uint64(0xC0FFEE00+i), binary.LittleEndian.Uint64(obj), "object %d start", i)
-		require.Equal(t, uint64(0xBEEF0000+i), binary.LittleEndian.Uint64(obj[len(obj)-8:]), "object %d end", i)
+		require.Equal(t, uint64(0xC0FFEE00)+uint64(i), binary.LittleEndian.Uint64(obj), "object %d start", i)
+		require.Equal(t, uint64(0xBEEF0000)+uint64(i), binary.LittleEndian.Uint64(obj[len(obj)-8:]), "object %d end", i)
 		binary.LittleEndian.PutUint64(obj[4096:], 0xFACE0000+uint64(i))
 	}
 	require.NoError(t, unix.Munmap(mem))
