@@ -39,7 +39,7 @@ func newRegion(tb testing.TB, kind string, size int64) allocator.Region {
 	case hostmem.KindMmap:
 		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{})
 	case hostmem.KindPinned:
-		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{Lock: true, Populate: true})
+		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{Pin: hostmem.PinLock, Populate: true})
 	case hostmem.KindCUDAHost:
 		r, err = hostmem.NewCUDAHostRegion(size)
 	case regionSegmented:

@@ -104,7 +104,7 @@ func segmentPinOnce(opts hostmem.SegmentedOptions) (first, full time.Duration, e
 			}
 			break
 		}
-		if e := r.Err(); e != nil {
+		if e := r.Progress().Err; e != nil {
 			return 0, 0, e
 		}
 		time.Sleep(20 * time.Microsecond)

@@ -93,10 +93,11 @@ func TestRegionMmap(t *testing.T) {
 	}{
 		{"none", MmapOptions{}, KindMmap},
 		{"populate", MmapOptions{Populate: true}, KindMmap},
-		{"hugepages", MmapOptions{HugePages: true}, KindMmap},
-		{"populate+hugepages", MmapOptions{Populate: true, HugePages: true}, KindMmap},
-		{"lock", MmapOptions{Lock: true}, KindPinned},
-		{"all", MmapOptions{Populate: true, HugePages: true, Lock: true}, KindPinned},
+		{"hugepages", MmapOptions{THP: THPOn}, KindMmap},
+		{"no-hugepages", MmapOptions{THP: THPOff}, KindMmap},
+		{"populate+hugepages", MmapOptions{Populate: true, THP: THPOn}, KindMmap},
+		{"lock", MmapOptions{Pin: PinLock}, KindPinned},
+		{"all", MmapOptions{Populate: true, THP: THPOn, Pin: PinLock}, KindPinned},
 	}
 	sizes := []int64{1, regionMiB, 4 * regionMiB, 3*regionMiB + 123}
 	for _, tc := range cases {
@@ -104,7 +105,7 @@ func TestRegionMmap(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", tc.name, size), func(t *testing.T) {
 				lockedBefore := vmLockedBytes(t)
 				r, err := NewMmapRegion(size, tc.opts)
-				if tc.opts.Lock {
+				if tc.opts.Pin == PinLock {
 					skipIfMlockRefused(t, err)
 				}
 				require.NoError(t, err)
@@ -113,7 +114,7 @@ func TestRegionMmap(t *testing.T) {
 				assert.Zero(t, base%uintptr(os.Getpagesize()), "mapping not page-aligned")
 				hinted, ok := r.(interface{ HintErr() error })
 				require.True(t, ok, "mmap region has HintErr")
-				if tc.opts.HugePages {
+				if tc.opts.THP == THPOn {
 					huge := mmapHugePageSize()
 					if int64(huge) <= size {
 						assert.Zero(t, base%huge, "huge-page mapping not aligned to %d", huge)
@@ -127,7 +128,7 @@ func TestRegionMmap(t *testing.T) {
 				} else {
 					assert.NoError(t, hinted.HintErr())
 				}
-				if tc.opts.Lock {
+				if tc.opts.Pin == PinLock {
 					locked := vmLockedBytes(t) - lockedBefore
 					assert.GreaterOrEqual(t, locked, size, "VmLck grew by %d, want >= %d", locked, size)
 				}
@@ -143,7 +144,7 @@ func TestRegionPinned(t *testing.T) {
 	// "pinned" is the mmap region with Lock: a larger one, within the 8 MiB
 	// RLIMIT_MEMLOCK that containers commonly get.
 	const size = 6 * regionMiB
-	r, err := NewMmapRegion(size, MmapOptions{Lock: true, Populate: true})
+	r, err := NewMmapRegion(size, MmapOptions{Pin: PinLock, Populate: true})
 	skipIfMlockRefused(t, err)
 	require.NoError(t, err)
 	exerciseRegion(t, r, size, KindPinned)
@@ -154,7 +155,7 @@ func TestRegionInvalidSize(t *testing.T) {
 		"heap": NewHeapRegion,
 		"mmap": func(n int64) (allocator.Region, error) { return NewMmapRegion(n, MmapOptions{}) },
 		"pinned": func(n int64) (allocator.Region, error) {
-			return NewMmapRegion(n, MmapOptions{Lock: true, Populate: true, HugePages: true})
+			return NewMmapRegion(n, MmapOptions{Pin: PinLock, Populate: true, THP: THPOn})
 		},
 		"cuda-host": NewCUDAHostRegion,
 	}
@@ -272,7 +273,7 @@ func TestRegionMlockRefused(t *testing.T) {
 			return
 		}
 		defer func() { _ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old) }()
-		r, err = NewMmapRegion(regionMiB, MmapOptions{Lock: true})
+		r, err = NewMmapRegion(regionMiB, MmapOptions{Pin: PinLock})
 	}()
 	<-done
 	var now unix.Rlimit
@@ -474,7 +475,7 @@ func TestRegionConcurrentClose(t *testing.T) {
 	}{
 		{"heap", func() (allocator.Region, error) { return NewHeapRegion(regionMiB) }},
 		{"mmap", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{}) }},
-		{"pinned", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{Lock: true}) }},
+		{"pinned", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{Pin: PinLock}) }},
 		{"cuda-host-fake", func() (allocator.Region, error) { return newCUDAHostRegion(fake.runtime(), regionMiB) }},
 	}
 	for _, c := range ctors {
@@ -559,7 +560,10 @@ func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
 	grown := vmRSSBytes(t) - rssBefore
 	assert.Less(t, grown, int64(64<<20), "a 1 TiB NoReserve pool and a 5700-block batch grew RSS by %d bytes", grown)
 
-	for _, bad := range []MmapOptions{{NoReserve: true, Populate: true}, {NoReserve: true, Lock: true}} {
+	for _, bad := range []MmapOptions{
+		{NoReserve: true, Populate: true}, {NoReserve: true, Pin: PinLock},
+		{Pin: PinCUDA}, {Pin: 7}, {THP: -1}, {THP: 3},
+	} {
 		_, err := NewMmapRegion(regionMiB, bad)
 		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
 	}

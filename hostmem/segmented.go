@@ -34,53 +34,6 @@ const DefaultSegmentSize = 64 << 20
 // below the 512 GiB at which one cudaHostRegister call is known to fail.
 const MaxSegmentSize = 64 << 30
 
-// PinMode says what makes a segment ready once it is populated.
-type PinMode int
-
-const (
-	// PinNone populates (prefaults) each segment and pins nothing: the
-	// region's Kind is "mmap".
-	PinNone PinMode = iota
-	// PinLock page-locks each segment with mlock, bounded by RLIMIT_MEMLOCK
-	// (root with CAP_IPC_LOCK is exempt): Kind "pinned".
-	PinLock
-	// PinCUDA registers each segment with the CUDA driver
-	// (cudaHostRegister), which pins it for DMA: Kind "cuda-host".
-	PinCUDA
-)
-
-// String returns "none", "mlock" or "cuda".
-func (p PinMode) String() string {
-	switch p {
-	case PinNone:
-		return "none"
-	case PinLock:
-		return "mlock"
-	case PinCUDA:
-		return "cuda"
-	}
-	return fmt.Sprintf("PinMode(%d)", int(p))
-}
-
-// THPMode is the explicit transparent-huge-page policy of a segmented
-// region. Compaction stalls while the kernel assembles huge pages can
-// collapse pinning throughput (TensorRT-LLM #15430), so the choice is the
-// caller's, not left implicit.
-type THPMode int
-
-const (
-	// THPDefault leaves the system's policy
-	// (/sys/kernel/mm/transparent_hugepage/enabled) alone.
-	THPDefault THPMode = iota
-	// THPOn advises huge pages (MADV_HUGEPAGE). The reservation is then
-	// aligned to the huge-page size and SegmentSize must be a multiple of
-	// it. A refused hint does not fail the region; HintErr reports it.
-	THPOn
-	// THPOff forbids huge pages (MADV_NOHUGEPAGE): no compaction stalls,
-	// 512 times more page faults to populate.
-	THPOff
-)
-
 // HostRegistrar registers host memory with a device driver so the device
 // can DMA to and from it, as cudaHostRegister does. NewCUDARegistrar
 // returns the real one; tests and other accelerators supply their own.
@@ -160,11 +113,14 @@ type MemfdOptions struct {
 	HugeTLB bool
 }
 
-// SegmentProgress is a snapshot of a segmented region's preparation.
+// SegmentProgress is a snapshot of a segmented region's preparation, and
+// the one place its figures are reported.
 type SegmentProgress struct {
-	Segments int // segments in the region
-	Ready    int // segments ready (populated and pinned as asked)
-	Failed   int // segments that failed; at most Workers
+	Segments    int   // segments in the region
+	SegmentSize int64 // bytes in a segment; the last may be shorter
+	Workers     int   // background workers, after the defaults and the cap
+	Ready       int   // segments ready (populated and pinned as asked)
+	Failed      int   // segments that failed; at most Workers
 	// TotalBytes is the region's size; ReadyBytes the bytes in ready
 	// segments; PinnedBytes the part of them locked or registered (0 under
 	// PinNone).
@@ -273,7 +229,7 @@ var _ allocator.GrowingRegion = (*SegmentedRegion)(nil)
 // (MADV_POPULATE_WRITE, or a write to every page on kernels before 5.14),
 // then pins it as opts.Pin says (mlock, or registration with the CUDA
 // driver). The constructor returns at once, before any segment is ready:
-// use Wait, Ready and Progress to follow the workers, and give the region
+// use Wait, Done and Progress to follow the workers, and give the region
 // to allocator.New, which serves from the ready segments and grows with them.
 //
 // Before the workers start, the constructor applies the huge-page policy
@@ -289,7 +245,7 @@ var _ allocator.GrowingRegion = (*SegmentedRegion)(nil)
 // The first segment that fails stops the workers: no further segment is
 // started. Its error, a *SegmentError naming the segment and the limit that
 // refused it (RLIMIT_MEMLOCK with its soft and hard values, cgroup
-// memory.max, overcommit), is returned by Wait and Err; its memory is
+// memory.max, overcommit), is returned by Wait and in Progress; its memory is
 // released. The segments already ready keep serving.
 //
 // Close stops the workers (each finishes the segment it is on), unpins
@@ -537,21 +493,8 @@ func (r *SegmentedRegion) GrownRange(i int) (off, size int64) {
 // GrowGranularity returns the segment size; for GrowingRegion.
 func (r *SegmentedRegion) GrowGranularity() int64 { return r.segSize }
 
-// SegmentSize returns the segment size in bytes.
-func (r *SegmentedRegion) SegmentSize() int64 { return r.segSize }
-
-// Workers returns the number of background workers.
-func (r *SegmentedRegion) Workers() int { return r.workers }
-
-// Ready returns the bytes in ready segments. It only grows.
-func (r *SegmentedRegion) Ready() int64 { return r.readyBytes.Load() }
-
-// Pinned returns the bytes locked or registered: Ready under PinLock and
-// PinCUDA, 0 under PinNone.
-func (r *SegmentedRegion) Pinned() int64 { return r.pinnedBytes.Load() }
-
-// Err returns the first segment failure, a *SegmentError, or nil.
-func (r *SegmentedRegion) Err() error {
+// firstErr returns the first segment failure, a *SegmentError, or nil.
+func (r *SegmentedRegion) firstErr() error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
 	return r.err
@@ -571,7 +514,7 @@ func (r *SegmentedRegion) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("hostmem: waiting for segmented region: %d of %d segments ready: %w", r.Grown(), r.nseg, ctx.Err())
 	}
-	if err := r.Err(); err != nil {
+	if err := r.firstErr(); err != nil {
 		return err
 	}
 	if n := r.Grown(); n < r.nseg {
@@ -580,16 +523,19 @@ func (r *SegmentedRegion) Wait(ctx context.Context) error {
 	return nil
 }
 
-// Progress returns a snapshot of the workers' progress.
+// Progress returns a snapshot of the workers' progress: the segments, the
+// bytes ready and pinned (they only grow), the first failure.
 func (r *SegmentedRegion) Progress() SegmentProgress {
 	p := SegmentProgress{
 		Segments:    r.nseg,
+		SegmentSize: r.segSize,
+		Workers:     r.workers,
 		Ready:       r.Grown(),
 		Failed:      int(r.failed.Load()),
 		TotalBytes:  r.size,
 		ReadyBytes:  r.readyBytes.Load(),
 		PinnedBytes: r.pinnedBytes.Load(),
-		Err:         r.Err(),
+		Err:         r.firstErr(),
 	}
 	select {
 	case <-r.done:

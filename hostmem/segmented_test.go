@@ -42,12 +42,12 @@ func checkRanges(t *testing.T, r *SegmentedRegion) int64 {
 	var total int64
 	for i := range r.Grown() {
 		off, size := r.GrownRange(i)
-		require.Zero(t, off%r.SegmentSize(), "range %d at %d", i, off)
+		require.Zero(t, off%r.Progress().SegmentSize, "range %d at %d", i, off)
 		require.False(t, seen[off], "segment at %d grown twice", off)
 		seen[off] = true
 		total += size
 	}
-	require.Equal(t, r.Ready(), total)
+	require.Equal(t, r.Progress().ReadyBytes, total)
 	return total
 }
 
@@ -73,7 +73,7 @@ func TestSegmentedRegionReady(t *testing.T) {
 			r, err := NewSegmentedRegion(tc.size, tc.opts)
 			require.NoError(t, err)
 			assert.Equal(t, tc.kind, r.Kind())
-			assert.Equal(t, tc.workers, r.Workers())
+			assert.Equal(t, tc.workers, r.Progress().Workers)
 			require.NoError(t, waitReady(t, r))
 			p := r.Progress()
 			assert.True(t, p.Done)
@@ -234,7 +234,7 @@ func TestSegmentedRegionFakeCUDA(t *testing.T) {
 		assert.Equal(t, KindCUDAHost, r.Kind())
 		require.NoError(t, waitReady(t, r))
 		assert.Equal(t, 10, f.live(), "one registration per segment")
-		assert.Equal(t, 10*regionMiB, r.Pinned())
+		assert.Equal(t, 10*regionMiB, r.Progress().PinnedBytes)
 		checkRanges(t, r)
 		require.NoError(t, r.Close())
 		assert.Zero(t, f.live(), "every segment unregistered")
@@ -257,10 +257,10 @@ func TestSegmentedRegionFakeCUDA(t *testing.T) {
 		assert.Contains(t, msg, "MemAvailable")
 		assert.True(t, strings.HasSuffix(msg, "; 4 MiB in 4 segments stay ready and serving"), msg)
 		assert.Equal(t, 1, strings.Count(msg, "hostmem:"), msg)
-		assert.Equal(t, err, r.Err())
+		assert.Equal(t, err, r.Progress().Err)
 
 		p := r.Progress()
-		assert.Equal(t, SegmentProgress{Segments: 10, Ready: 4, Failed: 1, TotalBytes: 10 * regionMiB,
+		assert.Equal(t, SegmentProgress{Segments: 10, SegmentSize: regionMiB, Workers: 1, Ready: 4, Failed: 1, TotalBytes: 10 * regionMiB,
 			ReadyBytes: 4 * regionMiB, PinnedBytes: 4 * regionMiB, Done: true, Elapsed: p.Elapsed, Err: err}, p)
 
 		// The four ready segments serve; nothing past them does.
@@ -341,7 +341,7 @@ func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 			break
 		}
 		require.ErrorIs(t, err, allocator.ErrOutOfMemory)
-		if e := r.Err(); e != nil {
+		if e := r.Progress().Err; e != nil {
 			if pin == PinLock {
 				t.Skipf("mlock refused: %v", e)
 			}
