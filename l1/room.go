@@ -21,8 +21,9 @@ import "math"
 
 // roomLocked returns how many objects of size bytes the memory could
 // grant at most, whatever its fragmentation: its capacity less the bytes
-// in the manager's objects, in objects of size bytes rounded up to the
-// alignment; 0 for a size above the capacity. It is -1 when the memory is
+// in the manager's objects and its quarantine (quarantine.go), in objects
+// of size bytes rounded up to the alignment; 0 for a size above the
+// capacity. It is -1 when the memory is
 // not a Sizer. It reads no memory state but the capacity and alignment,
 // which for the allocator are immutable and need no lock (the alignment is
 // read once, at New).
@@ -34,7 +35,7 @@ func (m *Manager[K]) roomLocked(size int64) int64 {
 	if size > a.Capacity() {
 		return 0
 	}
-	return (a.Capacity() - m.held) / roundUp(size, m.align)
+	return (a.Capacity() - m.held - m.qbytes) / roundUp(size, m.align)
 }
 
 // roundUp returns size, positive, rounded up to a multiple of align,
