@@ -28,7 +28,8 @@ type Region interface {
 }
 
 // RegionState is what a Region shares with the allocator that carves it:
-// whether the region is closed. A Region implementation holds one for its
+// whether the region is closed, and whether an allocator owns it (New
+// claims it, once and for good: a region serves one allocator). A Region implementation holds one for its
 // whole life (embedded, which provides State, or as a field whose address
 // State returns) and calls MarkClosed in Close before it releases the
 // memory. The allocator loads it on every call, with one atomic load and
@@ -40,6 +41,7 @@ type Region interface {
 // copied after first use.
 type RegionState struct {
 	closed atomic.Bool
+	owned  atomic.Bool
 }
 
 // State returns s, so that a Region that embeds a RegionState has its
