@@ -5,9 +5,9 @@
 // A nanosecond figure on a shared two-core machine means little by itself,
 // so every benchmark that matters is read as a ratio against a floor
 // measured in the same run: the cheapest code that could do the same job.
-// `make bench` runs the suite in rounds, so that a result and its floor see
-// the same phases of the machine, and prints the ratios with their targets
-// through bench/cmd/benchratio.
+// `make bench` runs the suite in rounds (bench/run.sh), so that a result
+// and its floor see the same phases of the machine, and prints the ratios
+// with their targets through bench/cmd/benchratio.
 //
 // # Benchmarks
 //

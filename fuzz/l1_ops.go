@@ -18,7 +18,7 @@ import (
 type l1Header struct {
 	Units    uint16 // capacity in 64-byte units: 1 + Units % 512, or with the top three bits set 1 + Units & 0x1fff
 	Place    uint8  // placement: Place % 3
-	Flags    uint8  // bit 0: evict on demand; bits 1-2: prefix strategy % 3; bits 3-5: TTLs
+	Flags    uint8  // bit 0: evict on demand; bits 1-2: prefix strategy % 3; bits 3-5: TTLs; bit 6: quarantine lapsed writes
 	KeySpace uint16 // keys are taken modulo 1 + KeySpace
 }
 
@@ -78,6 +78,7 @@ func (h l1Header) setup() l1check.Setup {
 		EvictOnDemand: h.Flags&1 != 0,
 		WriteTTL:      t[0],
 		ReadTTL:       t[1],
+		Quarantine:    h.Flags&0x40 != 0,
 	}
 }
 

@@ -26,6 +26,7 @@ func hdr(units int, p allocator.Placement, keySpace int) l1Header {
 func (h l1Header) evict() l1Header                     { h.Flags |= 1; return h }
 func (h l1Header) prefix(s l1.PrefixStrategy) l1Header { h.Flags |= uint8(s) << 1; return h }
 func (h l1Header) ttl(i int) l1Header                  { h.Flags |= uint8(i) << 3; return h }
+func (h l1Header) quarantine() l1Header                { h.Flags |= 0x40; return h }
 func (r l1Record) temp(mask uint16) l1Record           { r.Flags |= 1; r.Temp = mask; return r }
 func (r l1Record) mismatched() l1Record                { r.Flags |= 2; return r }
 
@@ -153,6 +154,14 @@ func init() {
 			rw(0, 5, 256, l1.ModeAll), fw(0, 5), del(2, 1), rr(0, 5, 1).prefix(), fr(0, 2, 1),
 			rw(5, 1, 256, l1.ModeAll), rr(3, 4, 2).prefix(), rr(2, 0, 1).prefix(), rr(0, 2, 0).prefix(), fr(3, 2, 2),
 		))},
+		// The lookup counters of every kind: reads of ready, write-locked
+		// and missing keys, a prefix that stops at each, unsafe reads of
+		// locked and unlocked keys, and writes of present, repeated and
+		// missing keys.
+		{"lookups", encodeL1(lifeHdr, obsAll(
+			rw(0, 4, 256, l1.ModeAll), fw(0, 2), rr(0, 6, 1), rr(0, 6, 1).prefix(), rr(2, 3, 1).prefix(), rr(0, 0, 1).prefix(),
+			ur(0, 6), rw(0, 8, 256, l1.ModeAll).stride(0), rw(0, 8, 256, l1.ModeAll), rw(0, 2, 256, l1.ModeUpdate), fr(0, 2, 2),
+		))},
 		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
 			rw(0, 4, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
 			rr(1, 2, 128), fr(1, 2, 127), ur(1, 2), fr(1, 2, 128), del(0, 4), isEv(0, 4), length(),
@@ -279,6 +288,42 @@ func init() {
 			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(0, 4, 256, l1.ModeAll).temp(0b1111), fw(0, 4), rr(0, 4, 1), fr(0, 4, 1),
 			isEv(0, 4),
 		))},
+		// Quarantine of lapsed writes: actor 0's writes lapse; actor 1
+		// writes the keys again under blocks of its own; actor 0's late
+		// FinishWrite answers WriteLapsed and frees its blocks, its late
+		// AbortWrite answers OK, its late FinishWriteAndReserveRead
+		// WriteLapsed, and actor 1's reservations stand.
+		{"quarantine-late-writer", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 3, 256, l1.ModeAll), rw(5, 2, 256, l1.ModeAll), rw(8, 1, 256, l1.ModeAll), adv(11*time.Second), rr(0, 3, 1),
+			rw(0, 2, 256, l1.ModeAll).by(1), fw(0, 3), fw(0, 2).by(1), rr(0, 3, 1), abort(5, 2), abort(5, 2), fwrr(8, 1, 1),
+			fw(0, 3), rw(0, 2, 256, l1.ModeAll).by(2), abort(0, 2).by(1), isEv(0, 9), length(),
+		))},
+		// A pool of four objects: two finished (evictable), two lapsed
+		// writes; a batch of four evicts the two and is granted two, never a
+		// quarantined block; the owner's aborts free the rest.
+		{"quarantine-evict-on-demand", encodeL1(hdr(16, allocator.Scattered, 65536).quarantine().ttl(1).evict(), obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(2, 2, 256, l1.ModeAll), adv(11*time.Second), rw(10, 4, 256, l1.ModeAll).by(1),
+			evictTo(0), abort(2, 2), rw(20, 2, 256, l1.ModeAll).by(1), fw(10, 2).by(1), rw(30, 4, 256, l1.ModeAll).by(2),
+		))},
+		{"quarantine-rewrite", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(0, 2, 256, l1.ModeAll), adv(11*time.Second), rr(0, 2, 1), fwrr(0, 1, 1), fw(1, 1),
+			rw(0, 2, 256, l1.ModeAll).by(1), fw(0, 2).by(1), rr(0, 2, 1),
+		))},
+		{"quarantine-ttl-1ns", encodeL1(lifeHdr.quarantine().ttl(5), obsAll(
+			rw(0, 2, 256, l1.ModeAll), huge(3, false), length(), rw(0, 2, 256, l1.ModeAll).by(1), fw(0, 2), huge(3, false), fw(0, 2).by(1),
+		))},
+		{"quarantine-ttl-max", encodeL1(lifeHdr.quarantine().ttl(4), obsAll(
+			rw(0, 2, 256, l1.ModeAll), huge(0, false), huge(0, false), length(), fw(0, 2),
+		))},
+		{"quarantine-clock-jumps", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 2, 256, l1.ModeAll), huge(1, true), length(), huge(0, false), length(), rw(0, 2, 256, l1.ModeAll).by(1),
+			huge(0, false), length(), abort(0, 2), fw(0, 2).by(1),
+		))},
+		// Delete and Clear with force leave the quarantine alone; Close
+		// frees it.
+		{"quarantine-close", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 3, 256, l1.ModeAll), adv(11*time.Second), length(), del(0, 3).force(), clr().force(), closeRec(), abort(0, 3),
+		))},
 		{"closed-read-side", encodeL1(lifeHdr, obsAll(
 			rw(0, 2, 256, l1.ModeAll), fw(0, 1), rr(0, 1, 1), closeRec(), rr(0, 2, 1), fr(0, 1, 1), fw(1, 1), abort(1, 1),
 			fwrr(1, 1, 1), ur(0, 1), del(0, 2), touch(0, 2), fr(0, 1, 0), fw(0, 1).lease(l1check.LeaseShort), evictTo(0.5),
@@ -306,6 +351,8 @@ func init() {
 		{"expired-before-request", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 1), adv(600 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
 		{"rejected-mismatched-flags", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.ModeAll), fw(0, 2), rw(0, 8, 256, l1.ModeAll).temp(3).mismatched()})},
 		{"rejected-size", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.ModeAll), rw(0, 8, 0, l1.ModeAll).edgeSize(3)})},
+		{"quarantine", encodeL1(rwHdr.quarantine().ttl(1), []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 4), adv(11 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
+		{"quarantine-evict", encodeL1(rwHdr.quarantine().ttl(1).evict(), []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 6), adv(11 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
 	}
 
 	seedSets["FuzzPrefixStrategies"] = []seed{
@@ -320,6 +367,8 @@ func init() {
 		{"fragmented-scattered", encodeL1(hdr(64, allocator.Scattered, 65536), append(everyLockState(),
 			rw(0, 20, 128, l1.ModeAll), rw(30, 3, 100, l1.ModeAll)))},
 		{"evict-on-demand", encodeL1(rwHdr.evict(), append(fillAndFinish, touch(0, 8), rw(20, 6, 256, l1.ModeAll), rw(30, 20, 256, l1.ModeAll)))},
+		{"quarantine", encodeL1(rwHdr.quarantine().ttl(1), append(everyLockState(),
+			adv(11*time.Second), rw(0, 20, 128, l1.ModeAll), rw(30, 5, 256, l1.ModeAll)))},
 	}
 }
 

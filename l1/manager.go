@@ -121,6 +121,11 @@ type Manager[K comparable] struct {
 
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
+
+	// quarantine holds the lapsed writes' blocks by lease, and qbytes
+	// their bytes (see quarantine.go); nil until the first.
+	quarantine map[Lease]quarantined[K]
+	qbytes     int64
 }
 
 // New returns a manager over mem. The manager does not own mem: Close frees
@@ -188,12 +193,18 @@ func (m *Manager[K]) lock() int64 {
 // block the memory refuses to free is counted in Stats.FreeErrors; the key
 // is dropped all the same.
 func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	m.pending = append(m.pending, o.block)
+	m.forgetReportLocked(o, cause)
+}
+
+// forgetReportLocked is forgetLocked, then the removal's event.
+func (m *Manager[K]) forgetReportLocked(o *object[K], cause Cause) {
 	if !m.listening() {
-		m.dropLocked(o, cause)
+		m.forgetLocked(o, cause)
 		return
 	}
 	key := o.key
-	m.dropLocked(o, cause)
+	m.forgetLocked(o, cause)
 	m.noteRemovedLocked(key, cause)
 }
 
@@ -203,6 +214,12 @@ func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
 // or releases its lock; o is zeroed for reuse.
 func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.pending = append(m.pending, o.block)
+	m.forgetLocked(o, cause)
+}
+
+// forgetLocked is dropLocked without freeing o's block: it takes o out of
+// every queue, list and the index, counts the removal and zeroes o.
+func (m *Manager[K]) forgetLocked(o *object[K], cause Cause) {
 	m.dequeueLocked(o)
 	if o.evq != evNone {
 		m.ev.leave(o)
@@ -210,7 +227,7 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.objects.remove(o)
 	m.held -= o.block.Size
 	switch cause {
-	case CauseExpired:
+	case CauseExpired, CauseQuarantined:
 		m.stats.Expired++
 	case CauseEvicted:
 		m.stats.Evictions++
@@ -294,7 +311,8 @@ func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	return n
 }
 
-// Close frees every object, locked or not. Every later call that names keys
+// Close frees every object, locked or not, and every quarantined block
+// (see Config.QuarantineLapsedWrites). Every later call that names keys
 // or changes anything (ReserveWrite, FinishWrite, FinishWriteAndReserveRead,
 // AbortWrite, ReserveRead, UnsafeRead, FinishRead, Delete, Touch, EvictTo)
 // then fails with ErrClosed, so "closed" never looks like a miss; the
@@ -309,6 +327,7 @@ func (m *Manager[K]) Close() error {
 	}
 	before := m.stats.FreeErrors
 	m.clearLocked(now, true)
+	m.releaseAllQuarantinedLocked()
 	m.flushLocked()
 	m.closed = true
 	// Let the collector have the records and scratch space.

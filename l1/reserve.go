@@ -177,6 +177,7 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		room = m.roomLocked(size)
 	}
+	hits := 0
 	m.beginHints(len(keys))
 	for i := range keys {
 		k := &keys[i]
@@ -186,6 +187,11 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 		if o == nil || o.anyLapsed(now) && !m.lapseLocked(o, now) {
 			h = m.objects.hash(k)
 			o, pos = m.lookupHashLocked(k, h, now)
+		}
+		// Present before the call: not a placeholder of this call (which
+		// has no size yet).
+		if o != nil && (o.stamp != stamp || o.size > 0) {
+			hits++
 		}
 		switch {
 		case o != nil && o.stamp == stamp: // a repeat
@@ -261,6 +267,7 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 		out[i] = Result{Status: OK, Block: o.block, Lease: o.wlease}
 	}
 	m.stats.WriteReservations += uint64(len(relock) + len(blocks))
+	m.countLookupsLocked(LookupWrite, hits, len(keys)-hits, 0)
 	if m.listening() {
 		var ok []K
 		for i, r := range out {
@@ -335,8 +342,8 @@ func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.B
 // knownShortLocked reports that a batch of n objects of size bytes cannot
 // fit in the memory without eviction, so that on-demand eviction starts
 // without a call that must fail: the room (room.go), the memory's whole
-// capacity less the bytes in the manager's own objects (all live in it),
-// holds fewer than n objects. The test is sound over a GrowingRegion (its
+// capacity less the bytes in the manager's own objects and quarantine (all
+// live in it), holds fewer than n objects. The test is sound over a GrowingRegion (its
 // capacity only bounds the usable part) and over an allocator shared with
 // other users (they only take more). It is false for a Memory that is not
 // a Sizer, and for a size above the capacity, whose allocation error says

@@ -19,8 +19,9 @@ package l1
 
 // roomLocked returns how many objects of size bytes the memory could
 // grant at most, whatever its fragmentation: its capacity less the bytes
-// in the manager's objects, in objects of size bytes rounded up to the
-// alignment; 0 for a size above the capacity. It is -1 when the memory is
+// in the manager's objects and its quarantine (quarantine.go), in objects
+// of size bytes rounded up to the alignment; 0 for a size above the
+// capacity. It is -1 when the memory is
 // not a Sizer. It reads no memory state but the capacity and alignment,
 // which for the allocator are immutable and need no lock.
 func (m *Manager[K]) roomLocked(size int64) int64 {
@@ -33,7 +34,7 @@ func (m *Manager[K]) roomLocked(size int64) int64 {
 	}
 	align := a.Align()
 	z := (size + align - 1) &^ (align - 1)
-	return (a.Capacity() - m.held) / z
+	return (a.Capacity() - m.held - m.qbytes) / z
 }
 
 // pastRoomLocked reports whether a missing key that would be the

@@ -44,6 +44,10 @@ type Observation struct {
 	Reserved [][]Key
 	// Used and LiveBlocks are the allocator's after the call.
 	Used, LiveBlocks int64
+	// Quarantined and QuarantinedBytes are the manager's quarantine after
+	// the call (Stats).
+	Quarantined      int
+	QuarantinedBytes int64
 	// Verify is the allocator's invariant check after the call.
 	Verify error
 }
@@ -136,6 +140,8 @@ func (s *System) ObserveReserveChain(keys []Key, positions []uint32, temporary [
 	s.Model.Sweep()
 	st := s.A.Stats()
 	o.Used, o.LiveBlocks, o.Verify = st.Used, st.LiveBlocks, s.A.Verify()
+	ms := s.M.Stats()
+	o.Quarantined, o.QuarantinedBytes = ms.QuarantinedObjects, ms.QuarantinedBytes
 	return o
 }
 
@@ -323,7 +329,8 @@ func CheckTailOOM(o *Observation) error {
 }
 
 // CheckNoLeak: the allocator's used bytes and live blocks are exactly the
-// blocks of the manager's objects, and its invariants hold.
+// blocks of the manager's objects and of its quarantine, and its
+// invariants hold.
 func CheckNoLeak(o *Observation) error {
 	if o.Verify != nil {
 		return fmt.Errorf("allocator: %w", o.Verify)
@@ -332,9 +339,9 @@ func CheckNoLeak(o *Observation) error {
 	for _, st := range o.After {
 		used += st.Block.Size
 	}
-	if o.Used != used || o.LiveBlocks != int64(len(o.After)) {
-		return fmt.Errorf("allocator holds %d bytes in %d blocks; the manager's %d objects hold %d bytes",
-			o.Used, o.LiveBlocks, len(o.After), used)
+	if o.Used != used+o.QuarantinedBytes || o.LiveBlocks != int64(len(o.After)+o.Quarantined) {
+		return fmt.Errorf("allocator holds %d bytes in %d blocks; the manager's %d objects hold %d bytes and its quarantine %d in %d blocks",
+			o.Used, o.LiveBlocks, len(o.After), used, o.QuarantinedBytes, o.Quarantined)
 	}
 	return nil
 }
