@@ -147,7 +147,7 @@ func TestCheckOnFakeRuntime(t *testing.T) {
 		"device: fake CUDA device",
 		"pageable (Go heap)", "cuda-host region (cudaHostAlloc)", "segmented pool (cudaHostRegister)",
 		"H2D ÷ pageable", "exact",
-		"segmented pool of 64 MiB in 4 segments: first 8 MiB allocation after", "first ÷ full = ",
+		"segmented pool (cudaHostRegister) of 64 MiB in 4 segments: first 8 MiB allocation after", "first ÷ full = ",
 		"devicecheck: PASS",
 	} {
 		assert.Contains(t, out.String(), want)
