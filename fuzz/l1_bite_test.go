@@ -70,6 +70,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "writes quarantined"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
 		{"write-locked keys counted as read hits", everywhere(mutant.VariantReadHitOnFind), "Stats counters"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
@@ -125,6 +126,7 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 		{"rejected call reserves keys", everywhere(mutant.VariantRejectLate), "rejected call changed state"},
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "quarantine: key"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
