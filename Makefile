@@ -4,19 +4,22 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit kill-harness kill-soak fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: test vet unit unit-invariants kill-harness kill-soak fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
-## test: go vet, the whole suite with the race detector, the daemon's kill
-## harness (verbose, for its counts), then a short run of every fuzz
-## target, in that order (also under make -j).
+## test: go vet, the whole suite with the race detector, the suites of
+## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
+## (verbose, for its counts), then a short run of every fuzz target, in
+## that order (also under make -j).
 test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory kill-harness
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags invariants $(PKGS)
 
 # unit runs the kill harness short (20 kills) under the race detector;
 # kill-harness runs it in full on its own, so that its counts are printed.
@@ -48,6 +51,17 @@ kill-harness:
 ## the counts and the time from kill to release, p50 and p99.
 kill-soak:
 	$(call KILL_RUN,$(SOAK_KILLS),^TestKillHarness$$$$)
+
+# INVARIANTS_PKGS are the packages whose suites run a second time built
+# with -tags invariants (internal/invariants), where every call that
+# changes an allocator verifies it and panics at that call on a violation.
+# Verify is O((L + F) log(L + F)) per call, so the list holds the suites
+# that check the allocator itself, not every package that uses one.
+INVARIANTS_PKGS ?= ./allocator/ ./hostmem/ ./internal/invariants/
+
+## unit-invariants: the race suites of INVARIANTS_PKGS under -tags invariants.
+unit-invariants:
+	$(GO) test -race -count=1 -tags invariants $(INVARIANTS_PKGS)
 
 # FUZZTIME is how long make fuzz runs each target; FUZZ_SMOKE how long
 # make test does. fuzz/run.sh prints executions per second and new coverage.
@@ -126,11 +140,11 @@ bench-trace:
 # DEVICE_CHECK_FLAGS are devicecheck's flags (-pool, -block, -copies, -timeout).
 DEVICE_CHECK_FLAGS ?=
 ## device-check: on a machine with an NVIDIA GPU, copy 8 MiB blocks between
-## the GPU and a CUDA-host region, a segmented pool pinned with
-## cudaHostRegister and pageable memory; print GiB/s, the ratios and time to
-## first allocation ÷ time to pin the pool; check every round trip's bytes.
-## At most 5 minutes. Without a GPU it exits 3, "no GPU: ..." (see
-## bench/cmd/devicecheck).
+## the GPU and a CUDA-host region, two pools pinned with cudaHostRegister (a
+## segmented region, and a memfd pool as the daemon maps it) and pageable
+## memory; print GiB/s, pinned ÷ pageable and time to first allocation ÷ time
+## to pin each pool; check every round trip's bytes. At most 5 minutes.
+## Without a GPU it exits 3, "no GPU: ..." (see bench/cmd/devicecheck).
 device-check:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) build -o $(BENCH_OUT)/devicecheck ./bench/cmd/devicecheck

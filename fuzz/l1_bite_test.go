@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 	"github.com/kvalloc/kvalloc/l1"
@@ -69,6 +70,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "writes quarantined"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
 		{"write-locked keys counted as read hits", everywhere(mutant.VariantReadHitOnFind), "Stats counters"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
@@ -96,7 +98,7 @@ func TestListenerDeliveryBites(t *testing.T) {
 }
 
 func deliveryManager(t *testing.T) (*l1.Manager[l1check.Key], func()) {
-	r, err := allocator.NewHeapRegion(1 << 20)
+	r, err := hostmem.NewHeapRegion(1 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +126,7 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 		{"rejected call reserves keys", everywhere(mutant.VariantRejectLate), "rejected call changed state"},
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "quarantine: key"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
