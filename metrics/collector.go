@@ -143,21 +143,12 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels .
 	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
-// Fragmentation returns 1 - largest/free, the share of the free bytes that
-// a single object cannot use, or 0 when nothing is free.
-func Fragmentation(s allocator.Stats) float64 {
-	if s.Free <= 0 {
-		return 0
-	}
-	return 1 - float64(s.LargestFree)/float64(s.Free)
-}
-
 func (c *Collector) collectAllocator(ch chan<- prometheus.Metric, s allocator.Stats) {
 	gauge(ch, c.capacity, float64(s.Capacity))
 	gauge(ch, c.used, float64(s.Used))
 	gauge(ch, c.free, float64(s.Free))
 	gauge(ch, c.largest, float64(s.LargestFree))
-	gauge(ch, c.fragmentation, Fragmentation(s))
+	gauge(ch, c.fragmentation, s.Fragmentation())
 	gauge(ch, c.extents, float64(s.FreeExtents))
 	gauge(ch, c.live, float64(s.LiveBlocks))
 	counter(ch, c.allocated, s.Allocs)

@@ -245,20 +245,6 @@ func TestCollectorNoSources(t *testing.T) {
 	assert.Zero(t, len(ch))
 }
 
-func TestFragmentation(t *testing.T) {
-	for _, tc := range []struct {
-		free, largest int64
-		want          float64
-	}{
-		{0, 0, 0},
-		{4096, 4096, 0},
-		{4 * mib, mib, 0.75},
-		{1 << 40, 4096, 1 - 4096.0/(1<<40)},
-	} {
-		assert.Equal(t, tc.want, Fragmentation(allocator.Stats{Free: tc.free, LargestFree: tc.largest}), "%+v", tc)
-	}
-}
-
 // TestCollectorRealL1 wires a real manager that quarantines lapsed
 // writes: four keys written, two finished, two lapsed while being written;
 // a read and a prefix lookup. The objects, lookups, held and quarantined

@@ -1,8 +1,8 @@
-package proftop
+package main
 
 import (
 	"bytes"
-	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -45,64 +45,33 @@ func handProfile(recScale int64) *profile.Profile {
 	}
 }
 
-func TestFunctions(t *testing.T) {
+// TestFlatTimes: flat goes to the leaf frame, the inlined function of a
+// location with several lines, for the profile's default (last) sample
+// type.
+func TestFlatTimes(t *testing.T) {
 	p := handProfile(1)
 	require.NoError(t, p.CheckValid())
-	tb, err := Functions(p, "")
+	flat, total, typ, unit, err := flatTimes(p)
 	require.NoError(t, err)
-	assert.Equal(t, "cpu", tb.Type)
-	assert.Equal(t, int64(100e6), tb.Total)
-	got := tb.Map()
-	assert.Equal(t, Func{"main.rec", 60e6, 60e6}, got["main.rec"], "recursion counted once in cum")
-	assert.Equal(t, Func{"main.leaf", 30e6, 30e6}, got["main.leaf"], "Line[0] is the inlined leaf")
-	assert.Equal(t, Func{"main.caller", 10e6, 40e6}, got["main.caller"])
-	assert.Equal(t, Func{"main.main", 0, 100e6}, got["main.main"])
-
-	names := func(fs []Func) (out []string) {
-		for _, f := range fs {
-			out = append(out, f.Name)
-		}
-		return out
-	}
-	assert.Equal(t, []string{"main.rec", "main.leaf", "main.caller", "main.main"}, names(tb.ByFlat()))
-	assert.Equal(t, []string{"main.main", "main.rec", "main.caller", "main.leaf"}, names(tb.ByCum()))
-
-	tb, err = Functions(p, "samples")
-	require.NoError(t, err)
-	assert.Equal(t, int64(10), tb.Total)
-	assert.Equal(t, int64(6), tb.Map()["main.rec"].Flat)
-
-	_, err = Functions(p, "alloc_space")
-	assert.Error(t, err)
+	assert.Equal(t, "cpu", typ)
+	assert.Equal(t, "nanoseconds", unit)
+	assert.Equal(t, int64(100e6), total)
+	assert.Equal(t, map[string]int64{"main.rec": 60e6, "main.leaf": 30e6, "main.caller": 10e6}, flat)
 }
 
-func TestWriteTop(t *testing.T) {
-	tb, err := Functions(handProfile(1), "cpu")
-	require.NoError(t, err)
-	var out bytes.Buffer
-	require.NoError(t, tb.WriteTop(&out, tb.ByFlat(), 2))
-	want := "" +
-		"      flat   flat%    sum%        cum    cum%\n" +
-		"      60ms  60.00%  60.00%       60ms  60.00%  main.rec\n" +
-		"      30ms  30.00%  90.00%       30ms  30.00%  main.leaf\n"
-	assert.Equal(t, want, out.String())
-}
-
-func TestDiff(t *testing.T) {
-	d, err := Diff(handProfile(1), handProfile(3), "")
-	require.NoError(t, err)
-	fs := d.ByAbsFlat()
-	require.Len(t, fs, 1, "unchanged samples cancel out")
-	assert.Equal(t, Func{"main.rec", 120e6, 120e6}, fs[0])
-
-	d, err = Diff(handProfile(3), handProfile(1), "cpu")
-	require.NoError(t, err)
-	assert.Equal(t, int64(-120e6), d.ByAbsFlat()[0].Flat)
-
-	// The base is not modified.
+// TestProfileDiffTable: unchanged functions cancel out, a difference shows
+// with its sign beside both sides, and the base is not modified.
+func TestProfileDiffTable(t *testing.T) {
 	base := handProfile(1)
-	_, err = Diff(base, handProfile(2), "")
-	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, writeProfileDiff(&out, base, handProfile(3), "100x", 10))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3, out.String())
+	assert.Contains(t, lines[0], "base total 100ms, head total 220ms")
+	assert.Equal(t, []string{"+120ms", "60ms", "180ms", "main.rec"}, strings.Fields(lines[2]))
+	out.Reset()
+	require.NoError(t, writeProfileDiff(&out, handProfile(3), base, "100x", 10))
+	assert.Contains(t, out.String(), "-120ms")
 	assert.Equal(t, int64(30e6), base.Sample[0].Value[1])
 }
 
@@ -114,16 +83,14 @@ func TestFormatValue(t *testing.T) {
 	}{
 		{0, "nanoseconds", "0"},
 		{0, "widgets", "0"},
+		{999, "nanoseconds", "999ns"},
 		{10_000_000, "nanoseconds", "10ms"},
 		{1_500_000_000, "nanoseconds", "1.50s"},
 		{-20_000_000, "nanoseconds", "-20ms"},
-		{512, "bytes", "512B"},
-		{3 << 20, "bytes", "3MB"},
-		{1536, "bytes", "1.50kB"},
 		{42, "count", "42"},
 		{7, "widgets", "7 widgets"},
 	} {
-		assert.Equal(t, c.want, FormatValue(c.v, c.unit), "%d %s", c.v, c.unit)
+		assert.Equal(t, c.want, formatValue(c.v, c.unit), "%d %s", c.v, c.unit)
 	}
 }
 
@@ -135,30 +102,33 @@ func TestShortName(t *testing.T) {
 		"runtime.memclrNoHeapPointers": "runtime.memclrNoHeapPointers",
 		"slices.SortFunc[go.shape.[]github.com/kvalloc/kvalloc/allocator.Block,go.shape.struct {}]": "slices.SortFunc[…]",
 	} {
-		assert.Equal(t, want, ShortName(in), in)
+		assert.Equal(t, want, shortName(in), in)
 	}
 }
 
-func TestFocus(t *testing.T) {
-	p := handProfile(1)
-	// main.leaf is inlined into main.caller: both samples through
-	// main.caller stay, the recursion goes.
-	tb, err := Functions(Focus(p, regexp.MustCompile(`^main\.caller$`)), "cpu")
-	require.NoError(t, err)
-	assert.Equal(t, int64(40e6), tb.Total)
-	assert.Len(t, p.Sample, 3, "the input is not modified")
-}
-
-func TestByAbsFlatCodeFirst(t *testing.T) {
-	tb := &Table{Funcs: []Func{
-		{Name: "runtime.memclrNoHeapPointers", Flat: 900},
-		{Name: "github.com/kvalloc/kvalloc/allocator.(*Allocator).Free", Flat: 300},
-		{Name: "internal/runtime/maps.(*Map).putSlot", Flat: -500},
-		{Name: "github.com/kvalloc/kvalloc/l1.(*Manager[...]).Delete", Flat: -20},
-	}}
+// TestProfileDiffRanksWithinGroups: by |delta| within the code and within
+// the runtime, the code first, at least three runtime lines.
+func TestProfileDiffRanksWithinGroups(t *testing.T) {
+	base := funcProfile(map[string]int64{
+		"runtime.memclrNoHeapPointers":                           100,
+		"github.com/kvalloc/kvalloc/allocator.(*Allocator).Free": 100,
+		"internal/runtime/maps.(*Map).putSlot":                   600,
+		"github.com/kvalloc/kvalloc/l1.(*Manager[x]).Delete":     100,
+	})
+	head := funcProfile(map[string]int64{
+		"runtime.memclrNoHeapPointers":                           1000,
+		"github.com/kvalloc/kvalloc/allocator.(*Allocator).Free": 400,
+		"internal/runtime/maps.(*Map).putSlot":                   100,
+		"github.com/kvalloc/kvalloc/l1.(*Manager[x]).Delete":     80,
+	})
+	var out bytes.Buffer
+	require.NoError(t, writeProfileDiff(&out, base, head, "1x", 1))
 	var names []string
-	for _, f := range tb.ByAbsFlatCodeFirst() {
-		names = append(names, ShortName(f.Name))
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) == 4 && (strings.Contains(l, ".") && !strings.HasPrefix(l, "CPU")) {
+			names = append(names, f[3])
+		}
 	}
-	assert.Equal(t, []string{"allocator.(*Allocator).Free", "l1.(*Manager[…]).Delete", "runtime.memclrNoHeapPointers", "internal/runtime/maps.(*Map).putSlot"}, names)
+	assert.Equal(t, []string{"allocator.(*Allocator).Free", "runtime.memclrNoHeapPointers", "internal/runtime/maps.(*Map).putSlot"}, names,
+		"-n 1 keeps the first of the code, the runtime keeps its three at most")
 }

@@ -9,204 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/l1"
 )
-
-// Defaults of the header directives, LMCache's values where LMCache has one.
-const (
-	DefaultAlign     = 4096              // align: LMCache's page alignment
-	DefaultWatermark = 0.8               // sweep watermark=
-	DefaultRatio     = 0.2               // sweep ratio=
-	DefaultSweep     = time.Second       // sweep every=
-	DefaultWriteTTL  = 600 * time.Second // ttl write=
-	DefaultReadTTL   = 300 * time.Second // ttl read=
-	DefaultHold      = 0                 // stream hold=
-	DefaultWindow    = 1000              // stream window=
-	DefaultPlotEvery = 10 * time.Second  // plot every=
-)
-
-// MaxLocks is the largest read-lock count one call may take or release,
-// as in l1.
-const MaxLocks = 128
-
-// Scenario is one parsed scenario file. FORMAT.md in testdata/scenarios
-// defines the text it is parsed from.
-type Scenario struct {
-	Name    string   // scenario NAME, or the file name without extension
-	File    string   // the path it was read from, "" for Parse
-	Outcome []string // outcome lines: what the scenario demonstrates
-	Seed    uint64   // seed N: the root of every random stream
-
-	Align   int64    // align SIZE: block alignment in bytes
-	Pool    int64    // pool SIZE: pool capacity in bytes, a multiple of Align
-	Layouts []Layout // layout NAME SIZE, in declaration order
-
-	Sweep    Sweep         // sweep ...: the periodic reference controller
-	WriteTTL time.Duration // ttl write=
-	ReadTTL  time.Duration // ttl read=
-
-	Streams []Stream  // stream NAME k=v ...: traffic generators
-	Groups  []Group   // key groups declared by store, restore and reserve-write
-	Ops     []Op      // the timed operations, in order
-	Plot    *PlotSpec // plot ...: nil when the scenario is not plotted
-}
-
-// Layout is one object size sharing the pool, one per model layout.
-type Layout struct {
-	Name string
-	Size int64 // requested object size in bytes
-}
-
-// Sweep configures the periodic reference controller: every Every of
-// simulated time, when used ÷ capacity ≥ Watermark, it evicts Ratio of the
-// keys, least recently used first.
-type Sweep struct {
-	Every     time.Duration
-	Watermark float64
-	Ratio     float64
-}
-
-// Reuse is the distribution over recency rank (0 = the newest earlier
-// request of the stream) from which a read picks the request it re-reads.
-type Reuse struct {
-	Kind ReuseKind
-	S    float64 // Zipf exponent, > 1, for ReuseZipf
-}
-
-// ReuseKind names a reuse distribution.
-type ReuseKind uint8
-
-// Reuse distributions.
-const (
-	ReuseUniform ReuseKind = iota // every rank in the window equally likely
-	ReuseZipf                     // P(rank r) ∝ (1 + r)^-S
-	ReuseRecent                   // always the newest earlier request
-)
-
-// Burst is a square wave on a stream's arrival rate: from At, every Every,
-// the rate is multiplied by X for Len. A zero Every means no bursts.
-type Burst struct {
-	Every, Len, At time.Duration
-	X              float64
-}
-
-// Stream is a seeded random traffic generator. Requests arrive as a
-// Poisson process of Rate per second, times Burst.X inside bursts. Each
-// request is, with probability Reads, a re-read of an earlier request of
-// the stream picked by Reuse among the newest Window, and otherwise a store
-// of a uniform random number of new chunks in [MinChunks, MaxChunks].
-type Stream struct {
-	Name                 string
-	Line                 int
-	Layout               int     // index into Scenario.Layouts
-	Rate                 float64 // requests per second outside bursts
-	MinChunks, MaxChunks int
-	Reads                float64
-	Reuse                Reuse
-	Window               int
-	Hold                 time.Duration // how long a read keeps its read lock
-	Burst                Burst
-}
-
-// Group is a named set of keys: Requests requests of Chunks chunks each,
-// all of one layout. Key (g, r, c) is chunk c of request r of group g.
-type Group struct {
-	Name     string
-	Layout   int
-	Chunks   int
-	Requests int
-}
-
-// OpKind names an operation.
-type OpKind uint8
-
-// Operations. The workload steps (store, restore, read, advance, traffic)
-// combine calls; the others are one l1 call per request of the selection.
-const (
-	OpAdvance                OpKind = iota // advance D
-	OpStore                                // store NAME LAYOUT N [xR] [temp]
-	OpRestore                              // restore NAME LAYOUT N [xR] [temp] [locks=L]
-	OpRead                                 // read SEL [locks=L]
-	OpReserveWrite                         // reserve-write NAME LAYOUT N [xR] [temp] [mode=M]
-	OpFinishWrite                          // finish-write SEL
-	OpAbortWrite                           // abort-write SEL
-	OpReserveRead                          // reserve-read SEL [locks=L]
-	OpFinishRead                           // finish-read SEL [locks=L]
-	OpFinishWriteReserveRead               // finish-write-reserve-read SEL [locks=L]
-	OpDelete                               // delete SEL [force]
-	OpTouch                                // touch SEL
-	OpClear                                // clear [force]
-	OpEvictTo                              // evict-to F
-	OpTraffic                              // traffic D STREAM...
-)
-
-var opNames = [...]string{
-	OpAdvance:                "advance",
-	OpStore:                  "store",
-	OpRestore:                "restore",
-	OpRead:                   "read",
-	OpReserveWrite:           "reserve-write",
-	OpFinishWrite:            "finish-write",
-	OpAbortWrite:             "abort-write",
-	OpReserveRead:            "reserve-read",
-	OpFinishRead:             "finish-read",
-	OpFinishWriteReserveRead: "finish-write-reserve-read",
-	OpDelete:                 "delete",
-	OpTouch:                  "touch",
-	OpClear:                  "clear",
-	OpEvictTo:                "evict-to",
-	OpTraffic:                "traffic",
-}
-
-// String returns the operation's keyword.
-func (k OpKind) String() string {
-	if int(k) < len(opNames) {
-		return opNames[k]
-	}
-	return "OpKind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// WriteMode is reserve-write's mode= option, mirroring l1's modes.
-type WriteMode uint8
-
-// Write modes.
-const (
-	WriteAll    WriteMode = iota // mode=all: new and existing writable keys
-	WriteNew                     // mode=new: an existing key is not writable
-	WriteUpdate                  // mode=update: a missing key is not writable
-)
-
-// Selector picks keys of a group: chunks [From, To) of request Request, or
-// of every request when Request is -1.
-type Selector struct {
-	Group    int
-	Request  int
-	From, To int
-}
-
-// Op is one operation. Which fields matter depends on Kind; see FORMAT.md.
-type Op struct {
-	Kind     OpKind
-	Line     int
-	Group    int       // store, restore, reserve-write: the group written
-	Temp     bool      // store, restore, reserve-write: temporary objects
-	Mode     WriteMode // reserve-write
-	Sel      Selector  // the ops that take SEL
-	Locks    int       // read locks taken or released, 1..MaxLocks
-	Force    bool      // delete, clear
-	Duration time.Duration
-	Streams  []int   // traffic: indexes into Scenario.Streams
-	Ratio    float64 // evict-to
-}
-
-// PlotSpec asks for a plot of usage, failures and evictions over simulated
-// time, sampled every Every, with one line per policy in Policies (policy
-// names as Policy.String writes them).
-type PlotSpec struct {
-	Every    time.Duration
-	Policies []string
-}
 
 // ParseFile reads and parses one scenario file. The scenario's name
 // defaults to the file name without its extension.
@@ -230,7 +37,7 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	p := &parser{sc: &Scenario{
 		Name:     name,
 		Align:    DefaultAlign,
-		Sweep:    Sweep{Every: DefaultSweep, Watermark: DefaultWatermark, Ratio: DefaultRatio},
+		Sweep:    sim.DefaultController,
 		WriteTTL: DefaultWriteTTL,
 		ReadTTL:  DefaultReadTTL,
 	}}
@@ -715,11 +522,11 @@ func (p *parser) op(k OpKind, a []string) (Op, error) {
 		if v, ok := kv["mode"]; ok {
 			switch v {
 			case "all":
-				op.Mode = WriteAll
+				op.Mode = l1.ModeAll
 			case "new":
-				op.Mode = WriteNew
+				op.Mode = l1.ModeNew
 			case "update":
-				op.Mode = WriteUpdate
+				op.Mode = l1.ModeUpdate
 			default:
 				return op, p.errorf("mode=%s: want all, new or update", v)
 			}
@@ -880,13 +687,3 @@ func validName(s string) bool {
 	}
 	return true
 }
-
-// AlignedSize returns layout i's object size rounded up to the alignment:
-// the bytes one object really takes.
-func (sc *Scenario) AlignedSize(i int) int64 {
-	s := sc.Layouts[i].Size
-	return (s + sc.Align - 1) / sc.Align * sc.Align
-}
-
-// Slots returns how many objects of layout i the empty pool holds.
-func (sc *Scenario) Slots(i int) int64 { return sc.Pool / sc.AlignedSize(i) }
