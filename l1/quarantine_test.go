@@ -324,7 +324,9 @@ func TestQuarantineConcurrentWriters(t *testing.T) {
 				stamp := uint64(w)<<32 | uint64(i)
 				buf := e.a.Bytes(r.Block)
 				binary.LittleEndian.PutUint64(buf, stamp)
-				e.clk.Advance(time.Duration(rng.IntN(400)) * time.Millisecond) // a stall
+				// A stall: up to 1.5 TTLs, so a writer's own stall lapses its write
+				// about a third of the time whatever the interleaving.
+				e.clk.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
 				if !assert.Equal(t, stamp, binary.LittleEndian.Uint64(buf), "writer %d's block %+v was given to another writer", w, r.Block) {
 					return
 				}
