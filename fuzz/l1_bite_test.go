@@ -93,6 +93,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 	})
 	bitesFirst(t, "FuzzL1Lifecycle", "lookups", checkL1Lifecycle, []l1Bite{
 		{"write-locked keys counted as read hits", everywhere(mutant.VariantReadHitOnFind), "Stats counters"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
@@ -150,6 +151,7 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 	bitesFirst(t, "FuzzReserveWrite", "quarantine", checkReserveWrite, []l1Bite{
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "quarantine: key"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 

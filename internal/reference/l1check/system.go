@@ -10,7 +10,8 @@
 // ReserveWrite changed, and the Check* functions state the ReserveWrite
 // contracts on that record using only the real system's own observations,
 // not the model: prefix maximality, request-order locking, tail OOM
-// statuses, no leak, and rejected calls changing nothing.
+// statuses, no leak, no extra victim of on-demand eviction, and rejected
+// calls changing nothing.
 //
 // Every part of a System can be replaced through a Variant, which is how
 // the tests substitute the broken implementations of package mutant and
