@@ -3,7 +3,6 @@ package allocator
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 	"weak"
 )
@@ -14,14 +13,6 @@ import (
 // closed) gives it up. The table holds weak pointers: an allocator dropped
 // without Close does not stay alive for it, and its claim lapses once the
 // garbage collector has reclaimed it.
-
-// closedRegion is implemented by this package's regions: closedFlag
-// returns the flag that Close sets, so the allocator can check its region
-// on every call with one atomic load, without the region's lock or an
-// interface call.
-type closedRegion interface {
-	closedFlag() *atomic.Bool
-}
 
 var owners struct {
 	mu sync.Mutex

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 	"github.com/kvalloc/kvalloc/l1"
@@ -121,7 +122,7 @@ func TestListenerDeliveryBites(t *testing.T) {
 }
 
 func deliveryManager(t *testing.T) (*l1.Manager[l1check.Key], func()) {
-	r, err := allocator.NewHeapRegion(1 << 20)
+	r, err := hostmem.NewHeapRegion(1 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}

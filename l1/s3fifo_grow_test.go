@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -24,7 +25,7 @@ type growing struct {
 
 func newGrowing(t *testing.T, size, gran int64) *growing {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(size)
+	r, err := hostmem.NewHeapRegion(size)
 	require.NoError(t, err)
 	return &growing{Region: r, gran: gran}
 }

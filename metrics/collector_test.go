@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,7 +21,7 @@ const mib = 1 << 20
 // extents), one fragmented and one no-space failure, one partial grant.
 func knownAllocator(t *testing.T) *allocator.Allocator {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(16 * mib)
+	r, err := hostmem.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
@@ -76,9 +77,9 @@ kvalloc_allocator_used_bytes{pool="p0"} 1.3631488e+07
 `
 
 // fakeRegion is a RegionSource with a fixed progress.
-type fakeRegion allocator.SegmentProgress
+type fakeRegion hostmem.SegmentProgress
 
-func (f fakeRegion) Progress() allocator.SegmentProgress { return allocator.SegmentProgress(f) }
+func (f fakeRegion) Progress() hostmem.SegmentProgress { return hostmem.SegmentProgress(f) }
 
 const wantRegion = `
 # HELP kvalloc_region_pinned_bytes Bytes locked (mlock) or registered with the GPU driver.
@@ -251,7 +252,7 @@ func TestCollectorNoSources(t *testing.T) {
 // bytes are the manager's, and the allocator's used bytes are held plus
 // quarantined.
 func TestCollectorRealL1(t *testing.T) {
-	r, err := allocator.NewHeapRegion(16 * mib)
+	r, err := hostmem.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
@@ -315,7 +316,7 @@ kvalloc_l1_lookup_skipped_keys_total{kind="write"} 0
 // user shares the allocator: the manager holds 3 MiB, the other user
 // 5 MiB, and kvalloc_allocator_used_bytes says 8 MiB.
 func TestCollectorL1HeldBytesShared(t *testing.T) {
-	r, err := allocator.NewHeapRegion(16 * mib)
+	r, err := hostmem.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)

@@ -289,6 +289,9 @@ var targets = []target{
 	// ratio to it is shown below as information only.
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 20},
 	{num: m("AllocateBatch/region=heap/placement=scattered/n=5700", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 5},
+	// A fully ready segmented region costs the allocator what an mmap
+	// region does: it is asked nothing per call.
+	{num: m("Allocate/region=segmented", "ns/op"), den: m("Allocate/region=mmap", "ns/op"), op: "<=", bound: 1.1},
 	// Production sizes (issue 10): 5700 × 8 MiB in a 45 GiB NoReserve pool.
 	{num: m(pool8MiB+"/op=batch-warm", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 5},
 	{num: m(pool8MiB+"/op=batch-fresh", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 10},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // errNoGPU wraps every reason there is no device to check.
@@ -34,8 +35,8 @@ type env struct {
 	open        func() (device, error)
 	newCUDAHost func(size int64) (allocator.Region, error)
 	// registrar pins the segmented pool; nil means the CUDA runtime's
-	// cudaHostRegister (allocator.NewCUDARegistrar).
-	registrar allocator.HostRegistrar
+	// cudaHostRegister (hostmem.NewCUDARegistrar).
+	registrar hostmem.HostRegistrar
 	// segmentSize is the pool's segment size; 0 means the default.
 	segmentSize int64
 }
@@ -87,7 +88,7 @@ func check(ctx context.Context, e env, o options, w io.Writer) error {
 	// A segmented pool pinned with cudaHostRegister, timed from its
 	// constructor to the first allocation and to the whole pool.
 	start := time.Now()
-	seg, err := allocator.NewSegmentedRegion(o.pool, allocator.SegmentedOptions{Pin: allocator.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize})
+	seg, err := hostmem.NewSegmentedRegion(o.pool, hostmem.SegmentedOptions{Pin: hostmem.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize})
 	if err != nil {
 		return fmt.Errorf("segmented pool of %s pinned with cudaHostRegister: %w", sizeString(o.pool), err)
 	}
@@ -127,7 +128,7 @@ func check(ctx context.Context, e env, o options, w io.Writer) error {
 
 // firstBlock polls the allocator over the growing pool until it serves
 // one block: the time a serving engine waits before its first store.
-func firstBlock(ctx context.Context, a *allocator.Allocator, seg *allocator.SegmentedRegion, size int64) (allocator.Block, error) {
+func firstBlock(ctx context.Context, a *allocator.Allocator, seg *hostmem.SegmentedRegion, size int64) (allocator.Block, error) {
 	for {
 		blk, err := a.Allocate(size)
 		if err == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // fakeDevice is a CUDA device whose memory is Go slices: cudaMemcpy
@@ -124,7 +125,7 @@ func fakeEnv(dev *fakeDevice, reg *fakeRegistrar) (env, *atomic.Int64) {
 		open: func() (device, error) { return dev, nil },
 		newCUDAHost: func(size int64) (allocator.Region, error) {
 			hostRegions.Add(1)
-			return allocator.NewHeapRegion(size)
+			return hostmem.NewHeapRegion(size)
 		},
 		registrar:   reg,
 		segmentSize: 16 << 20,

@@ -8,10 +8,10 @@
 // It loads the CUDA runtime with purego (no cgo), then, within -timeout
 // (default and at most 5m):
 //
-//  1. allocates a CUDA-host region (allocator.NewCUDAHostRegion,
+//  1. allocates a CUDA-host region (hostmem.NewCUDAHostRegion,
 //     cudaHostAlloc) of two blocks;
 //  2. builds a segmented region of -pool bytes (default 8GiB) pinned with
-//     cudaHostRegister (allocator.NewSegmentedRegion, PinCUDA), timing the
+//     cudaHostRegister (hostmem.NewSegmentedRegion, PinCUDA), timing the
 //     first 8 MiB allocation an allocator over it serves and the moment
 //     the whole pool is pinned;
 //  3. copies -block (default 8MiB) blocks host to device and device to host
@@ -41,7 +41,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 func main() {
@@ -138,6 +138,6 @@ func parseSize(s string) (int64, error) {
 func realEnv() env {
 	return env{
 		open:        openCUDA,
-		newCUDAHost: allocator.NewCUDAHostRegion,
+		newCUDAHost: hostmem.NewCUDAHostRegion,
 	}
 }

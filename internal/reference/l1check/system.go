@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -120,7 +121,7 @@ func New(s Setup, v Variant) (*System, error) {
 	if s.ReadTTL == 0 {
 		s.ReadTTL = l1.DefaultReadTTL
 	}
-	r, err := allocator.NewHeapRegion(int64(s.Units) * s.Align)
+	r, err := hostmem.NewHeapRegion(int64(s.Units) * s.Align)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package allocator
+package hostmem
 
 import (
 	"bufio"
@@ -83,6 +83,9 @@ const budgetUnlimited = math.MaxUint64
 func readBudget(root string, pin PinMode, memlock func() (cur, max uint64, err error)) Budget {
 	b := Budget{Pin: pin, Fits: -1, OvercommitMode: -1}
 	path := func(p string) string { return filepath.Join(root, p) }
+	if pin < PinNone || pin > PinCUDA {
+		b.note("unknown pin mode %v: read as an unpinned pool (PinNone), RLIMIT_MEMLOCK not read", pin)
+	}
 
 	meminfo, err := readKeyValues(path("proc/meminfo"))
 	if err != nil {
@@ -222,8 +225,12 @@ func (b *Budget) readMemlock(status map[string]int64, statusErr error, memlock f
 }
 
 // Check returns nil when a pool of size bytes fits, else an error wrapping
-// ErrOutOfMemory that names the binding limit and its figures.
+// ErrOutOfMemory that names the binding limit and its figures. A size of 0
+// or less is an error wrapping ErrInvalidArgument.
 func (b Budget) Check(size int64) error {
+	if size <= 0 {
+		return fmt.Errorf("%w: a pool of %d bytes: the size must be positive", ErrInvalidArgument, size)
+	}
 	if b.Fits < 0 || size <= b.Fits {
 		return nil
 	}

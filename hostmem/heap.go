@@ -4,26 +4,28 @@
 // pointers in it. Close drops the slice; the memory is reclaimed by the
 // garbage collector once no caller still holds a slice of it.
 
-package allocator
+package hostmem
 
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
+
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // heapRegion is a Region backed by a plain []byte.
 type heapRegion struct {
-	mu     sync.Mutex
-	buf    []byte // nil once closed
-	isDone atomic.Bool
+	mu  sync.Mutex
+	buf []byte // nil once closed
+	allocator.RegionState
 }
 
 // NewHeapRegion returns a region of exactly size bytes on the Go heap,
 // zeroed. It needs no privileges and works everywhere, but the memory may be
 // paged out and is not pinned for DMA. size <= 0 is an error wrapping
 // ErrInvalidArgument, and so is a size the Go runtime cannot allocate as one
-// slice.
+// slice (above 2⁴⁸ bytes on 64-bit platforms), which also wraps
+// ErrOutOfMemory: it can never be backed.
 //
 // A size the machine cannot back is an error wrapping ErrOutOfMemory, not a
 // crash: Go cannot recover from a failed heap allocation, so on Linux the
@@ -32,9 +34,12 @@ type heapRegion struct {
 // possible and a size beyond the machine's memory still ends the process.
 // For pools larger than memory, reserve address space with NewMmapRegion
 // and MmapOptions.NoReserve instead.
-func NewHeapRegion(size int64) (Region, error) {
+func NewHeapRegion(size int64) (allocator.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: heap region size %d: must be positive", ErrInvalidArgument, size)
+	}
+	if size > maxHeapSlice {
+		return nil, errorf2(ErrInvalidArgument, ErrOutOfMemory, "heap region size %d exceeds the largest Go slice (%s)", size, regionSizeString(maxHeapSlice))
 	}
 	if err := heapBackable(size); err != nil {
 		return nil, err
@@ -66,6 +71,11 @@ func regionMakeHeap(size int64) (buf []byte, err error) {
 // maxRegionInt is the largest int, as an int64-compatible bound.
 const maxRegionInt = int64(^uint(0) >> 1)
 
+// maxHeapSlice bounds a heap region: the Go runtime allocates no object
+// larger than its heap's address space, 2⁴⁸ bytes on 64-bit platforms
+// (runtime.maxAlloc), nor one longer than an int.
+const maxHeapSlice = min(1<<48, maxRegionInt)
+
 // Bytes returns the region, or nil after Close.
 func (r *heapRegion) Bytes() []byte {
 	r.mu.Lock()
@@ -80,10 +90,7 @@ func (r *heapRegion) Kind() string { return KindHeap }
 func (r *heapRegion) Close() error {
 	r.mu.Lock()
 	r.buf = nil
-	r.isDone.Store(true)
+	r.MarkClosed()
 	r.mu.Unlock()
 	return nil
 }
-
-// closedFlag returns the flag Close sets.
-func (r *heapRegion) closedFlag() *atomic.Bool { return &r.isDone }

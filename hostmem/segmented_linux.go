@@ -1,6 +1,6 @@
 //go:build linux
 
-package allocator
+package hostmem
 
 import (
 	"errors"
@@ -12,10 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// segOS is the Linux half of a SegmentedRegion: one anonymous mapping.
+// segOS is the Linux half of a SegmentedRegion: one mapping, anonymous and
+// private, or of a sealed memfd and shared.
 type segOS struct {
 	base   unsafe.Pointer // immutable from reserve until unmap
 	length uintptr
+	fd     int // the memfd, or -1; set by reserve, -1 again after unmap
 }
 
 func segSupported() error { return nil }
@@ -25,9 +27,11 @@ func segPageSize() uintptr { return uintptr(os.Getpagesize()) }
 func segHugePageSize() uintptr { return mmapHugePageSize() }
 
 // reserve maps size bytes (rounded up to align) with MAP_NORESERVE, aligned
-// to align, then applies the huge-page policy and the NUMA binding. It
+// to align, replaces the mapping by one of a sealed memfd when opts.Memfd
+// asks for it, then applies the huge-page policy and the NUMA binding. It
 // returns the hints that did not take effect.
 func (s *segOS) reserve(size int64, align uintptr, opts SegmentedOptions) (hint error, err error) {
+	s.fd = -1
 	length := (uintptr(size) + align - 1) &^ (align - 1)
 	base, err := mmapAnonAligned(length, align, unix.MAP_NORESERVE)
 	if err != nil {
@@ -38,12 +42,22 @@ func (s *segOS) reserve(size int64, align uintptr, opts SegmentedOptions) (hint 
 		return nil, fmt.Errorf("%w: reserving %s of address space: mmap: %w%s", mmapErrSentinel(err), regionSizeString(size), err, limit)
 	}
 	s.base, s.length = base, length
+	if opts.Memfd != nil {
+		if err := s.mapMemfd(size, *opts.Memfd); err != nil {
+			_ = s.unmap()
+			return nil, err
+		}
+	}
 	mem := unsafe.Slice((*byte)(base), length)
 	var hints []error
 	switch opts.THP {
 	case THPOn:
 		if h := mmapAdviseHuge(mem); h != nil {
 			hints = append(hints, h)
+		} else if s.fd >= 0 {
+			if mode := shmemTHPMode(); mode == "never" || mode == "deny" {
+				hints = append(hints, fmt.Errorf("transparent huge pages are disabled for shared memory (/sys/kernel/mm/transparent_hugepage/shmem_enabled is [%s])", mode))
+			}
 		}
 	case THPOff:
 		if e := unix.Madvise(mem, unix.MADV_NOHUGEPAGE); e != nil {
@@ -61,6 +75,73 @@ func (s *segOS) reserve(size int64, align uintptr, opts SegmentedOptions) (hint 
 		}
 	}
 	return errors.Join(hints...), nil
+}
+
+// mapMemfd creates the memfd of size bytes (the file is s.length bytes),
+// seals its size and maps it MAP_SHARED over the reservation, at the same
+// address. On failure s.fd is the memfd, if one was created, for unmap to
+// close.
+func (s *segOS) mapMemfd(size int64, m MemfdOptions) error {
+	name := m.Name
+	if name == "" {
+		name = "kvalloc"
+	}
+	flags := unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
+	what := "memfd"
+	if m.HugeTLB {
+		flags |= unix.MFD_HUGETLB
+		what = "memfd with MFD_HUGETLB"
+	}
+	fd, err := unix.MemfdCreate(name, flags)
+	if err != nil {
+		if m.HugeTLB && errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("%w: memfd_create(%q, MFD_HUGETLB): %w (the kernel has no hugetlbfs)", ErrUnsupported, name, err)
+		}
+		return fmt.Errorf("%w: memfd_create(%q): %w", mmapErrSentinel(err), name, err)
+	}
+	s.fd = fd
+	if err := unix.Ftruncate(fd, int64(s.length)); err != nil {
+		return fmt.Errorf("%w: sizing a %s of %s: ftruncate: %w", mmapErrSentinel(err), what, regionSizeString(size), err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fmt.Errorf("%w: sealing a %s: fcntl(F_ADD_SEALS): %w", ErrInvalidArgument, what, err)
+	}
+	if _, err := unix.MmapPtr(fd, 0, s.base, s.length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+		limit := ""
+		if m.HugeTLB && errors.Is(err, unix.ENOMEM) {
+			limit = " (" + hugeTLBText(int64(s.length)) + ")"
+		}
+		return fmt.Errorf("%w: mapping a %s of %s: mmap: %w%s", mmapErrSentinel(err), what, regionSizeString(size), err, limit)
+	}
+	return nil
+}
+
+// hugeTLBText names the hugetlb pool a mapping of length bytes draws on.
+func hugeTLBText(length int64) string {
+	total, _ := meminfoField("HugePages_Total")
+	free, _ := meminfoField("HugePages_Free")
+	rsvd, _ := meminfoField("HugePages_Rsvd")
+	page := int64(segHugeTLBPageSize())
+	// meminfoField scales by 1024 (kB); these three are counts.
+	total, free, rsvd = total>>10, free>>10, rsvd>>10
+	return fmt.Sprintf("the hugetlb pool has HugePages_Total %d, HugePages_Free %d, HugePages_Rsvd %d pages of %s; %d are needed: "+
+		"raise vm.nr_hugepages (sysctl vm.nr_hugepages=N) or drop MemfdOptions.HugeTLB",
+		total, free, rsvd, regionSizeString(page), (length+page-1)/page)
+}
+
+// segHugeTLBPageSize returns the default hugetlb page size (Hugepagesize in
+// /proc/meminfo), 2 MiB when it cannot be read.
+func segHugeTLBPageSize() uintptr {
+	if n, ok := meminfoField("Hugepagesize"); ok && n > 0 && n&(n-1) == 0 {
+		return uintptr(n)
+	}
+	return 2 << 20
+}
+
+// shmemTHPMode returns the selected transparent-huge-page mode of shared
+// memory, or "" when it cannot be read.
+func shmemTHPMode() string {
+	return bracketed("/sys/kernel/mm/transparent_hugepage/shmem_enabled")
 }
 
 // segMbind binds mem to nodes with MPOL_BIND.
@@ -128,22 +209,39 @@ func (s *segOS) populate(mem []byte) error {
 func (s *segOS) lock(mem []byte) error   { return unix.Mlock(mem) }
 func (s *segOS) unlock(mem []byte) error { return unix.Munlock(mem) }
 
-// release unpins mem and gives its pages back: after a failed segment.
+// release unpins mem and gives its pages back: after a failed segment. A
+// memfd's pages belong to the file, so they are punched out of it
+// (MADV_REMOVE); an anonymous mapping's are dropped (MADV_DONTNEED).
 func (s *segOS) release(mem []byte) {
 	_ = unix.Munlock(mem)
+	if s.fd >= 0 {
+		_ = unix.Madvise(mem, unix.MADV_REMOVE)
+		return
+	}
 	_ = unix.Madvise(mem, unix.MADV_DONTNEED)
 }
 
+// file returns the memfd, or -1.
+func (s *segOS) file() int { return s.fd }
+
+// unmap unmaps the reservation and closes the memfd, if any.
 func (s *segOS) unmap() error {
-	if s.base == nil {
-		return nil
+	var errs []error
+	if s.base != nil {
+		base, length := s.base, s.length
+		s.base = nil
+		if err := unix.MunmapPtr(base, length); err != nil {
+			errs = append(errs, fmt.Errorf("munmap: %w", err))
+		}
 	}
-	base, length := s.base, s.length
-	s.base = nil
-	if err := unix.MunmapPtr(base, length); err != nil {
-		return fmt.Errorf("munmap: %w", err)
+	if s.fd >= 0 {
+		fd := s.fd
+		s.fd = -1
+		if err := unix.Close(fd); err != nil {
+			errs = append(errs, fmt.Errorf("closing the memfd: %w", err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // segMemlockLimitText names RLIMIT_MEMLOCK, the memory this process has
@@ -176,7 +274,7 @@ func segOvercommitText() string {
 
 // cudaCallError is a failed CUDA call: "error 2 cudaErrorMemoryAllocation:
 // out of memory". It matches the package sentinel of its code with
-// errors.Is but carries no "allocator:" prefix of its own, so a
+// errors.Is but carries no "hostmem:" prefix of its own, so a
 // SegmentError that wraps it names the package once.
 type cudaCallError struct {
 	code int32

@@ -1,10 +1,13 @@
-package allocator
+package hostmem
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"strings"
 	"testing"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +23,7 @@ const (
 // exerciseRegion checks the size and kind of r, writes and reads back the
 // first and last byte of every page, closes it twice and checks Bytes is nil
 // afterwards.
-func exerciseRegion(t *testing.T, r Region, size int64, kind string) {
+func exerciseRegion(t *testing.T, r allocator.Region, size int64, kind string) {
 	t.Helper()
 	require.NotNil(t, r)
 	assert.Equal(t, kind, r.Kind())
@@ -74,3 +77,17 @@ func TestRegionSizeString(t *testing.T) {
 
 // TestRegionCUDAHost runs against whatever this machine has: without CUDA it
 // checks the error, with CUDA it allocates 64 MiB.
+
+// TestHeapRegionBeyondTheRuntimeIsInvalid: a size no Go slice can have
+// (1<<62, MaxInt64) wraps ErrInvalidArgument, as NewHeapRegion's doc says,
+// and ErrOutOfMemory, since it can never be backed; before, on Linux, the
+// memory check ran first and the error wrapped ErrOutOfMemory alone.
+func TestHeapRegionBeyondTheRuntimeIsInvalid(t *testing.T) {
+	for _, size := range []int64{1 << 62, math.MaxInt64} {
+		r, err := NewHeapRegion(size)
+		require.ErrorIs(t, err, ErrInvalidArgument, "size %d", size)
+		require.ErrorIs(t, err, ErrOutOfMemory, "size %d", size)
+		assert.Nil(t, r)
+		assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
+	}
+}

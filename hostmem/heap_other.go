@@ -1,6 +1,6 @@
 //go:build !linux
 
-package allocator
+package hostmem
 
 // heapBackable cannot ask the system how much memory is left on this
 // platform; only the runtime's own limits apply there (see NewHeapRegion).

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package allocator
+package hostmem
 
 import (
 	"errors"

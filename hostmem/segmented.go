@@ -1,13 +1,14 @@
 // Segmented region contract: the pool's address space is reserved up front
-// (an anonymous private mapping with MAP_NORESERVE, off the Go heap, no
-// memory behind it yet) and becomes usable segment by segment while
-// background workers populate and pin it. An Allocator over it serves from
+// (an anonymous private mapping with MAP_NORESERVE, or a shared mapping of a
+// sealed memfd that other processes can map too; off the Go heap, no memory
+// behind it yet) and becomes usable segment by segment while background
+// workers populate and pin it. An allocator.Allocator over it serves from
 // the segments already ready and grows as more become ready (GrowingRegion).
 // Like every region it must never hold Go pointers, and its memory is
 // released by Close, and only by Close. Linux only: elsewhere the
 // constructor returns an error.
 
-package allocator
+package hostmem
 
 import (
 	"context"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // DefaultSegmentSize is SegmentedOptions.SegmentSize when it is 0: 64 MiB,
@@ -30,53 +33,6 @@ const DefaultSegmentSize = 64 << 20
 // MaxSegmentSize is the largest SegmentedOptions.SegmentSize: 64 GiB, well
 // below the 512 GiB at which one cudaHostRegister call is known to fail.
 const MaxSegmentSize = 64 << 30
-
-// PinMode says what makes a segment ready once it is populated.
-type PinMode int
-
-const (
-	// PinNone populates (prefaults) each segment and pins nothing: the
-	// region's Kind is "mmap".
-	PinNone PinMode = iota
-	// PinLock page-locks each segment with mlock, bounded by RLIMIT_MEMLOCK
-	// (root with CAP_IPC_LOCK is exempt): Kind "pinned".
-	PinLock
-	// PinCUDA registers each segment with the CUDA driver
-	// (cudaHostRegister), which pins it for DMA: Kind "cuda-host".
-	PinCUDA
-)
-
-// String returns "none", "mlock" or "cuda".
-func (p PinMode) String() string {
-	switch p {
-	case PinNone:
-		return "none"
-	case PinLock:
-		return "mlock"
-	case PinCUDA:
-		return "cuda"
-	}
-	return fmt.Sprintf("PinMode(%d)", int(p))
-}
-
-// THPMode is the explicit transparent-huge-page policy of a segmented
-// region. Compaction stalls while the kernel assembles huge pages can
-// collapse pinning throughput (TensorRT-LLM #15430), so the choice is the
-// caller's, not left implicit.
-type THPMode int
-
-const (
-	// THPDefault leaves the system's policy
-	// (/sys/kernel/mm/transparent_hugepage/enabled) alone.
-	THPDefault THPMode = iota
-	// THPOn advises huge pages (MADV_HUGEPAGE). The reservation is then
-	// aligned to the huge-page size and SegmentSize must be a multiple of
-	// it. A refused hint does not fail the region; HintErr reports it.
-	THPOn
-	// THPOff forbids huge pages (MADV_NOHUGEPAGE): no compaction stalls,
-	// 512 times more page faults to populate.
-	THPOff
-)
 
 // HostRegistrar registers host memory with a device driver so the device
 // can DMA to and from it, as cudaHostRegister does. NewCUDARegistrar
@@ -93,8 +49,9 @@ type HostRegistrar interface {
 // SegmentedOptions configures NewSegmentedRegion.
 type SegmentedOptions struct {
 	// SegmentSize is the unit of work: a positive multiple of the page size
-	// (of the huge-page size under THPOn), at most MaxSegmentSize. 0 means
-	// DefaultSegmentSize. The last segment may be shorter.
+	// (of the huge-page size under THPOn or MemfdOptions.HugeTLB), at most
+	// MaxSegmentSize. 0 means DefaultSegmentSize. The last segment may be
+	// shorter.
 	SegmentSize int64
 	// Workers is the number of background workers. 0 means
 	// runtime.GOMAXPROCS(0), the CPUs available to the process (it follows
@@ -113,6 +70,25 @@ type SegmentedOptions struct {
 	// NUMANodes, when not empty, binds the reservation to these NUMA nodes
 	// (mbind MPOL_BIND) before any page is touched. Nodes are 0..1023.
 	NUMANodes []int
+	// Memfd, when not nil, backs the region with a memfd_create file
+	// (MFD_CLOEXEC) instead of anonymous memory, mapped MAP_SHARED and
+	// sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW,
+	// then F_SEAL_SEAL, so no seal can be added or removed): another
+	// process given the file descriptor (FD, passed over a Unix socket with
+	// SCM_RIGHTS) maps the same pages, and neither side can truncate them
+	// under the other. The file's pages are allocated only when first
+	// touched, like a NoReserve mapping's, and freed when the region is
+	// closed and every other process has unmapped and closed its copy.
+	Memfd *MemfdOptions
+	// NoReserve makes every segment ready without populating it: pages are
+	// backed only when first touched, as with MmapOptions.NoReserve, so a
+	// pool larger than RAM costs nothing until it is written. The risk is
+	// the same: a first touch the kernel cannot back is a SIGBUS or the
+	// OOM killer at the write. Use it for tests and benchmarks at
+	// production sizes, and for pools whose working set is known to fit.
+	// NoReserve with a Pin other than PinNone is a contradiction and an
+	// error wrapping ErrInvalidArgument.
+	NoReserve bool
 	// NUMABestEffort turns a binding the system forbids (EPERM: a
 	// container's seccomp profile or a missing CAP_SYS_NICE; ENOSYS: a
 	// kernel without NUMA) into a hint: the region is created unbound and
@@ -121,11 +97,30 @@ type SegmentedOptions struct {
 	NUMABestEffort bool
 }
 
-// SegmentProgress is a snapshot of a segmented region's preparation.
+// MemfdOptions configures the memfd behind a shared segmented region
+// (SegmentedOptions.Memfd).
+type MemfdOptions struct {
+	// Name is the file's name, shown as "/memfd:Name" in /proc/PID/maps
+	// and /proc/PID/fd. "" means "kvalloc".
+	Name string
+	// HugeTLB backs the file with explicit huge pages from the kernel's
+	// hugetlb pool (MFD_HUGETLB, the default huge page size, Hugepagesize
+	// in /proc/meminfo). The pool (vm.nr_hugepages) must hold the whole
+	// region: the mapping reserves its pages at once, and when it cannot
+	// the constructor fails with an error wrapping ErrOutOfMemory that
+	// names HugePages_Total and HugePages_Free. SegmentSize must then be a
+	// multiple of the huge page, and THP must be THPDefault.
+	HugeTLB bool
+}
+
+// SegmentProgress is a snapshot of a segmented region's preparation, and
+// the one place its figures are reported.
 type SegmentProgress struct {
-	Segments int // segments in the region
-	Ready    int // segments ready (populated and pinned as asked)
-	Failed   int // segments that failed; at most Workers
+	Segments    int   // segments in the region
+	SegmentSize int64 // bytes in a segment; the last may be shorter
+	Workers     int   // background workers, after the defaults and the cap
+	Ready       int   // segments ready (populated and pinned as asked)
+	Failed      int   // segments that failed; at most Workers
 	// TotalBytes is the region's size; ReadyBytes the bytes in ready
 	// segments; PinnedBytes the part of them locked or registered (0 under
 	// PinNone).
@@ -145,7 +140,7 @@ type SegmentProgress struct {
 // ErrInvalidArgument or ErrCUDAUnavailable) and the system's error, and
 // its message names the segment and the limit, e.g.
 //
-//	allocator: out of memory: segment 3 of 64 [192 MiB, 256 MiB) of 4 GiB:
+//	hostmem: out of memory: segment 3 of 64 [192 MiB, 256 MiB) of 4 GiB:
 //	mlock: cannot allocate memory (RLIMIT_MEMLOCK soft=201326592 bytes
 //	hard=unlimited, 192 MiB locked by this process; raise it with ulimit -l
 //	or --ulimit memlock=-1:-1); 192 MiB in 3 segments stay ready and serving
@@ -199,6 +194,7 @@ type SegmentedRegion struct {
 	nseg    int
 	workers int
 	pin     PinMode
+	lazy    bool // SegmentedOptions.NoReserve: segments are ready unpopulated
 	reg     HostRegistrar
 	kind    string
 	hintErr error
@@ -206,6 +202,7 @@ type SegmentedRegion struct {
 
 	mu     sync.Mutex // guards closed and Close
 	closed bool
+	shared allocator.RegionState
 
 	halt  atomic.Bool  // no new segments: Close or a failure
 	next  atomic.Int64 // the next segment a worker claims
@@ -224,7 +221,7 @@ type SegmentedRegion struct {
 	elapsed                 atomic.Int64  // ns from start to done, once done
 }
 
-var _ GrowingRegion = (*SegmentedRegion)(nil)
+var _ allocator.GrowingRegion = (*SegmentedRegion)(nil)
 
 // NewSegmentedRegion reserves size bytes of address space and starts
 // opts.Workers background workers that make it usable segment by segment:
@@ -232,17 +229,23 @@ var _ GrowingRegion = (*SegmentedRegion)(nil)
 // (MADV_POPULATE_WRITE, or a write to every page on kernels before 5.14),
 // then pins it as opts.Pin says (mlock, or registration with the CUDA
 // driver). The constructor returns at once, before any segment is ready:
-// use Wait, Ready and Progress to follow the workers, and give the region
-// to New, which serves from the ready segments and grows with them.
+// use Wait, Done and Progress to follow the workers, and give the region
+// to allocator.New, which serves from the ready segments and grows with them.
 //
 // Before the workers start, the constructor applies the huge-page policy
 // (opts.THP) and the NUMA binding (opts.NUMANodes) to the whole reservation,
 // so every page is faulted in under them.
 //
+// With opts.Memfd the pool is a memfd_create file, sealed against
+// shrinking and growing and mapped MAP_SHARED, whose descriptor FD returns
+// for other processes to map; with opts.NoReserve the workers populate
+// nothing and each segment is ready at once, its pages backed at first
+// touch.
+//
 // The first segment that fails stops the workers: no further segment is
 // started. Its error, a *SegmentError naming the segment and the limit that
 // refused it (RLIMIT_MEMLOCK with its soft and hard values, cgroup
-// memory.max, overcommit), is returned by Wait and Err; its memory is
+// memory.max, overcommit), is returned by Wait and in Progress; its memory is
 // released. The segments already ready keep serving.
 //
 // Close stops the workers (each finishes the segment it is on), unpins
@@ -267,7 +270,11 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 		segSize = DefaultSegmentSize
 	}
 	page := int64(segPageSize())
-	if opts.THP == THPOn {
+	hugeTLB := opts.Memfd != nil && opts.Memfd.HugeTLB
+	switch {
+	case hugeTLB:
+		page = int64(segHugeTLBPageSize())
+	case opts.THP == THPOn:
 		page = int64(segHugePageSize())
 	}
 	switch {
@@ -283,6 +290,10 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 		return nil, fmt.Errorf("%w: a Registrar needs Pin: PinCUDA, not %v", ErrInvalidArgument, opts.Pin)
 	case opts.THP < THPDefault || opts.THP > THPOff:
 		return nil, fmt.Errorf("%w: unknown THP mode %d", ErrInvalidArgument, int(opts.THP))
+	case opts.NoReserve && opts.Pin != PinNone:
+		return nil, fmt.Errorf("%w: NoReserve with Pin: %v: pinning commits the memory NoReserve leaves unbacked", ErrInvalidArgument, opts.Pin)
+	case hugeTLB && opts.THP != THPDefault:
+		return nil, fmt.Errorf("%w: HugeTLB with THP mode %d: explicit huge pages take no transparent-huge-page policy", ErrInvalidArgument, int(opts.THP))
 	case uint64(size) > uint64(maxRegionInt)-uint64(2*page):
 		return nil, fmt.Errorf("%w: segmented region size %d exceeds the address space", ErrInvalidArgument, size)
 	}
@@ -311,7 +322,7 @@ func NewSegmentedRegion(size int64, opts SegmentedOptions) (*SegmentedRegion, er
 	}
 	r := &SegmentedRegion{
 		size: size, segSize: segSize, nseg: nseg, workers: workers,
-		pin: opts.Pin, reg: reg, kind: KindMmap,
+		pin: opts.Pin, lazy: opts.NoReserve, reg: reg, kind: KindMmap,
 		state: make([]atomic.Uint32, nseg),
 		log:   make([]int32, nseg),
 		done:  make(chan struct{}),
@@ -370,7 +381,7 @@ func (r *SegmentedRegion) prepare(i int) error {
 	mem := r.os.segment(off, size)
 	e := &SegmentError{Index: i, Segments: r.nseg, Offset: off, Size: size, Total: r.size}
 	switch {
-	case r.fill(e, "populate", r.os.populate(mem)):
+	case !r.lazy && r.fill(e, "populate", r.os.populate(mem)):
 	case r.pin == PinLock && r.fill(e, "mlock", r.os.lock(mem)):
 	case r.pin == PinCUDA && r.fill(e, "cudaHostRegister", r.reg.Register(mem)):
 	default:
@@ -439,6 +450,26 @@ func (r *SegmentedRegion) Bytes() []byte {
 	return r.os.segment(0, r.size)
 }
 
+// State returns the region's state, shared with the allocator over it;
+// for allocator.Region.
+func (r *SegmentedRegion) State() *allocator.RegionState { return &r.shared }
+
+// FD returns the memfd behind the region (SegmentedOptions.Memfd), or -1
+// for an anonymous region or once the region is closed. The region owns
+// it and closes it in Close; a process that is to map the pool gets its own
+// copy of it (dup, or the kernel's copy when it is sent over a Unix socket
+// with SCM_RIGHTS, unix.UnixRights), which stays valid after Close. The
+// file's size is Bytes' length rounded up to the page (the huge page
+// under HugeTLB), and its seals forbid changing it.
+func (r *SegmentedRegion) FD() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return -1
+	}
+	return r.os.file()
+}
+
 // Kind returns "mmap" (PinNone), "pinned" (PinLock) or "cuda-host"
 // (PinCUDA).
 func (r *SegmentedRegion) Kind() string { return r.kind }
@@ -454,7 +485,7 @@ func (r *SegmentedRegion) Grown() int { return int(r.nlog.Load()) }
 // GrownRange returns the i-th segment to become ready; for GrowingRegion.
 func (r *SegmentedRegion) GrownRange(i int) (off, size int64) {
 	if i < 0 || int64(i) >= r.nlog.Load() {
-		panic(fmt.Sprintf("allocator: GrownRange(%d) with %d ranges grown", i, r.nlog.Load()))
+		panic(fmt.Sprintf("hostmem: GrownRange(%d) with %d ranges grown", i, r.nlog.Load()))
 	}
 	return r.bounds(int(r.log[i]))
 }
@@ -462,21 +493,8 @@ func (r *SegmentedRegion) GrownRange(i int) (off, size int64) {
 // GrowGranularity returns the segment size; for GrowingRegion.
 func (r *SegmentedRegion) GrowGranularity() int64 { return r.segSize }
 
-// SegmentSize returns the segment size in bytes.
-func (r *SegmentedRegion) SegmentSize() int64 { return r.segSize }
-
-// Workers returns the number of background workers.
-func (r *SegmentedRegion) Workers() int { return r.workers }
-
-// Ready returns the bytes in ready segments. It only grows.
-func (r *SegmentedRegion) Ready() int64 { return r.readyBytes.Load() }
-
-// Pinned returns the bytes locked or registered: Ready under PinLock and
-// PinCUDA, 0 under PinNone.
-func (r *SegmentedRegion) Pinned() int64 { return r.pinnedBytes.Load() }
-
-// Err returns the first segment failure, a *SegmentError, or nil.
-func (r *SegmentedRegion) Err() error {
+// firstErr returns the first segment failure, a *SegmentError, or nil.
+func (r *SegmentedRegion) firstErr() error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
 	return r.err
@@ -494,9 +512,9 @@ func (r *SegmentedRegion) Wait(ctx context.Context) error {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return fmt.Errorf("allocator: waiting for segmented region: %d of %d segments ready: %w", r.Grown(), r.nseg, ctx.Err())
+		return fmt.Errorf("hostmem: waiting for segmented region: %d of %d segments ready: %w", r.Grown(), r.nseg, ctx.Err())
 	}
-	if err := r.Err(); err != nil {
+	if err := r.firstErr(); err != nil {
 		return err
 	}
 	if n := r.Grown(); n < r.nseg {
@@ -505,16 +523,19 @@ func (r *SegmentedRegion) Wait(ctx context.Context) error {
 	return nil
 }
 
-// Progress returns a snapshot of the workers' progress.
+// Progress returns a snapshot of the workers' progress: the segments, the
+// bytes ready and pinned (they only grow), the first failure.
 func (r *SegmentedRegion) Progress() SegmentProgress {
 	p := SegmentProgress{
 		Segments:    r.nseg,
+		SegmentSize: r.segSize,
+		Workers:     r.workers,
 		Ready:       r.Grown(),
 		Failed:      int(r.failed.Load()),
 		TotalBytes:  r.size,
 		ReadyBytes:  r.readyBytes.Load(),
 		PinnedBytes: r.pinnedBytes.Load(),
-		Err:         r.Err(),
+		Err:         r.firstErr(),
 	}
 	select {
 	case <-r.done:
@@ -537,6 +558,7 @@ func (r *SegmentedRegion) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.shared.MarkClosed()
 	r.halt.Store(true)
 	r.wg.Wait()
 	<-r.done
@@ -562,7 +584,7 @@ func (r *SegmentedRegion) Close() error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: closing segmented %s region: %w", ErrInvalidArgument, r.kind, errors.Join(errs...))
+		return fmt.Errorf("%w: closing segmented %s region: %w", ErrRelease, r.kind, errors.Join(errs...))
 	}
 	return nil
 }

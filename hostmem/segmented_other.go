@@ -1,6 +1,6 @@
 //go:build !linux
 
-package allocator
+package hostmem
 
 import (
 	"errors"
@@ -18,8 +18,9 @@ func segSupported() error {
 		ErrInvalidArgument, errors.ErrUnsupported, runtime.GOOS)
 }
 
-func segPageSize() uintptr     { return uintptr(os.Getpagesize()) }
-func segHugePageSize() uintptr { return 2 << 20 }
+func segPageSize() uintptr        { return uintptr(os.Getpagesize()) }
+func segHugePageSize() uintptr    { return 2 << 20 }
+func segHugeTLBPageSize() uintptr { return 2 << 20 }
 
 func (s *segOS) reserve(int64, uintptr, SegmentedOptions) (error, error) { return nil, segSupported() }
 func (s *segOS) segment(int64, int64) []byte                             { return nil }
@@ -28,6 +29,7 @@ func (s *segOS) lock([]byte) error                                       { retur
 func (s *segOS) unlock([]byte) error                                     { return segSupported() }
 func (s *segOS) release([]byte)                                          {}
 func (s *segOS) unmap() error                                            { return nil }
+func (s *segOS) file() int                                               { return -1 }
 
 func segMemlockLimitText() string { return "" }
 func segMemoryLimitText() string  { return "" }

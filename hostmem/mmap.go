@@ -8,7 +8,7 @@
 // use-after-free the garbage collector cannot see. Linux only: elsewhere
 // NewMmapRegion returns an error wrapping ErrUnsupported (region_other.go).
 
-package allocator
+package hostmem
 
 import (
 	"errors"
@@ -17,9 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,11 +32,8 @@ type mmapRegion struct {
 	locked  bool
 	kind    string
 	hintErr error
-	isDone  atomic.Bool
+	allocator.RegionState
 }
-
-// closedFlag returns the flag Close sets.
-func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 
 // NewMmapRegion returns a region of exactly size bytes in an anonymous
 // private mapping, zeroed and off the Go heap. The mapping is size rounded up
@@ -44,19 +41,21 @@ func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 //
 // Options:
 //   - Populate prefaults every page (MAP_POPULATE, or MADV_POPULATE_WRITE
-//     after the huge-page hint when HugePages is also set, so the pages are
-//     faulted in as huge pages).
-//   - HugePages advises transparent huge pages (MADV_HUGEPAGE). When size is
+//     after the huge-page hint under THPOn, so the pages are faulted in as
+//     huge pages).
+//   - THPOn advises transparent huge pages (MADV_HUGEPAGE). When size is
 //     at least one huge page (normally 2 MiB), the mapping is also aligned to
 //     and rounded up to the huge-page size so that every part of it can be
 //     backed by huge pages. The hint is advisory: a kernel without THP
 //     (madvise fails with EINVAL) or with THP set to "never" does not fail
 //     the region. The refusal is recorded and reported by the region's
 //     HintErr method, reached as r.(interface{ HintErr() error }).
-//   - Lock page-locks the whole mapping with mlock; Kind is then "pinned",
-//     else "mmap". A refused lock (EPERM, ENOMEM, EAGAIN) unmaps the memory
-//     and returns an error wrapping ErrOutOfMemory and the errno whose
-//     message names RLIMIT_MEMLOCK and the soft and hard limits in force.
+//     THPOff forbids them (MADV_NOHUGEPAGE); a refusal is a hint too.
+//   - PinLock page-locks the whole mapping with mlock; Kind is then
+//     "pinned", else "mmap". A refused lock (EPERM, ENOMEM, EAGAIN) unmaps
+//     the memory and returns an error wrapping ErrOutOfMemory and the errno
+//     whose message names RLIMIT_MEMLOCK and the soft and hard limits in
+//     force.
 //   - NoReserve maps with MAP_NORESERVE: address space without committed
 //     memory; see MmapOptions.NoReserve for the risk.
 //
@@ -64,16 +63,24 @@ func (r *mmapRegion) closedFlag() *atomic.Bool { return &r.isDone }
 // ErrInvalidArgument. A refused mapping (ENOMEM) wraps ErrOutOfMemory, and
 // its message names the overcommit policy in force
 // (/proc/sys/vm/overcommit_memory and what it means for this request).
-func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
+func NewMmapRegion(size int64, opts MmapOptions) (allocator.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: mmap region size %d: must be positive", ErrInvalidArgument, size)
 	}
-	if opts.NoReserve && (opts.Populate || opts.Lock) {
-		return nil, fmt.Errorf("%w: mmap NoReserve with Populate or Lock: reserving without memory and committing it at once contradict", ErrInvalidArgument)
+	switch {
+	case opts.THP < THPDefault || opts.THP > THPOff:
+		return nil, fmt.Errorf("%w: unknown THP mode %d", ErrInvalidArgument, int(opts.THP))
+	case opts.Pin == PinCUDA:
+		return nil, fmt.Errorf("%w: mmap region with Pin: PinCUDA: use NewCUDAHostRegion, or NewSegmentedRegion with PinCUDA", ErrInvalidArgument)
+	case opts.Pin != PinNone && opts.Pin != PinLock:
+		return nil, fmt.Errorf("%w: unknown pin mode %d", ErrInvalidArgument, int(opts.Pin))
+	case opts.NoReserve && (opts.Populate || opts.Pin != PinNone):
+		return nil, fmt.Errorf("%w: mmap NoReserve with Populate or a Pin: reserving without memory and committing it at once contradict", ErrInvalidArgument)
 	}
+	lock, huge := opts.Pin == PinLock, opts.THP == THPOn
 	page := uintptr(os.Getpagesize())
 	align := page
-	if opts.HugePages {
+	if huge {
 		if huge := mmapHugePageSize(); int64(huge) <= size {
 			align = huge
 		}
@@ -84,9 +91,9 @@ func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 	length := (uintptr(size) + align - 1) &^ (align - 1)
 
 	// MAP_POPULATE faults pages in before the huge-page hint can apply, so
-	// with HugePages the region is populated after madvise instead.
+	// under THPOn the region is populated after madvise instead.
 	flags := 0
-	if opts.Populate && !opts.HugePages {
+	if opts.Populate && !huge {
 		flags |= unix.MAP_POPULATE
 	}
 	if opts.NoReserve {
@@ -102,9 +109,14 @@ func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 	r := &mmapRegion{base: base, length: length, size: size, kind: KindMmap}
 	mem := unsafe.Slice((*byte)(base), length)
 
-	if opts.HugePages {
+	if opts.THP == THPOff {
+		if err := unix.Madvise(mem, unix.MADV_NOHUGEPAGE); err != nil {
+			r.hintErr = fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w (transparent huge pages unavailable)", err)
+		}
+	}
+	if huge {
 		r.hintErr = mmapAdviseHuge(mem)
-		if opts.Populate && !opts.Lock { // mlock populates by itself
+		if opts.Populate && !lock { // mlock populates by itself
 			if err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE); err != nil {
 				// Before Linux 5.14: fault the pages in by hand.
 				for off := uintptr(0); off < length; off += page {
@@ -114,7 +126,7 @@ func NewMmapRegion(size int64, opts MmapOptions) (Region, error) {
 		}
 	}
 
-	if opts.Lock {
+	if lock {
 		if err := unix.Mlock(mem); err != nil {
 			_ = unix.MunmapPtr(base, length)
 			lim, limErr := mmapMemlockLimit()
@@ -173,7 +185,13 @@ func mmapAdviseHuge(mem []byte) error {
 // mmapTHPMode returns the selected transparent-huge-page mode ("always",
 // "madvise", "never"), or "" when it cannot be read.
 func mmapTHPMode() string {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return bracketed("/sys/kernel/mm/transparent_hugepage/enabled")
+}
+
+// bracketed returns the selected choice, the one in brackets, of a sysfs
+// file such as "always madvise [never]", or "" when it cannot be read.
+func bracketed(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
@@ -270,7 +288,7 @@ func mmapMemlockLimit() (unix.Rlimit, error) {
 // ErrOutOfMemory and the errno, and names RLIMIT_MEMLOCK with the limit in
 // force (lim, or limErr when the limit could not be read), e.g.
 //
-//	allocator: out of memory: mlock 64 MiB: cannot allocate memory
+//	hostmem: out of memory: mlock 64 MiB: cannot allocate memory
 //	(RLIMIT_MEMLOCK soft=8388608 hard=8388608 bytes; raise it with
 //	ulimit -l or --ulimit memlock=-1:-1)
 func mlockError(size int64, err error, lim unix.Rlimit, limErr error) error {
@@ -324,7 +342,7 @@ func (r *mmapRegion) Close() error {
 	}
 	base, length := r.base, r.length
 	r.base = nil
-	r.isDone.Store(true)
+	r.MarkClosed()
 	var errs []error
 	if r.locked {
 		// munmap unlocks too; munlock first keeps the accounting explicit.

@@ -3,7 +3,7 @@
 // Tests for the regions: heap, mmap (with each option), pinned and CUDA host
 // memory, their errors, and Close's idempotence and concurrency safety.
 
-package allocator
+package hostmem
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -92,10 +93,11 @@ func TestRegionMmap(t *testing.T) {
 	}{
 		{"none", MmapOptions{}, KindMmap},
 		{"populate", MmapOptions{Populate: true}, KindMmap},
-		{"hugepages", MmapOptions{HugePages: true}, KindMmap},
-		{"populate+hugepages", MmapOptions{Populate: true, HugePages: true}, KindMmap},
-		{"lock", MmapOptions{Lock: true}, KindPinned},
-		{"all", MmapOptions{Populate: true, HugePages: true, Lock: true}, KindPinned},
+		{"hugepages", MmapOptions{THP: THPOn}, KindMmap},
+		{"no-hugepages", MmapOptions{THP: THPOff}, KindMmap},
+		{"populate+hugepages", MmapOptions{Populate: true, THP: THPOn}, KindMmap},
+		{"lock", MmapOptions{Pin: PinLock}, KindPinned},
+		{"all", MmapOptions{Populate: true, THP: THPOn, Pin: PinLock}, KindPinned},
 	}
 	sizes := []int64{1, regionMiB, 4 * regionMiB, 3*regionMiB + 123}
 	for _, tc := range cases {
@@ -103,7 +105,7 @@ func TestRegionMmap(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", tc.name, size), func(t *testing.T) {
 				lockedBefore := vmLockedBytes(t)
 				r, err := NewMmapRegion(size, tc.opts)
-				if tc.opts.Lock {
+				if tc.opts.Pin == PinLock {
 					skipIfMlockRefused(t, err)
 				}
 				require.NoError(t, err)
@@ -112,7 +114,7 @@ func TestRegionMmap(t *testing.T) {
 				assert.Zero(t, base%uintptr(os.Getpagesize()), "mapping not page-aligned")
 				hinted, ok := r.(interface{ HintErr() error })
 				require.True(t, ok, "mmap region has HintErr")
-				if tc.opts.HugePages {
+				if tc.opts.THP == THPOn {
 					huge := mmapHugePageSize()
 					if int64(huge) <= size {
 						assert.Zero(t, base%huge, "huge-page mapping not aligned to %d", huge)
@@ -126,7 +128,7 @@ func TestRegionMmap(t *testing.T) {
 				} else {
 					assert.NoError(t, hinted.HintErr())
 				}
-				if tc.opts.Lock {
+				if tc.opts.Pin == PinLock {
 					locked := vmLockedBytes(t) - lockedBefore
 					assert.GreaterOrEqual(t, locked, size, "VmLck grew by %d, want >= %d", locked, size)
 				}
@@ -142,18 +144,18 @@ func TestRegionPinned(t *testing.T) {
 	// "pinned" is the mmap region with Lock: a larger one, within the 8 MiB
 	// RLIMIT_MEMLOCK that containers commonly get.
 	const size = 6 * regionMiB
-	r, err := NewMmapRegion(size, MmapOptions{Lock: true, Populate: true})
+	r, err := NewMmapRegion(size, MmapOptions{Pin: PinLock, Populate: true})
 	skipIfMlockRefused(t, err)
 	require.NoError(t, err)
 	exerciseRegion(t, r, size, KindPinned)
 }
 
 func TestRegionInvalidSize(t *testing.T) {
-	ctors := map[string]func(int64) (Region, error){
+	ctors := map[string]func(int64) (allocator.Region, error){
 		"heap": NewHeapRegion,
-		"mmap": func(n int64) (Region, error) { return NewMmapRegion(n, MmapOptions{}) },
-		"pinned": func(n int64) (Region, error) {
-			return NewMmapRegion(n, MmapOptions{Lock: true, Populate: true, HugePages: true})
+		"mmap": func(n int64) (allocator.Region, error) { return NewMmapRegion(n, MmapOptions{}) },
+		"pinned": func(n int64) (allocator.Region, error) {
+			return NewMmapRegion(n, MmapOptions{Pin: PinLock, Populate: true, THP: THPOn})
 		},
 		"cuda-host": NewCUDAHostRegion,
 	}
@@ -223,7 +225,7 @@ func TestRegionMlockErrorMessage(t *testing.T) {
 			err := mlockError(tc.size, tc.errno, tc.lim, tc.limErr)
 			require.ErrorIs(t, err, ErrOutOfMemory)
 			require.ErrorIs(t, err, tc.errno)
-			assert.True(t, strings.HasPrefix(err.Error(), "allocator: out of memory: mlock "), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), "hostmem: out of memory: mlock "), err.Error())
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -245,7 +247,7 @@ func TestRegionMlockRefused(t *testing.T) {
 	lockedBefore := vmLockedBytes(t)
 
 	var (
-		r    Region
+		r    allocator.Region
 		err  error
 		skip string
 	)
@@ -271,7 +273,7 @@ func TestRegionMlockRefused(t *testing.T) {
 			return
 		}
 		defer func() { _ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old) }()
-		r, err = NewMmapRegion(regionMiB, MmapOptions{Lock: true})
+		r, err = NewMmapRegion(regionMiB, MmapOptions{Pin: PinLock})
 	}()
 	<-done
 	var now unix.Rlimit
@@ -297,7 +299,7 @@ func TestRegionCUDAHost(t *testing.T) {
 	const size = 64 * regionMiB
 	for i := range 2 { // the second call takes the cached path
 		var (
-			r   Region
+			r   allocator.Region
 			err error
 		)
 		require.NotPanics(t, func() { r, err = NewCUDAHostRegion(size) })
@@ -431,7 +433,7 @@ func TestRegionCUDAFake(t *testing.T) {
 		tc := &cases[i]
 		t.Run(tc.name, func(t *testing.T) {
 			var (
-				r   Region
+				r   allocator.Region
 				err error
 			)
 			require.NotPanics(t, func() { r, err = newCUDAHostRegion(tc.fake.runtime(), regionMiB) })
@@ -469,12 +471,12 @@ func TestRegionConcurrentClose(t *testing.T) {
 	fake := &fakeCUDA{driver: 12000, devices: 1}
 	ctors := []struct {
 		name string
-		new  func() (Region, error)
+		new  func() (allocator.Region, error)
 	}{
-		{"heap", func() (Region, error) { return NewHeapRegion(regionMiB) }},
-		{"mmap", func() (Region, error) { return NewMmapRegion(regionMiB, MmapOptions{}) }},
-		{"pinned", func() (Region, error) { return NewMmapRegion(regionMiB, MmapOptions{Lock: true}) }},
-		{"cuda-host-fake", func() (Region, error) { return newCUDAHostRegion(fake.runtime(), regionMiB) }},
+		{"heap", func() (allocator.Region, error) { return NewHeapRegion(regionMiB) }},
+		{"mmap", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{}) }},
+		{"pinned", func() (allocator.Region, error) { return NewMmapRegion(regionMiB, MmapOptions{Pin: PinLock}) }},
+		{"cuda-host-fake", func() (allocator.Region, error) { return newCUDAHostRegion(fake.runtime(), regionMiB) }},
 	}
 	for _, c := range ctors {
 		t.Run(c.name, func(t *testing.T) {
@@ -526,7 +528,7 @@ func TestRegionFailedMunmapIsErrRelease(t *testing.T) {
 	require.ErrorIs(t, err, ErrRelease)
 	require.ErrorIs(t, err, unix.EINVAL)
 	require.NotErrorIs(t, err, ErrInvalidArgument)
-	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
 	require.NoError(t, r.Close(), "the region counts as closed")
 }
 
@@ -549,16 +551,19 @@ func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
 	rssBefore := vmRSSBytes(t)
 	r, err := NewMmapRegion(1<<40, MmapOptions{NoReserve: true})
 	require.NoError(t, err)
-	a, err := New(r, Options{})
+	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	defer a.Close()
-	bs, err := a.AllocateBatch(8<<20, 5700, Scattered)
+	bs, err := a.AllocateBatch(8<<20, 5700, allocator.Scattered)
 	require.NoError(t, err)
 	require.NoError(t, a.Free(bs...))
 	grown := vmRSSBytes(t) - rssBefore
 	assert.Less(t, grown, int64(64<<20), "a 1 TiB NoReserve pool and a 5700-block batch grew RSS by %d bytes", grown)
 
-	for _, bad := range []MmapOptions{{NoReserve: true, Populate: true}, {NoReserve: true, Lock: true}} {
+	for _, bad := range []MmapOptions{
+		{NoReserve: true, Populate: true}, {NoReserve: true, Pin: PinLock},
+		{Pin: PinCUDA}, {Pin: 7}, {THP: -1}, {THP: 3},
+	} {
 		_, err := NewMmapRegion(regionMiB, bad)
 		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
 	}
@@ -583,7 +588,7 @@ func TestRegionOutOfMemoryNamesOvercommit(t *testing.T) {
 	if mode == "0" {
 		assert.Contains(t, err.Error(), "NoReserve")
 	}
-	assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
 }
 
 // TestNewTouchesNoMemoryForCapacity: New over a 1 TiB region allocates a
@@ -598,7 +603,7 @@ func TestNewTouchesNoMemoryForCapacity(t *testing.T) {
 		require.NoError(t, err)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		a, err := New(r, Options{})
+		a, err := allocator.New(r, allocator.Options{})
 		runtime.ReadMemStats(&after)
 		require.NoError(t, err)
 		bytes := after.TotalAlloc - before.TotalAlloc

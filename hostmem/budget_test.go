@@ -1,9 +1,10 @@
 // Tests for the budget helper, over fake /proc and /sys trees.
 
-package allocator
+package hostmem
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,7 +61,7 @@ func TestBudget(t *testing.T) {
 		require.NoError(t, b.Check(28*gib))
 		err := b.Check(28*gib + 4096)
 		require.ErrorIs(t, err, ErrOutOfMemory)
-		assert.Equal(t, "allocator: out of memory: a pool of 30064775168 bytes (28.0 GiB) does not fit: cgroup memory.max binds (limit 32 GiB, used 4 GiB, headroom 28 GiB, from /sys/fs/cgroup/kube/pod1/memory.max)", err.Error())
+		assert.Equal(t, "hostmem: out of memory: a pool of 30064775168 bytes (28.0 GiB) does not fit: cgroup memory.max binds (limit 32 GiB, used 4 GiB, headroom 28 GiB, from /sys/fs/cgroup/kube/pod1/memory.max)", err.Error())
 		assert.Contains(t, b.String(), "a pool pinned by mlock fits in 28 GiB; cgroup memory.max binds")
 	})
 	t.Run("memlock-binds-without-cap", func(t *testing.T) {
@@ -148,4 +149,35 @@ func TestReadBudgetHere(t *testing.T) {
 	t.Logf("%s", b)
 	assert.Positive(t, b.Fits)
 	assert.NotEmpty(t, b.Binding)
+}
+
+// TestBudgetCheckRejectsNonPositive: a pool of 0 bytes or fewer is not a
+// pool; Check says so with ErrInvalidArgument instead of "fits" (before,
+// Check(0) and Check(-1) returned nil).
+func TestBudgetCheckRejectsNonPositive(t *testing.T) {
+	b := Budget{Fits: 1 << 30, Binding: LimitMemAvailable}
+	for _, size := range []int64{0, -1, math.MinInt64} {
+		err := b.Check(size)
+		require.ErrorIs(t, err, ErrInvalidArgument, "size %d", size)
+		assert.NotErrorIs(t, err, ErrOutOfMemory)
+		assert.Contains(t, err.Error(), "must be positive")
+	}
+	require.ErrorIs(t, Budget{Fits: -1}.Check(0), ErrInvalidArgument, "even when no limit was read")
+	require.NoError(t, b.Check(1))
+}
+
+// TestReadBudgetUnknownPinMode: an unknown pin mode is named in Notes, not
+// kept silently in Pin (before, ReadBudget(PinMode(7)) read the budget of
+// an unpinned pool and said nothing).
+func TestReadBudgetUnknownPinMode(t *testing.T) {
+	b := ReadBudget(PinMode(7))
+	assert.Equal(t, PinMode(7), b.Pin)
+	require.NotEmpty(t, b.Notes)
+	assert.Contains(t, b.Notes[0], "unknown pin mode PinMode(7)")
+	assert.Contains(t, b.String(), "unknown pin mode PinMode(7)")
+	for _, p := range []PinMode{PinNone, PinLock, PinCUDA} {
+		for _, n := range ReadBudget(p).Notes {
+			assert.NotContains(t, n, "unknown pin mode")
+		}
+	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package allocator
+package hostmem
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -102,7 +103,7 @@ func segMemlockScenario(t *testing.T) {
 
 	r, err := NewSegmentedRegion(16*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 2, Pin: PinLock})
 	require.NoError(t, err)
-	a, err := New(r, Options{})
+	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -123,11 +124,11 @@ func segMemlockScenario(t *testing.T) {
 		assert.NotEqual(t, se.Offset, off, "the failed segment is not ready")
 	}
 	msg := err.Error()
-	assert.Contains(t, msg, fmt.Sprintf("allocator: out of memory: segment %d of 16 [%s, %s) of 16 MiB: mlock: ",
+	assert.Contains(t, msg, fmt.Sprintf("hostmem: out of memory: segment %d of 16 [%s, %s) of 16 MiB: mlock: ",
 		se.Index, regionOffsetString(se.Offset), regionOffsetString(se.Offset+regionMiB)))
 	assert.Contains(t, msg, fmt.Sprintf("(RLIMIT_MEMLOCK soft=%d hard=", segMemlockSoft))
 	assert.Contains(t, msg, "4 MiB locked by this process; raise it with ulimit -l")
-	assert.Equal(t, 1, strings.Count(msg, "allocator:"), msg)
+	assert.Equal(t, 1, strings.Count(msg, "hostmem:"), msg)
 
 	// The four ready segments serve, and nothing else does.
 	p := r.Progress()
@@ -136,14 +137,14 @@ func segMemlockScenario(t *testing.T) {
 	assert.Equal(t, 4*regionMiB, p.ReadyBytes)
 	assert.Equal(t, 4*regionMiB, p.PinnedBytes)
 	assert.Equal(t, 4*regionMiB, vmLockedBytes(t), "the failed segments hold no locked pages")
-	bs, err := a.AllocateBatch(regionMiB, 4, Scattered)
+	bs, err := a.AllocateBatch(regionMiB, 4, allocator.Scattered)
 	require.NoError(t, err)
 	for _, blk := range bs {
 		mem := a.Bytes(blk)
 		mem[0], mem[len(mem)-1] = 1, 2 // pinned, resident, writable
 	}
 	_, err = a.Allocate(4096)
-	require.ErrorIs(t, err, ErrOutOfMemory)
+	require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 	assert.Equal(t, 4*regionMiB, a.Stats().Capacity)
 	require.NoError(t, a.Verify())
 	require.NoError(t, a.Close())

@@ -4,7 +4,7 @@
 // registration path, failures that leave the ready segments serving, the
 // options, and Close racing the workers.
 
-package allocator
+package hostmem
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -41,12 +42,12 @@ func checkRanges(t *testing.T, r *SegmentedRegion) int64 {
 	var total int64
 	for i := range r.Grown() {
 		off, size := r.GrownRange(i)
-		require.Zero(t, off%r.SegmentSize(), "range %d at %d", i, off)
+		require.Zero(t, off%r.Progress().SegmentSize, "range %d at %d", i, off)
 		require.False(t, seen[off], "segment at %d grown twice", off)
 		seen[off] = true
 		total += size
 	}
-	require.Equal(t, r.Ready(), total)
+	require.Equal(t, r.Progress().ReadyBytes, total)
 	return total
 }
 
@@ -72,7 +73,7 @@ func TestSegmentedRegionReady(t *testing.T) {
 			r, err := NewSegmentedRegion(tc.size, tc.opts)
 			require.NoError(t, err)
 			assert.Equal(t, tc.kind, r.Kind())
-			assert.Equal(t, tc.workers, r.Workers())
+			assert.Equal(t, tc.workers, r.Progress().Workers)
 			require.NoError(t, waitReady(t, r))
 			p := r.Progress()
 			assert.True(t, p.Done)
@@ -125,13 +126,15 @@ func TestSegmentedRegionInvalid(t *testing.T) {
 		{"numa-negative", regionMiB, SegmentedOptions{NUMANodes: []int{-1}}, "NUMA node -1 out of range"},
 		{"numa-too-large", regionMiB, SegmentedOptions{NUMANodes: []int{0, 1024}}, "NUMA node 1024 out of range"},
 		{"too-many-segments", 1 << 46, SegmentedOptions{SegmentSize: page}, "too many"},
+		{"noreserve-with-pin", regionMiB, SegmentedOptions{NoReserve: true, Pin: PinLock}, "NoReserve with Pin: mlock"},
+		{"hugetlb-with-thp", 4 * regionMiB, SegmentedOptions{SegmentSize: 2 * regionMiB, THP: THPOff, Memfd: &MemfdOptions{HugeTLB: true}}, "HugeTLB with THP mode 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewSegmentedRegion(tc.size, tc.opts)
 			require.ErrorIs(t, err, ErrInvalidArgument)
 			assert.Nil(t, r)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Equal(t, 1, strings.Count(err.Error(), "allocator:"), "one package prefix: %s", err)
+			assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), "one package prefix: %s", err)
 		})
 	}
 }
@@ -231,7 +234,7 @@ func TestSegmentedRegionFakeCUDA(t *testing.T) {
 		assert.Equal(t, KindCUDAHost, r.Kind())
 		require.NoError(t, waitReady(t, r))
 		assert.Equal(t, 10, f.live(), "one registration per segment")
-		assert.Equal(t, 10*regionMiB, r.Pinned())
+		assert.Equal(t, 10*regionMiB, r.Progress().PinnedBytes)
 		checkRanges(t, r)
 		require.NoError(t, r.Close())
 		assert.Zero(t, f.live(), "every segment unregistered")
@@ -250,24 +253,24 @@ func TestSegmentedRegionFakeCUDA(t *testing.T) {
 		assert.Equal(t, 4*regionMiB, se.Offset)
 		assert.Equal(t, "cudaHostRegister", se.Op)
 		msg := err.Error()
-		assert.True(t, strings.HasPrefix(msg, "allocator: out of memory: segment 4 of 10 [4 MiB, 5 MiB) of 10 MiB: cudaHostRegister: error 2 cudaErrorMemoryAllocation: out of memory ("), msg)
+		assert.True(t, strings.HasPrefix(msg, "hostmem: out of memory: segment 4 of 10 [4 MiB, 5 MiB) of 10 MiB: cudaHostRegister: error 2 cudaErrorMemoryAllocation: out of memory ("), msg)
 		assert.Contains(t, msg, "MemAvailable")
 		assert.True(t, strings.HasSuffix(msg, "; 4 MiB in 4 segments stay ready and serving"), msg)
-		assert.Equal(t, 1, strings.Count(msg, "allocator:"), msg)
-		assert.Equal(t, err, r.Err())
+		assert.Equal(t, 1, strings.Count(msg, "hostmem:"), msg)
+		assert.Equal(t, err, r.Progress().Err)
 
 		p := r.Progress()
-		assert.Equal(t, SegmentProgress{Segments: 10, Ready: 4, Failed: 1, TotalBytes: 10 * regionMiB,
+		assert.Equal(t, SegmentProgress{Segments: 10, SegmentSize: regionMiB, Workers: 1, Ready: 4, Failed: 1, TotalBytes: 10 * regionMiB,
 			ReadyBytes: 4 * regionMiB, PinnedBytes: 4 * regionMiB, Done: true, Elapsed: p.Elapsed, Err: err}, p)
 
 		// The four ready segments serve; nothing past them does.
-		a, err := New(r, Options{})
+		a, err := allocator.New(r, allocator.Options{})
 		require.NoError(t, err)
-		bs, err := a.AllocateBatch(regionMiB, 4, Contiguous)
+		bs, err := a.AllocateBatch(regionMiB, 4, allocator.Contiguous)
 		require.NoError(t, err)
-		assert.Equal(t, Block{Offset: 0, Size: regionMiB, Gen: bs[0].Gen}, bs[0])
+		assert.Equal(t, allocator.Block{Offset: 0, Size: regionMiB, Gen: bs[0].Gen}, bs[0])
 		_, err = a.Allocate(4096)
-		require.ErrorIs(t, err, ErrOutOfMemory)
+		require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 		require.NoError(t, a.Verify())
 		assert.Equal(t, 4*regionMiB, a.Stats().Capacity)
 		require.NoError(t, a.Close())
@@ -325,20 +328,20 @@ func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 	pin := PinLock
 	r, err := NewSegmentedRegion(size, SegmentedOptions{Workers: 2, Pin: pin})
 	require.NoError(t, err)
-	a, err := New(r, Options{})
+	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, a.Close())
 		assert.Equal(t, lockedBefore, vmLockedBytes(t), "VmLck after Close")
 	}()
-	var b Block
+	var b allocator.Block
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if b, err = a.Allocate(8 * regionMiB); err == nil {
 			break
 		}
-		require.ErrorIs(t, err, ErrOutOfMemory)
-		if e := r.Err(); e != nil {
+		require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+		if e := r.Progress().Err; e != nil {
 			if pin == PinLock {
 				t.Skipf("mlock refused: %v", e)
 			}
@@ -364,7 +367,7 @@ func TestSegmentedRegionCloseWhileWorking(t *testing.T) {
 		f := &fakeRegistrar{delay: time.Duration(round) * 100 * time.Microsecond}
 		r, err := NewSegmentedRegion(32*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 4, Pin: PinCUDA, Registrar: f})
 		require.NoError(t, err)
-		a, err := New(r, Options{})
+		a, err := allocator.New(r, allocator.Options{})
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		for g := range 6 {
@@ -424,10 +427,10 @@ func TestSegmentedRegionWaitContext(t *testing.T) {
 	defer cancel()
 	err = r.Wait(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Regexp(t, `^allocator: waiting for segmented region: \d+ of 64 segments ready: context deadline exceeded$`, err.Error())
+	assert.Regexp(t, `^hostmem: waiting for segmented region: \d+ of 64 segments ready: context deadline exceeded$`, err.Error())
 	require.NoError(t, r.Close())
 	require.ErrorIs(t, r.Wait(context.Background()), ErrClosed)
-	assert.Regexp(t, `^allocator: closed: segmented region closed with \d+ of 64 segments ready$`, r.Wait(context.Background()).Error())
+	assert.Regexp(t, `^hostmem: closed: segmented region closed with \d+ of 64 segments ready$`, r.Wait(context.Background()).Error())
 }
 
 // TestSegmentedRegionProductionSize reserves a 64 GiB pool (address space
@@ -438,14 +441,14 @@ func TestSegmentedRegionProductionSize(t *testing.T) {
 	const size = 64 << 30
 	r, err := NewSegmentedRegion(size, SegmentedOptions{Workers: 1})
 	require.NoError(t, err)
-	a, err := New(r, Options{Align: 2 * regionMiB}) // keeps Verify's per-unit walk short
+	a, err := allocator.New(r, allocator.Options{Align: 2 * regionMiB}) // keeps Verify's per-unit walk short
 	require.NoError(t, err)
-	var bs []Block
+	var bs []allocator.Block
 	deadline := time.Now().Add(time.Minute)
 	for len(bs) < 8 {
 		b, err := a.Allocate(8 * regionMiB)
 		if err != nil {
-			require.ErrorIs(t, err, ErrOutOfMemory)
+			require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 			require.True(t, time.Now().Before(deadline), "no segment ready in a minute")
 			time.Sleep(100 * time.Microsecond)
 			continue
@@ -461,4 +464,84 @@ func TestSegmentedRegionProductionSize(t *testing.T) {
 	t.Logf("closed after %d of %d segments in %v", p.Ready, p.Segments, time.Since(start))
 	assert.Less(t, p.Ready, p.Segments/4, "closed early")
 	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+// unregisterFails is a registrar whose Unregister always fails.
+type unregisterFails struct{ fakeRegistrar }
+
+func (f *unregisterFails) Unregister([]byte) error { return errors.New("unregistration refused") }
+
+// TestSegmentedRegionCloseFailureWrapsErrRelease: a Close that cannot give
+// memory back (here, every unregistration fails) wraps ErrRelease, as every
+// region's does, and not ErrInvalidArgument; the region is closed all the
+// same.
+func TestSegmentedRegionCloseFailureWrapsErrRelease(t *testing.T) {
+	f := &unregisterFails{}
+	r, err := NewSegmentedRegion(2*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 1, Pin: PinCUDA, Registrar: f})
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(context.Background()))
+	err = r.Close()
+	require.ErrorIs(t, err, ErrRelease)
+	require.ErrorIs(t, err, allocator.ErrRelease)
+	assert.NotErrorIs(t, err, ErrInvalidArgument)
+	assert.True(t, strings.HasPrefix(err.Error(), "hostmem: releasing region memory failed: "), err.Error())
+	assert.Contains(t, err.Error(), "unregister segment 0")
+	assert.Contains(t, err.Error(), "unregister segment 1")
+	assert.Equal(t, 1, strings.Count(err.Error(), "hostmem:"), err.Error())
+	assert.Nil(t, r.Bytes())
+	require.NoError(t, r.Close(), "the region counts as closed")
+}
+
+// gateRegistrar registers the first segment at once and blocks every later
+// registration until release is closed; entered is closed when the first
+// blocked call starts.
+type gateRegistrar struct {
+	fakeRegistrar
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (g *gateRegistrar) Register(mem []byte) error {
+	if g.calls.Load() > 0 {
+		g.once.Do(func() { close(g.entered) })
+		<-g.release
+	}
+	return g.fakeRegistrar.Register(mem)
+}
+
+// TestSegmentedRegionAllocatorTakesNoRegionLock: the allocator asks a
+// segmented region nothing under the region's lock, so a Close that waits
+// for a worker stuck in a registration does not block the allocator's
+// calls: they return ErrClosed at once. Before, every call took the
+// region's mutex (through Bytes) and waited for the worker.
+func TestSegmentedRegionAllocatorTakesNoRegionLock(t *testing.T) {
+	g := &gateRegistrar{entered: make(chan struct{}), release: make(chan struct{})}
+	r, err := NewSegmentedRegion(2*regionMiB, SegmentedOptions{SegmentSize: regionMiB, Workers: 1, Pin: PinCUDA, Registrar: g})
+	require.NoError(t, err)
+	<-g.entered // segment 0 is ready, the worker is stuck on segment 1
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	b, err := a.Allocate(regionMiB)
+	require.NoError(t, err)
+	require.NoError(t, a.Free(b))
+
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	for !r.halt.Load() { // Close holds the region's lock and waits for the worker
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Allocate(regionMiB)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, allocator.ErrClosed)
+	case <-time.After(10 * time.Second):
+		close(g.release)
+		t.Fatal("Allocate waited for the region's Close")
+	}
+	close(g.release)
+	require.NoError(t, <-closed)
 }

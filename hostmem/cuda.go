@@ -11,16 +11,16 @@
 // NewCUDAHostRegion reports ErrCUDAUnavailable where the runtime library,
 // the driver or a device is missing.
 
-package allocator
+package hostmem
 
 import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // cudaSonames are the CUDA runtime library names tried, in order.
@@ -218,11 +218,8 @@ type cudaHostRegion struct {
 	mu   sync.Mutex
 	base unsafe.Pointer // nil once closed
 	size int64
-	done atomic.Bool
+	allocator.RegionState
 }
-
-// closedFlag returns the flag Close sets.
-func (r *cudaHostRegion) closedFlag() *atomic.Bool { return &r.done }
 
 // NewCUDAHostRegion returns a region of exactly size bytes of page-locked
 // host memory allocated with cudaHostAlloc (flags cudaHostAllocDefault), so
@@ -235,7 +232,7 @@ func (r *cudaHostRegion) closedFlag() *atomic.Bool { return &r.done }
 // not found (tried ...)", "no CUDA driver" or "no CUDA device", with the
 // cudaError_t code and its text. size <= 0 wraps ErrInvalidArgument; a
 // refused allocation (cudaErrorMemoryAllocation) wraps ErrOutOfMemory.
-func NewCUDAHostRegion(size int64) (Region, error) {
+func NewCUDAHostRegion(size int64) (allocator.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: cuda-host region size %d: must be positive", ErrInvalidArgument, size)
 	}
@@ -247,7 +244,7 @@ func NewCUDAHostRegion(size int64) (Region, error) {
 }
 
 // newCUDAHostRegion allocates over a loaded (or fake) runtime.
-func newCUDAHostRegion(rt *cudaRuntime, size int64) (r Region, err error) {
+func newCUDAHostRegion(rt *cudaRuntime, size int64) (r allocator.Region, err error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: cuda-host region size %d: must be positive", ErrInvalidArgument, size)
 	}
@@ -296,7 +293,7 @@ func (r *cudaHostRegion) Close() error {
 	}
 	p := r.base
 	r.base = nil
-	r.done.Store(true)
+	r.MarkClosed()
 	if code := r.rt.freeHost(p); code != cudaSuccess {
 		return fmt.Errorf("%w: cudaFreeHost: %s", ErrRelease, r.rt.describe(code))
 	}
