@@ -4,20 +4,34 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: test vet unit unit-invariants fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
-## test: go vet, the whole suite with the race detector, then a short run of
-## every fuzz target, in that order (also under make -j).
+## test: go vet, the whole suite with the race detector, the suites of
+## INVARIANTS_PKGS again under -tags invariants, then a short run of every
+## fuzz target, in that order (also under make -j).
 test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags invariants $(PKGS)
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# INVARIANTS_PKGS are the packages whose suites run a second time built
+# with -tags invariants (internal/invariants), where every call that
+# changes an allocator verifies it and panics at that call on a violation.
+# Verify is O((L + F) log(L + F)) per call, so the list holds the suites
+# that check the allocator itself, not every package that uses one.
+INVARIANTS_PKGS ?= ./allocator/ ./hostmem/ ./internal/invariants/
+
+## unit-invariants: the race suites of INVARIANTS_PKGS under -tags invariants.
+unit-invariants:
+	$(GO) test -race -count=1 -tags invariants $(INVARIANTS_PKGS)
 
 # FUZZTIME is how long make fuzz runs each target; FUZZ_SMOKE how long
 # make test does. fuzz/run.sh prints executions per second and new coverage.

@@ -7,7 +7,6 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // DefaultAlign is the block alignment when Options.Align is 0: one 4 KiB
@@ -46,21 +45,19 @@ type Allocator struct {
 	runs, runsTmp                    []freeRun // Free's scratch, reused
 	growth                           growth    // over a GrowingRegion: the ranges added so far (grow.go)
 
-	key    uintptr      // the region's first byte, claimed in the owners table
-	dead   atomic.Bool  // set with mem = nil, read without the lock by claimRegion
-	closed *RegionState // the region's state: whether it was closed
+	closed *RegionState // the region's state, claimed by New: whether it was closed
 }
 
 // New returns an allocator over r. The allocator owns r from then on and
 // closes it in Close. Only whole alignment units of r are used: a tail
 // shorter than Align is never handed out.
 //
-// A region belongs to one allocator: New over memory that a live allocator
-// already carves (the same region, or another Region over the same first
-// byte) is an error wrapping ErrInvalidArgument. Once that allocator is
-// closed, or its region is, the memory may be given to a new one. New
-// touches no memory in proportion to the capacity: its metadata starts at
-// a few hundred bytes and grows with the live blocks and free extents.
+// A region belongs to one allocator for its whole life: New over a region
+// that an allocator has claimed (its RegionState) is an error wrapping
+// ErrInvalidArgument, and so is a region that is closed or whose State is
+// nil. New touches no memory in proportion to the capacity: its metadata
+// starts at a few hundred bytes and grows with the live blocks and free
+// extents.
 func New(r Region, opts Options) (*Allocator, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: nil region", ErrInvalidArgument)
@@ -100,7 +97,7 @@ func New(r Region, opts Options) (*Allocator, error) {
 	if err := a.initFree(r); err != nil {
 		return nil, err
 	}
-	if err := claimRegion(a); err != nil {
+	if err := a.claim(); err != nil {
 		return nil, err
 	}
 	return a, nil

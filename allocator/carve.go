@@ -7,6 +7,8 @@ package allocator
 
 import (
 	"slices"
+
+	"github.com/kvalloc/kvalloc/internal/invariants"
 )
 
 // Allocate reserves one block of at least size bytes: the smallest free
@@ -34,6 +36,9 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 	id, pred := a.free.bestFit(s)
 	if id == 0 {
 		err := a.failLocked(s, 1)
+		if invariants.Enabled {
+			a.checkLocked("Allocate")
+		}
 		a.mu.Unlock()
 		return Block{}, err
 	}
@@ -63,6 +68,9 @@ func (a *Allocator) Allocate(size int64) (Block, error) {
 	gen := a.gen
 	a.live.insert(u, s, gen)
 	a.largestUnits = a.free.largest()
+	if invariants.Enabled {
+		a.checkLocked("Allocate")
+	}
 	a.mu.Unlock()
 	return Block{Offset: u << a.shift, Size: s << a.shift, Gen: gen}, nil
 }
@@ -83,6 +91,9 @@ func (a *Allocator) AppendBatch(dst []Block, size int64, n int, p Placement) ([]
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if invariants.Enabled {
+		defer a.checkLocked("AppendBatch")
+	}
 	if !a.openLocked() {
 		return dst, ErrClosed
 	}
@@ -116,6 +127,9 @@ func (a *Allocator) AppendUpTo(dst []Block, size int64, n int, p Placement) ([]B
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if invariants.Enabled {
+		defer a.checkLocked("AppendUpTo")
+	}
 	if !a.openLocked() {
 		return dst, ErrClosed
 	}

@@ -41,12 +41,8 @@ func (a *Allocator) openSlowLocked() bool {
 	return true
 }
 
-// markClosedLocked closes the allocator's side: no more calls, no claim.
-func (a *Allocator) markClosedLocked() {
-	a.mem = nil
-	a.dead.Store(true)
-	unclaimRegion(a)
-}
+// markClosedLocked closes the allocator's side: no more calls.
+func (a *Allocator) markClosedLocked() { a.mem = nil }
 
 // regionClosed reports whether the region has been closed.
 func (a *Allocator) regionClosed() bool { return a.closed.Closed() }

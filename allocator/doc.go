@@ -49,16 +49,10 @@
 //
 // # Design
 //
-// Free space is a set of maximal free extents indexed by address (two
-// open-addressing tables) and by size (a treap), live blocks an
-// open-addressing table keyed by first unit; Allocate and Free of one block
-// cost O(log F) in the number F of free extents, a batch of n objects
-// O(n + m log F) for the m extents it touches, Stats O(1), and nothing is
-// sized to the capacity. MEMORY.md beside this file gives the design, the
-// costs and the measurements.
-//
-// The allocator touches no memory and calls no OS code: a Region is all it
-// needs. Package hostmem provides the regions of host memory (heap, mmap,
-// pinned, segmented, CUDA host) and the budget that says how large a pool
-// fits.
+// Free extents are indexed by address and by size, live blocks by first
+// unit: one block costs O(log F) in the F free extents, a batch of n
+// O(n + m log F) for the m extents it touches. MEMORY.md beside this file
+// has the design, the costs and the measurements. The allocator touches no
+// memory and calls no OS code: package hostmem provides the regions of host
+// memory and the budget that says how large a pool fits.
 package allocator

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/kvalloc/kvalloc/internal/invariants"
 )
 
 // Free releases blocks. It validates every block before it frees any: a
@@ -40,6 +42,9 @@ func (a *Allocator) freeOne(b Block) error {
 	off, size := b.Offset, b.Size
 	if size <= 0 || off < 0 || off > a.bytes || size > a.bytes-off || (off|size)&(a.align-1) != 0 {
 		err := invalidBlock(0, b, a.whyInvalidLocked(b, nil, -1))
+		if invariants.Enabled {
+			a.checkLocked("Free")
+		}
 		a.mu.Unlock()
 		return err
 	}
@@ -47,6 +52,9 @@ func (a *Allocator) freeOne(b Block) error {
 	slot := a.live.find(u)
 	if slot < 0 || a.live.slots[slot].size != s || a.live.slots[slot].gen != b.Gen {
 		err := invalidBlock(0, b, a.whyInvalidLocked(b, nil, slot))
+		if invariants.Enabled {
+			a.checkLocked("Free")
+		}
 		a.mu.Unlock()
 		return err
 	}
@@ -98,6 +106,9 @@ func (a *Allocator) freeOne(b Block) error {
 	a.counters.Frees++
 	a.liveBlocks--
 	a.largestUnits = a.free.largest()
+	if invariants.Enabled {
+		a.checkLocked("Free")
+	}
 	a.mu.Unlock()
 	return nil
 }
@@ -106,6 +117,9 @@ func (a *Allocator) freeOne(b Block) error {
 func (a *Allocator) freeMany(blocks []Block) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if invariants.Enabled {
+		defer a.checkLocked("Free")
+	}
 	if !a.openLocked() {
 		return ErrClosed
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/kvalloc/kvalloc/internal/invariants"
 )
 
 // GrowingRegion is a Region whose memory becomes usable range by range
@@ -84,6 +86,9 @@ func (a *Allocator) growFromLocked(g GrowingRegion) {
 	a.largestUnits = a.free.largest()
 	if a.growth.units >= a.units {
 		a.growth.src = nil // all of it is usable: nothing more will grow
+	}
+	if invariants.Enabled {
+		a.checkLocked("growth")
 	}
 }
 

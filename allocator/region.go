@@ -28,18 +28,18 @@ type Region interface {
 }
 
 // RegionState is what a Region shares with the allocator that carves it:
-// whether the region is closed. A Region implementation holds one for its
-// whole life (embedded, which provides State, or as a field whose address
-// State returns) and calls MarkClosed in Close before it releases the
-// memory. The allocator loads it on every call, with one atomic load and
-// neither the region's lock nor an interface call, so a region closed
-// directly, behind its allocator's back, makes every later call of that
-// allocator return ErrClosed instead of offsets into released memory.
+// whether the region is closed, and whether an allocator owns it (New
+// claims it for good). A Region holds one for its whole life (embedded,
+// which provides State, or as a field) and calls MarkClosed in Close
+// before it releases the memory. The allocator loads it on every call, one
+// atomic load, so a region closed behind its allocator's back makes every
+// later call of that allocator return ErrClosed.
 //
 // The zero value is an open region's state. A RegionState must not be
 // copied after first use.
 type RegionState struct {
 	closed atomic.Bool
+	owned  atomic.Bool
 }
 
 // State returns s, so that a Region that embeds a RegionState has its

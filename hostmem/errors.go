@@ -2,6 +2,7 @@ package hostmem
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kvalloc/kvalloc/allocator"
 )
@@ -69,16 +70,6 @@ func (e *multiError) Unwrap() []error { return e.errs }
 // errorf2 returns "hostmem: <first> (<second>): <details>" wrapping both
 // sentinels.
 func errorf2(first, second error, format string, args ...any) error {
-	msg := fmt.Sprintf("%s (%s): %s", first, trimPrefix(second), fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf("%s (%s): %s", first, strings.TrimPrefix(second.Error(), "hostmem: "), fmt.Sprintf(format, args...))
 	return &multiError{msg: msg, errs: []error{first, second}}
-}
-
-// trimPrefix returns a sentinel's text without the package prefix.
-func trimPrefix(err error) string {
-	const p = "hostmem: "
-	s := err.Error()
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
 }

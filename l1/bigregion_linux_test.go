@@ -14,7 +14,7 @@ import (
 // newBigAlloc returns an allocator over a NoReserve mmap region of capacity
 // bytes, 4 KiB aligned, closed with the test. MAP_NORESERVE reserves
 // address space without memory or swap, so tests can build pools of
-// production size (tens of GiB) on a small machine: the allocator never
+// production size (tens of GiB) on a small machine. The allocator never
 // touches region memory, and these tests write at most stamps at the ends
 // of blocks, so a pool backs a few pages per stamped block at most.
 func newBigAlloc(t testing.TB, capacity int64) *allocator.Allocator {

@@ -142,6 +142,9 @@ func (l *list[K]) insertBefore(o, at *object[K]) {
 // (all of them when at is 0), the list's tail in that order.
 func (l *list[K]) relinkAfter(at int32, order []int32) {
 	prev := at
+	if at == 0 {
+		l.head = 0
+	}
 	for _, i := range order {
 		ol := l.links(l.s.rec(i))
 		ol.prev = prev

@@ -24,9 +24,12 @@ import "github.com/kvalloc/kvalloc/allocator"
 type Memory interface {
 	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
 	Free(blocks ...allocator.Block) error
-	// Stats is read for Usage, Stats, EvictTo and, when Memory is not a
-	// Fitter, to skip hopeless retries during on-demand eviction. Only
-	// Capacity, Used and Free are read.
+	// Stats is read for Usage, Stats, EvictTo and at the start of every
+	// on-demand eviction (Capacity, the bytes usable now: S3-FIFO's small
+	// queue is a tenth of it; Free; LargestFree under Contiguous
+	// placement), and, when Memory is not a Fitter, to skip hopeless
+	// retries during on-demand eviction. Only Capacity, Used, Free and
+	// LargestFree are read.
 	Stats() allocator.Stats
 }
 

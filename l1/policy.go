@@ -1,6 +1,9 @@
 package l1
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Eviction policies.
 //
@@ -148,15 +151,17 @@ type evictSet[K comparable] struct {
 	ghost                   ghost
 	// anchor is, for the prefix policy, the last object of main when the
 	// current operation began (0: none): what the operation makes recent
-	// goes after it, ranked by position (settle). rank counts the
-	// operation's entries after it; dirty says they need ranking.
+	// goes after it, ranked by position (settle). ranked lists the
+	// operation's entries after it, in order (an object's rank is its
+	// entry's number, from 1); dirty says they need ranking.
 	anchor int32
-	rank   uint32
+	ranked []rankEntry
 	dirty  bool
-	// settle's scratch: the keys and records it sorts, and a second
-	// buffer of each for the radix sort.
-	sortKeys, spareKeys []uint64
-	sortIdx, spareIdx   []int32
+	// settle's scratch.
+	order  []int32
+	counts []int32
+	keys   []uint64
+	spare  []uint64
 	// aside holds the objects the current on-demand eviction skipped
 	// (keys of its own call), to put back where they were.
 	aside []int32
@@ -188,7 +193,7 @@ func (e *evictSet[K]) begin() {
 	if e.dirty {
 		e.settle()
 	}
-	e.anchor, e.rank = e.main.tail, 0
+	e.anchor, e.ranked = e.main.tail, e.ranked[:0]
 }
 
 func (e *evictSet[K]) queue(q evQueue) *list[K] {
@@ -263,6 +268,7 @@ func (e *evictSet[K]) unlink(o *object[K]) {
 	if o.idx == e.anchor {
 		e.anchor = e.main.links(o).prev
 	}
+	o.rank = 0 // its entry in ranked, if any, is stale
 	e.queue(o.evq).remove(o)
 	if o.evq == evSmall {
 		e.smallBytes -= o.block.Size
@@ -299,70 +305,97 @@ func (e *evictSet[K]) hit(o *object[K]) {
 	}
 }
 
+// rankEntry is one entry of the current operation's objects into the
+// prefix policy's list: the record and its position then.
+type rankEntry struct {
+	idx int32
+	pos uint32
+}
+
 // insertRanked puts o, for the prefix policy, among what the current
 // operation made recent: after the anchor, the higher positions first and,
-// within a position, the later entries first. It appends o and leaves the
-// order to settle, which sorts the operation's objects once, before the
-// next victim is chosen or the next operation begins: O(1) per key
-// whatever the order of the call's keys (a serving engine's store batch
-// names chain after chain, positions 0..k each time).
+// within a position, the later entries first. It appends o and its entry,
+// and leaves the order to settle, which sorts the operation's objects
+// once, before the next victim is chosen or the next operation begins:
+// O(1) per key whatever the order of the call's keys (a serving engine's
+// store batch names chain after chain, positions 0..k each time).
 func (e *evictSet[K]) insertRanked(o *object[K]) {
-	e.rank++
-	o.rank = e.rank
+	e.ranked = append(e.ranked, rankEntry{idx: o.idx, pos: o.pos})
+	o.rank = uint32(len(e.ranked))
 	e.main.pushBack(o)
 	e.dirty = true
 }
 
-// settle sorts the objects after the anchor, what the current operation
-// made recent, by position, the highest first, and within a position by
-// entry, the latest first: a radix sort of one 64-bit key per object over
-// the bytes in which the keys differ (for 57 chains of 100 keys, three),
-// then one pass that relinks them.
+// settle puts the objects after the anchor, what the current operation
+// made recent, in the prefix policy's order: by position, the highest
+// first, and within a position by entry, the latest first. It sorts the
+// entries, not the list: a counting sort by position when the positions
+// span little more than the entries (chains of consecutive positions), a
+// radix sort otherwise, then one pass over the records in the new order
+// that skips stale entries (an object that left, or entered again, since:
+// its rank is no longer the entry's number) and relinks the rest.
 func (e *evictSet[K]) settle() {
 	e.dirty = false
-	var o *object[K]
-	if e.anchor != 0 {
-		o = e.main.after(e.s.rec(e.anchor))
+	rs := e.ranked
+	lo, hi := ^uint32(0), uint32(0)
+	for _, r := range rs {
+		lo, hi = min(lo, r.pos), max(hi, r.pos)
+	}
+	order := slices.Grow(e.order[:0], len(rs))[:len(rs)]
+	if span := int(hi - lo); len(rs) > 0 && span <= 4*len(rs)+256 {
+		counts := slices.Grow(e.counts[:0], span+2)[:span+2]
+		clear(counts)
+		for _, r := range rs {
+			counts[hi-r.pos+1]++
+		}
+		for b := 1; b < len(counts); b++ {
+			counts[b] += counts[b-1]
+		}
+		for i := len(rs) - 1; i >= 0; i-- { // the latest entry first
+			b := hi - rs[i].pos
+			order[counts[b]] = int32(i)
+			counts[b]++
+		}
+		e.counts = counts
 	} else {
-		o = e.main.front()
+		keys := slices.Grow(e.keys[:0], len(rs))[:len(rs)]
+		for i, r := range rs {
+			keys[i] = uint64(^r.pos)<<32 | uint64(^uint32(i))
+		}
+		keys, e.spare = radixSort(keys, e.spare)
+		for j, k := range keys {
+			order[j] = int32(^uint32(k))
+		}
+		e.keys = keys
 	}
-	keys, idx := e.sortKeys[:0], e.sortIdx[:0]
-	inOrder := true
-	for ; o != nil; o = e.main.after(o) {
-		k := uint64(^o.pos)<<32 | uint64(^o.rank)
-		inOrder = inOrder && (len(keys) == 0 || keys[len(keys)-1] <= k)
-		keys, idx = append(keys, k), append(idx, o.idx)
+	live := order[:0]
+	for _, i := range order {
+		if r := rs[i]; e.s.rec(r.idx).rank == uint32(i)+1 {
+			live = append(live, r.idx)
+		}
 	}
-	if !inOrder {
-		keys, idx, e.spareKeys, e.spareIdx = radixSort(keys, idx, e.spareKeys, e.spareIdx)
-		e.main.relinkAfter(e.anchor, idx)
-	}
-	e.sortKeys, e.sortIdx = keys[:0], idx[:0]
+	e.main.relinkAfter(e.anchor, live)
+	e.order = order
 }
 
-// radixSort sorts keys ascending, idx alongside, by a least significant
-// digit first radix sort of bytes, skipping the bytes every key shares;
-// short inputs are insertion-sorted. tk and ti are second buffers, not
-// sharing memory with keys and idx, grown as needed. It returns the sorted
-// slices and the other two buffers.
-func radixSort(keys []uint64, idx []int32, tk []uint64, ti []int32) ([]uint64, []int32, []uint64, []int32) {
+// radixSort sorts keys ascending by a least significant digit first radix
+// sort of bytes, skipping the bytes every key shares; short inputs are
+// insertion-sorted. spare is a second buffer, not sharing memory with
+// keys, grown as needed. It returns the sorted keys and the other buffer.
+func radixSort(keys, spare []uint64) ([]uint64, []uint64) {
 	if len(keys) <= 32 {
 		for i := 1; i < len(keys); i++ {
 			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
 				keys[j], keys[j-1] = keys[j-1], keys[j]
-				idx[j], idx[j-1] = idx[j-1], idx[j]
 			}
 		}
-		return keys, idx, tk, ti
+		return keys, spare
 	}
 	var diff uint64
 	for _, k := range keys {
 		diff |= k ^ keys[0]
 	}
-	if cap(tk) < len(keys) {
-		tk, ti = make([]uint64, len(keys)), make([]int32, len(keys))
-	}
-	tk, ti = tk[:len(keys)], ti[:len(keys)]
+	spare = slices.Grow(spare[:0], len(keys))[:len(keys)]
 	for shift := uint(0); shift < 64; shift += 8 {
 		if diff>>shift&0xff == 0 {
 			continue
@@ -375,15 +408,14 @@ func radixSort(keys []uint64, idx []int32, tk []uint64, ti []int32) ([]uint64, [
 		for b, c := range count {
 			count[b], sum = sum, sum+c
 		}
-		for i, k := range keys {
+		for _, k := range keys {
 			d := k >> shift & 0xff
-			tk[count[d]], ti[count[d]] = k, idx[i]
+			spare[count[d]] = k
 			count[d]++
 		}
-		keys, tk = tk, keys
-		idx, ti = ti, idx
+		keys, spare = spare, keys
 	}
-	return keys, idx, tk, ti
+	return keys, spare
 }
 
 // victim returns the object the policy evicts next, still in the set, or

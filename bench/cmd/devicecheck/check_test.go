@@ -118,7 +118,7 @@ func (r *fakeRegistrar) Unregister(mem []byte) error {
 }
 
 // fakeEnv runs the check on dev, heap memory for the CUDA-host region and
-// reg for cudaHostRegister, with 16 MiB segments.
+// reg for cudaHostRegister, with 8 MiB segments.
 func fakeEnv(dev *fakeDevice, reg *fakeRegistrar) (env, *atomic.Int64) {
 	var hostRegions atomic.Int64
 	return env{
@@ -128,11 +128,13 @@ func fakeEnv(dev *fakeDevice, reg *fakeRegistrar) (env, *atomic.Int64) {
 			return hostmem.NewHeapRegion(size)
 		},
 		registrar:   reg,
-		segmentSize: 16 << 20,
+		segmentSize: 8 << 20,
 	}, &hostRegions
 }
 
-var smallArgs = []string{"-pool", "64MiB", "-block", "8MiB", "-copies", "3"}
+// smallArgs keep the test small: 1 MiB blocks in a 32 MiB pool of 8 MiB
+// segments.
+var smallArgs = []string{"-pool", "32MiB", "-block", "1MiB", "-copies", "3"}
 
 // TestCheckOnFakeRuntime runs the whole check against the fake device:
 // every source is copied both ways and compared, the pool is pinned in
@@ -148,14 +150,14 @@ func TestCheckOnFakeRuntime(t *testing.T) {
 		"device: fake CUDA device",
 		"pageable (Go heap)", "cuda-host region (cudaHostAlloc)", "segmented pool (cudaHostRegister)",
 		"H2D ÷ pageable", "exact",
-		"segmented pool of 64 MiB in 4 segments: first 8 MiB allocation after", "first ÷ full = ",
+		"segmented pool (cudaHostRegister) of 32 MiB in 4 segments: first 1 MiB allocation after", "first ÷ full = ",
 		"devicecheck: PASS",
 	} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.Equal(t, int64(1), hostRegions.Load(), "one CUDA-host region")
-	assert.Equal(t, int64(64<<20), reg.registered.Load(), "the whole pool registered")
-	assert.Equal(t, int64(64<<20), reg.unregistered.Load(), "and unregistered by Close")
+	assert.Equal(t, int64(32<<20), reg.registered.Load(), "the whole pool registered")
+	assert.Equal(t, int64(32<<20), reg.unregistered.Load(), "and unregistered by Close")
 	assert.Equal(t, 1, dev.frees, "the device buffer freed")
 	assert.Empty(t, dev.mem)
 	// Three sources: one round trip and 3 timed copies each way, and a
@@ -172,7 +174,7 @@ func TestCheckBites(t *testing.T) {
 		regFails    bool
 		want        string
 	}{
-		{"flipped byte", "flip", false, "pageable memory: the round trip through the device differs at byte 2796202 of 8388608"},
+		{"flipped byte", "flip", false, "pageable memory: the round trip through the device differs at byte 349525 of 1048576"},
 		{"copy moves nothing", "drop", false, "pageable memory: the round trip through the device differs at byte 0"},
 		{"cudaHostRegister refused", "", true, "fake cudaHostRegister refused"},
 	} {
