@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"slices"
+	"unsafe"
 
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -135,7 +136,8 @@ func (e *Encoder) appendKeys(dst []byte, keys []l1.ObjectKey) ([]byte, error) {
 // readKeys decodes the keys block into d.keys. With own, each key's chunk
 // hash is a string of its own, fit to be kept (reserve_write: the manager
 // keeps new keys); otherwise the hashes are slices of one string holding
-// the block, one allocation per frame, for calls that only look keys up.
+// the block, for calls that only look keys up: one allocation per frame,
+// or none with d.Borrow, where that string is the frame's own bytes.
 // Models and salts are interned per Decoder.
 func (d *Decoder) readKeys(r *reader, own bool) []l1.ObjectKey {
 	n := r.count(keyHeaderSize, MaxKeys, "key count")
@@ -187,7 +189,11 @@ func (d *Decoder) readKeys(r *reader, own bool) []l1.ObjectKey {
 	}
 	region := r.b[start:r.off]
 	var all string
-	if !own {
+	switch {
+	case own || len(region) == 0:
+	case d.Borrow:
+		all = unsafe.String(&region[0], len(region))
+	default:
 		all = string(region)
 	}
 	keys := d.keys[:0]
