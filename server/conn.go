@@ -224,6 +224,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
 		} else {
 			err = c.dispatch(q, a)
+			c.own.publish()
 		}
 		c.s.gate.RUnlock()
 		if err != nil {

@@ -38,6 +38,13 @@ func (l *ledger) heldReads(k *l1.ObjectKey, lease l1.Lease) int64 {
 func (l *ledger) subRead(lease l1.Lease, locks int) { l.reads.sub(lease, int64(locks)) }
 func (l *ledger) dropRead(lease l1.Lease)           { l.reads.drop(lease) }
 
+// publish makes the totals current, for the metrics: the connection
+// calls it after each request, rather than an atomic add per hold.
+func (l *ledger) publish() {
+	l.writes.publish()
+	l.reads.publish()
+}
+
 // clear forgets everything, once released.
 func (l *ledger) clear() {
 	l.writes.clear()
@@ -73,7 +80,8 @@ type holdSet struct {
 	other map[l1.Lease]otherHold
 	max   l1.Lease // the highest lease added
 	hint  int      // the run last found
-	total atomic.Int64
+	count int64        // the holds
+	total atomic.Int64 // count, as of the last publish
 
 	spare holdRun           // an emptied run's slices, for the next
 	index map[string]uint32 // addAll's scratch: a run's strings past eight
@@ -218,7 +226,7 @@ func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
 			run.live++
 		}
 		h.n += n
-		s.total.Add(n)
+		s.count += n
 	}
 	s.runs = append(s.runs, run)
 	s.max = hi
@@ -256,7 +264,7 @@ func (s *holdSet) addOne(k *l1.ObjectKey, lease l1.Lease, n int64) {
 				run.live++
 			}
 			h.n += n
-			s.total.Add(n)
+			s.count += n
 			return
 		}
 		// An emptied slot with another key: the key lives in the map,
@@ -276,7 +284,7 @@ func (s *holdSet) addOther(k *l1.ObjectKey, lease l1.Lease, n int64) {
 	}
 	h.n += n
 	s.other[lease] = h
-	s.total.Add(n)
+	s.count += n
 	s.max = max(s.max, lease)
 }
 
@@ -328,7 +336,7 @@ func (s *holdSet) sub(lease l1.Lease, n int64) {
 		if h := &s.runs[r].h[i]; h.n > 0 {
 			n = min(n, h.n)
 			h.n -= n
-			s.total.Add(-n)
+			s.count -= n
 			if h.n == 0 {
 				s.emptied(r)
 			}
@@ -338,7 +346,7 @@ func (s *holdSet) sub(lease l1.Lease, n int64) {
 	if h, ok := s.other[lease]; ok {
 		n = min(n, h.n)
 		h.n -= n
-		s.total.Add(-n)
+		s.count -= n
 		if h.n == 0 {
 			delete(s.other, lease)
 		} else {
@@ -351,14 +359,14 @@ func (s *holdSet) sub(lease l1.Lease, n int64) {
 func (s *holdSet) drop(lease l1.Lease) {
 	if r, i := s.find(lease); r >= 0 {
 		if h := &s.runs[r].h[i]; h.n > 0 {
-			s.total.Add(-h.n)
+			s.count -= h.n
 			h.n = 0
 			s.emptied(r)
 			return
 		}
 	}
 	if h, ok := s.other[lease]; ok {
-		s.total.Add(-h.n)
+		s.count -= h.n
 		delete(s.other, lease)
 	}
 }
@@ -422,5 +430,9 @@ func (s *holdSet) len() int {
 func (s *holdSet) clear() {
 	s.runs, s.other, s.max, s.hint = nil, nil, 0, 0
 	s.spare, s.index = holdRun{}, nil
+	s.count = 0
 	s.total.Store(0)
 }
+
+// publish makes total the count of holds, for readers without the gate.
+func (s *holdSet) publish() { s.total.Store(s.count) }

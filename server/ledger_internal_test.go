@@ -104,6 +104,7 @@ func TestHoldSetAgainstMap(t *testing.T) {
 			if step%16 != 0 {
 				continue
 			}
+			s.publish()
 			all := s.all()
 			if len(all) != len(m) || s.len() != len(m) || s.total.Load() != total {
 				t.Fatalf("seed %d step %d: %d holds (len %d, total %d), want %d (total %d)", seed, step, len(all), s.len(), s.total.Load(), len(m), total)
