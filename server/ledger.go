@@ -132,11 +132,17 @@ func (r *holdRun) is(h *hold, k *l1.ObjectKey) bool {
 		r.strs[h.model] == k.Model && r.strs[h.salt] == k.CacheSalt
 }
 
-// set makes h the hold of key k, copying its chunk hash into the run.
-func (s *holdSet) set(r *holdRun, h *hold, k *l1.ObjectKey) {
+// set makes h the hold of key k, copying its chunk hash into the run. prev
+// is the hold set last in this run, or nil: a key with its model and salt
+// takes its indices.
+func (s *holdSet) set(r *holdRun, h, prev *hold, k *l1.ObjectKey) {
 	h.off, h.hlen = uint32(len(r.hashes)), uint16(len(k.ChunkHash))
 	r.hashes = append(r.hashes, k.ChunkHash...)
 	h.rank, h.group = k.KVRank, k.GroupID
+	if prev != nil && r.strs[prev.model] == k.Model && r.strs[prev.salt] == k.CacheSalt {
+		h.model, h.salt = prev.model, prev.salt
+		return
+	}
 	h.model, h.salt = s.sid(r, k.Model), s.sid(r, k.CacheSalt)
 }
 
@@ -215,6 +221,7 @@ func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
 	}
 	run := s.newRun(lo, span, bytes)
 	clear(s.index)
+	var prev *hold
 	for i := range res {
 		r := &res[i]
 		if r.Status != l1.OK || r.Lease <= old {
@@ -222,7 +229,8 @@ func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
 		}
 		h := &run.h[r.Lease-lo]
 		if h.n == 0 {
-			s.set(&run, h, &keys[i])
+			s.set(&run, h, prev, &keys[i])
+			prev = h
 			run.live++
 		}
 		h.n += n
