@@ -1,0 +1,36 @@
+"""kvalloc: a client for kvallocd, the node's shared KV-cache pool.
+
+Standard library only (CPython 3.9+). The daemon passes its pool, a
+memfd, once at connect; the client maps it (``MAP_SHARED``) and every
+block is a ``memoryview`` over the mapping: KV bytes never cross the
+socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
+
+    from kvalloc import Client, KeyBatch, ObjectKey
+
+    with Client("/run/kvallocd.sock") as c:
+        keys = KeyBatch(ObjectKey(h, "llama") for h in hashes)
+        res = c.reserve_write(keys, 8 << 20)
+        for i in res.ok_indices():
+            c.view(res, i)[:4] = b"data"
+        c.finish_write(keys.subset(res.ok_indices()),
+                       res.leases_at(res.ok_indices()))
+"""
+
+from .client import Client
+from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
+from .errors import (ConnectionLostError, DaemonError,
+                     DeadlineExceededError, FrameError, InvalidArgumentError,
+                     KvallocError, NotAllowedError, WrongEpochError)
+from .keys import KeyBatch, ObjectKey
+from .limits import DEFAULT_SOCKET, MAX_KEYS, VERSION
+from .results import Hello, Result, Results, Stats, StatusList
+from .tensors import as_numpy, as_tensor
+
+__all__ = [
+    "Client", "ObjectKey", "KeyBatch", "Result", "Results", "StatusList",
+    "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
+    "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
+    "WrongEpochError", "NotAllowedError", "ConnectionLostError",
+    "DeadlineExceededError", "FrameError", "DEFAULT_SOCKET", "MAX_KEYS",
+    "VERSION", "as_numpy", "as_tensor",
+]

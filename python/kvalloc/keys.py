@@ -1,0 +1,166 @@
+"""Keys: :class:`ObjectKey`, and :class:`KeyBatch`, a batch encoded once.
+
+A keyed request carries its keys as a *keys block* (``PROTOCOL.md``,
+"Keys"): a table of the models and salts the keys name, then one 16-byte
+record and the chunk hash per key. Encoding it is the only per-key work in
+Python a call does, so a :class:`KeyBatch` does it once and every call of a
+cycle (reserve, finish, read, release, delete) sends the same bytes.
+"""
+
+import struct
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from .errors import InvalidArgumentError
+from .limits import MAX_KEYS, MAX_STRING_LEN, MAX_STRINGS
+
+__all__ = ["ObjectKey", "KeyBatch", "Keys"]
+
+
+class ObjectKey(NamedTuple):
+    """One object's key: l1's ``ObjectKey``.
+
+    ``chunk_hash`` is raw bytes; ``model`` and ``cache_salt`` are strings
+    (sent as UTF-8; ``bytes`` are sent as they are); ``kv_rank`` and
+    ``group_id`` are unsigned 32-bit integers.
+    """
+
+    chunk_hash: bytes
+    model: str = ""
+    kv_rank: int = 0
+    group_id: int = 0
+    cache_salt: str = ""
+
+
+_RECORD = struct.Struct("<HHHxxII")
+_BLOCK_HEAD = struct.Struct("<IHxx")
+_U16 = struct.Struct("<H")
+
+
+def _string_bytes(s: Union[str, bytes], what: str, i: int) -> bytes:
+    if isinstance(s, str):
+        b = s.encode("utf-8", "surrogateescape")
+    elif isinstance(s, (bytes, bytearray)):
+        b = bytes(s)
+    else:
+        raise InvalidArgumentError(
+            f"key {i}: {what} is a {type(s).__name__}, not a str")
+    if len(b) > MAX_STRING_LEN:
+        raise InvalidArgumentError(
+            f"key {i}: {what} is {len(b)} bytes, over the limit "
+            f"{MAX_STRING_LEN}")
+    return b
+
+
+def _encode(keys: Sequence[ObjectKey]) -> Tuple[List[bytes], List[bytes]]:
+    """The string table's entries and each key's record, canonically."""
+    index: dict = {}
+    strings: List[bytes] = []
+    records: List[bytes] = []
+    pack = _RECORD.pack
+
+    def add(s: Union[str, bytes], what: str, i: int) -> int:
+        b = _string_bytes(s, what, i)
+        if len(strings) >= MAX_STRINGS:
+            raise InvalidArgumentError(
+                f"the keys name more than {MAX_STRINGS} distinct models "
+                "and salts")
+        strings.append(b)
+        return len(strings) - 1
+
+    i = 0
+    try:
+        for i, k in enumerate(keys):
+            h, m, rank, group, salt = k
+            mi = index.get(m)
+            if mi is None:
+                mi = index[m] = add(m, "model", i)
+            si = index.get(salt)
+            if si is None:
+                si = index[salt] = add(salt, "cache salt", i)
+            if len(h) > MAX_STRING_LEN:
+                raise InvalidArgumentError(
+                    f"key {i}: chunk hash is {len(h)} bytes, over the limit "
+                    f"{MAX_STRING_LEN}")
+            records.append(pack(len(h), mi, si, rank, group) + h)
+    except InvalidArgumentError:
+        raise
+    except struct.error:
+        raise InvalidArgumentError(
+            f"key {i}: kv_rank or group_id is not an unsigned 32-bit "
+            "integer") from None
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(
+            f"key {i} is not an ObjectKey of (bytes, str, int, int, str): "
+            f"{e}") from None
+    return strings, records
+
+
+class KeyBatch(Sequence[ObjectKey]):
+    """A batch of keys with its keys block encoded once, ready to send.
+
+    Pass it wherever a call takes keys; it is a read-only sequence of the
+    :class:`ObjectKey` it was made from. Construction checks every key
+    (types, lengths, ranges) and raises :class:`InvalidArgumentError` for
+    the first bad one; the encoding is canonical (``PROTOCOL.md``).
+    :meth:`subset` picks keys without encoding them again.
+    """
+
+    __slots__ = ("_keys", "_strings", "_table", "_records", "_block")
+
+    def __init__(self, keys: Iterable[ObjectKey]) -> None:
+        self._keys: Tuple[ObjectKey, ...] = tuple(keys)
+        if len(self._keys) > MAX_KEYS:
+            raise InvalidArgumentError(
+                f"{len(self._keys)} keys exceed the protocol's limit "
+                f"{MAX_KEYS}")
+        strings, records = _encode(self._keys)
+        self._strings = strings
+        self._table = b"".join(_U16.pack(len(s)) + s for s in strings)
+        self._records = records
+        self._block: Optional[bytes] = None
+
+    @classmethod
+    def of(cls, keys: "Keys") -> "KeyBatch":
+        """``keys`` as a KeyBatch: itself when it is one."""
+        return keys if isinstance(keys, KeyBatch) else cls(keys)
+
+    @property
+    def block(self) -> bytes:
+        """The keys block's bytes (``PROTOCOL.md``, "Keys")."""
+        if self._block is None:
+            self._block = b"".join((
+                _BLOCK_HEAD.pack(len(self._records), len(self._strings)),
+                self._table, *self._records))
+        return self._block
+
+    def subset(self, indices: Iterable[int]) -> "KeyBatch":
+        """The keys at ``indices``, in that order, without re-encoding.
+
+        The subset keeps the whole string table, which the protocol allows
+        (a table may hold unused entries).
+        """
+        idx = list(indices)
+        out = KeyBatch.__new__(KeyBatch)
+        keys, records = self._keys, self._records
+        out._keys = tuple(keys[i] for i in idx)
+        out._records = [records[i] for i in idx]
+        out._strings = self._strings
+        out._table = self._table
+        out._block = None
+        return out
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._keys[i]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __repr__(self) -> str:
+        return f"KeyBatch({len(self._keys)} keys)"
+
+
+#: What a call accepts as keys.
+Keys = Union[KeyBatch, Sequence[ObjectKey]]
