@@ -132,7 +132,7 @@ const maxStats = 1024
 // returned as it was.
 func (e *Encoder) AppendAnswer(dst []byte, a *Answer) ([]byte, error) {
 	t := a.Type
-	if t&AnswerBit == 0 || !t.known() {
+	if t&AnswerBit == 0 || !t.Known() {
 		return dst, errorf(CodeInvalidArgument, "%v is not an answer type", t)
 	}
 	if t == TypeError && a.Code == CodeOK {

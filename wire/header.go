@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/kvalloc/kvalloc/l1"
 )
 
 // Header is the first HeaderSize bytes of every frame:
@@ -54,7 +56,7 @@ func ParseHeader(b []byte) (Header, error) {
 	switch {
 	case h.Size < HeaderSize || h.Size > MaxFrame:
 		return h, errorf(CodeTooLarge, "frame size %d outside [%d, %d]", h.Size, HeaderSize, MaxFrame)
-	case !h.Type.known():
+	case !h.Type.Known():
 		return h, errorf(CodeUnknownType, "unknown message type %#04x", uint16(h.Type))
 	case binary.LittleEndian.Uint16(b[6:]) != 0:
 		return h, errorf(CodeBadFrame, "reserved header field is %#04x, not 0", binary.LittleEndian.Uint16(b[6:]))
@@ -80,10 +82,18 @@ func (e *Error) Error() string {
 }
 
 // Is matches any *Error with the same Code, so errors.Is(err, ErrBadFrame)
-// holds for every malformed frame.
+// holds for every malformed frame; CodeInvalidArgument also matches
+// l1.ErrInvalidArgument and CodeClosed l1.ErrClosed, so that a caller tests
+// a refusal the same way in process and through the daemon.
 func (e *Error) Is(target error) bool {
-	var t *Error
-	return errors.As(target, &t) && t.Code == e.Code
+	switch {
+	case target == l1.ErrInvalidArgument:
+		return e.Code == CodeInvalidArgument
+	case target == l1.ErrClosed:
+		return e.Code == CodeClosed
+	}
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
 }
 
 // Sentinels for errors.Is, one per Code.

@@ -70,7 +70,7 @@ type Encoder struct {
 // is returned as it was.
 func (e *Encoder) AppendRequest(dst []byte, q *Request) ([]byte, error) {
 	t := q.Type
-	if t&AnswerBit != 0 || !t.known() {
+	if t&AnswerBit != 0 || !t.Known() {
 		return dst, errorf(CodeInvalidArgument, "%v is not a request type", t)
 	}
 	start := len(dst)

@@ -96,9 +96,9 @@ func (t Type) Request() Type { return t &^ AnswerBit }
 // Answer returns the answer type of t.
 func (t Type) Answer() Type { return t | AnswerBit }
 
-// known reports whether t, without AnswerBit, is a message type, or is
+// Known reports whether t, without AnswerBit, is a message type, or is
 // TypeError.
-func (t Type) known() bool {
+func (t Type) Known() bool {
 	_, ok := typeNames[t&^AnswerBit]
 	return ok || t == TypeError
 }
