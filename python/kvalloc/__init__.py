@@ -7,7 +7,7 @@ socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
 
     from kvalloc import Client, KeyBatch, ObjectKey
 
-    with Client("/run/kvallocd.sock") as c:
+    with Client() as c:  # the default socket path
         keys = KeyBatch(ObjectKey(h, "llama") for h in hashes)
         res = c.reserve_write(keys, 8 << 20)
         for i in res.ok_indices():
@@ -22,7 +22,7 @@ from .errors import (ConnectionLostError, DaemonError,
                      DeadlineExceededError, FrameError, InvalidArgumentError,
                      KvallocError, NotAllowedError, WrongEpochError)
 from .keys import KeyBatch, ObjectKey
-from .limits import DEFAULT_SOCKET, MAX_KEYS, VERSION
+from .limits import MAX_KEYS, VERSION, default_socket_path
 from .results import Hello, Result, Results, Stats, StatusList
 from .tensors import as_numpy, as_tensor
 
@@ -31,6 +31,6 @@ __all__ = [
     "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
     "WrongEpochError", "NotAllowedError", "ConnectionLostError",
-    "DeadlineExceededError", "FrameError", "DEFAULT_SOCKET", "MAX_KEYS",
-    "VERSION", "as_numpy", "as_tensor",
+    "DeadlineExceededError", "FrameError", "default_socket_path",
+    "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
 ]

@@ -22,8 +22,8 @@ from .enums import Code, Flag, MessageType, Mode
 from .errors import (ConnectionLostError, FrameError, InvalidArgumentError,
                      KvallocError, daemon_error)
 from .keys import KeyBatch, Keys
-from .limits import (DEFAULT_SOCKET, MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS,
-                     VERSION)
+from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
+                     default_socket_path)
 from .protocol import (Answer, decode_answer, keyed_request, pack_array,
                        simple_request)
 from .results import Hello, Results, Stats, StatusList
@@ -54,12 +54,15 @@ class Client:
     releases its read locks.
     """
 
-    def __init__(self, path: str = DEFAULT_SOCKET,
+    def __init__(self, path: Optional[str] = None,
                  timeout: float = 10.0) -> None:
-        """Connect to the daemon at ``path`` and map its pool."""
+        """Connect to the daemon at ``path`` and map its pool.
+
+        ``path`` None is :func:`~kvalloc.limits.default_socket_path`.
+        """
         if not timeout > 0:
             raise InvalidArgumentError(f"timeout {timeout!r} must be > 0")
-        self.path = path
+        self.path = path or default_socket_path()
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None

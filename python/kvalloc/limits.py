@@ -1,9 +1,11 @@
 """The protocol's constants and limits (``wire/PROTOCOL.md``, "Limits")."""
 
+import os
+
 __all__ = [
     "VERSION", "MAGIC", "HEADER_SIZE", "MAX_FRAME", "MAX_KEYS",
     "MAX_STRING_LEN", "MAX_STRINGS", "MAX_MESSAGE_LEN", "MAX_STATS",
-    "MAX_READ_LOCKS", "MAX_INT64", "DEFAULT_SOCKET",
+    "MAX_READ_LOCKS", "MAX_INT64", "default_socket_path",
 ]
 
 #: The protocol version this package speaks.
@@ -28,5 +30,17 @@ MAX_STATS = 1024
 MAX_READ_LOCKS = 128
 #: The largest object size the wire can carry.
 MAX_INT64 = (1 << 63) - 1
-#: The daemon's default socket path.
-DEFAULT_SOCKET = "/run/kvallocd.sock"
+
+
+def default_socket_path() -> str:
+    """Where kvallocd listens when told nothing (``wire.DefaultSocketPath``).
+
+    ``$XDG_RUNTIME_DIR/kvallocd.sock`` when that variable is set, else
+    ``kvallocd-<uid>.sock`` in ``$TMPDIR``, or ``/tmp``, as Go's
+    ``os.TempDir`` says.
+    """
+    d = os.environ.get("XDG_RUNTIME_DIR")
+    if d:
+        return os.path.join(d, "kvallocd.sock")
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(tmp, f"kvallocd-{os.getuid()}.sock")
