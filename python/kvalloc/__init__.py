@@ -10,10 +10,10 @@ socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
     with Client() as c:  # the default socket path
         keys = KeyBatch(ObjectKey(h, "llama") for h in hashes)
         res = c.reserve_write(keys, 8 << 20)
-        for i in res.ok_indices():
+        ok = res.ok_indices()
+        for i in ok:
             c.view(res, i)[:4] = b"data"
-        c.finish_write(keys.subset(res.ok_indices()),
-                       res.leases_at(res.ok_indices()))
+        c.finish_write(keys.subset(ok), res.select(ok))
 """
 
 from .client import Client

@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Union
 from .connection import Connection
 from .enums import Code, Flag, MessageType, Mode
 from .errors import (ConnectionLostError, FrameError, InvalidArgumentError,
-                     KvallocError, daemon_error)
+                     KvallocError, WrongEpochError, daemon_error)
 from .keys import KeyBatch, Keys
 from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
                      default_socket_path)
@@ -191,13 +191,22 @@ class Client:
         It spans the whole block (the object's size rounded up to the
         alignment); slice it to the object's size.
         """
+        self._same_epoch(results)
         if results.statuses.raw[i] != 0:
             raise InvalidArgumentError(
                 f"result {i} is {results.statuses[i]!r}: it holds no block")
         return self.block(results.offsets[i], results.sizes[i])
 
+    def _same_epoch(self, results: Results) -> None:
+        if results.epoch != self.epoch:
+            raise WrongEpochError(
+                Code.WRONG_EPOCH, f"results of epoch {results.epoch:#x} on a "
+                f"connection of epoch {self.epoch:#x}: an earlier daemon's "
+                "blocks and leases are void")
+
     def views(self, results: Results) -> List[Optional[memoryview]]:
         """Each result's block (:meth:`view`), None where not ``OK``."""
+        self._same_epoch(results)
         pool = self.pool
         raw, offs, sizes = results.statuses.raw, results.offsets, \
             results.sizes
@@ -259,14 +268,14 @@ class Client:
         """Publish written objects: one write lease per key."""
         kb = self._keys(keys)
         return self._statuses(_MT.FINISH_WRITE, kb, timeout,
-                              tail=_leases(leases, len(kb)))
+                              tail=_leases(leases, len(kb), self.epoch))
 
     def abort_write(self, keys: Keys, leases: Leases,
                     timeout: Optional[float] = None) -> StatusList:
         """Give back write reservations unwritten: one lease per key."""
         kb = self._keys(keys)
         return self._statuses(_MT.ABORT_WRITE, kb, timeout,
-                              tail=_leases(leases, len(kb)))
+                              tail=_leases(leases, len(kb), self.epoch))
 
     def finish_write_and_reserve_read(
             self, keys: Keys, leases: Leases, locks: int = 1,
@@ -275,7 +284,7 @@ class Client:
         kb = self._keys(keys)
         return self._results(_MT.FINISH_WRITE_AND_RESERVE_READ, kb, timeout,
                              locks=_locks(locks),
-                             tail=_leases(leases, len(kb)))
+                             tail=_leases(leases, len(kb), self.epoch))
 
     def reserve_read(self, keys: Keys, locks: int = 1,
                      timeout: Optional[float] = None) -> Results:
@@ -302,7 +311,7 @@ class Client:
         kb = self._keys(keys)
         return self._statuses(_MT.FINISH_READ, kb, timeout,
                               locks=_locks(locks),
-                              tail=_leases(leases, len(kb)))
+                              tail=_leases(leases, len(kb), self.epoch))
 
     def delete(self, keys: Keys, force: bool = False,
                timeout: Optional[float] = None) -> StatusList:
@@ -414,8 +423,13 @@ def _one_per_key(values: Sequence, n: int, what: str) -> None:
         raise InvalidArgumentError(f"{m} {what} for {n} keys")
 
 
-def _leases(leases: Leases, n: int) -> bytes:
+def _leases(leases: Leases, n: int, epoch: int) -> bytes:
     if isinstance(leases, Results):
+        if leases.epoch != epoch:
+            raise WrongEpochError(
+                Code.WRONG_EPOCH, f"leases of epoch {leases.epoch:#x} on a "
+                f"connection of epoch {epoch:#x}: an earlier daemon's "
+                "leases are void")
         leases = leases.leases
     _one_per_key(leases, n, "leases")
     return pack_array("Q", leases, "lease")

@@ -508,7 +508,7 @@ def decode_answer(frame: bytes) -> Answer:
         vals = _unpack_array("Q", r.take(8 * n, "stats values"))
         a.stats = Stats(*vals[:len(STATS_NAMES)])
     elif t.has_results:
-        a.results = _read_results(r, t)
+        a.results = _read_results(r, t, h.epoch)
     elif t.has_statuses:
         n = r.count(1, MAX_KEYS, "status count")
         r.zero(r.u32("statuses reserved"), "statuses reserved field")
@@ -517,7 +517,7 @@ def decode_answer(frame: bytes) -> Answer:
     return a
 
 
-def _read_results(r: _Reader, t: MessageType) -> Results:
+def _read_results(r: _Reader, t: MessageType, epoch: int) -> Results:
     n = r.count(RESULT_SIZE, MAX_KEYS, "result count")
     prefix = r.u32("prefix")
     if t is not MessageType.RESERVE_READ_PREFIX:
@@ -532,4 +532,4 @@ def _read_results(r: _Reader, t: MessageType) -> Results:
             i = next(i for i, v in enumerate(reserved) if v)
             raise FrameError(Code.BAD_FRAME,
                              f"result {i}: reserved bytes are not 0")
-    return Results(records, prefix)
+    return Results(records, prefix, epoch)

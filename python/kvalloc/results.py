@@ -8,7 +8,7 @@ so a 10,000-key answer costs no Python loop until you index it.
 
 import sys
 from array import array
-from typing import Iterator, List, NamedTuple, Sequence, Union
+from typing import Iterable, Iterator, List, NamedTuple, Sequence, Union
 
 from .enums import Status
 
@@ -111,25 +111,29 @@ class Results(Sequence[Result]):
     ``gens`` are ``array('q')``/``array('Q')`` columns and ``leases`` an
     ``array('Q')`` that the finishing calls take as it is. ``prefix`` is
     reserve_read_prefix's count of keys locked (results ``[0, prefix)``
-    are ``OK``), 0 for the other calls.
+    are ``OK``), 0 for the other calls. ``epoch`` is the daemon's that
+    handed out the blocks and leases: a client refuses them under another.
     """
 
-    __slots__ = ("statuses", "prefix", "_words", "_cols")
+    __slots__ = ("statuses", "prefix", "epoch", "_records", "_words",
+                 "_cols")
 
-    def __init__(self, records: memoryview, prefix: int = 0) -> None:
+    def __init__(self, records: memoryview, prefix: int = 0,
+                 epoch: int = 0) -> None:
         """``records`` is the answer's ``40 * n`` bytes of results."""
-        n = len(records) // RESULT_SIZE
         self.statuses = StatusList(records[0::RESULT_SIZE].tobytes())
         self.prefix = prefix
-        self._words = records.cast("Q") if n else memoryview(array("Q"))
+        self.epoch = epoch
+        self._records = records
+        self._words = records.cast("Q")
         self._cols: dict = {}
 
     @classmethod
-    def from_list(cls, results: Sequence[Result],
-                  prefix: int = 0) -> "Results":
+    def from_list(cls, results: Sequence[Result], prefix: int = 0,
+                  epoch: int = 0) -> "Results":
         """Results made from Python values (for tests and fakes)."""
         from .protocol import pack_results
-        return cls(memoryview(pack_results(results)), prefix)
+        return cls(memoryview(pack_results(results)), prefix, epoch)
 
     def _col(self, field: int, typecode: str) -> array:
         c = self._cols.get(field)
@@ -165,10 +169,20 @@ class Results(Sequence[Result]):
         """The positions of the ``OK`` keys, in order."""
         return self.statuses.indices(Status.OK)
 
-    def leases_at(self, indices: Sequence[int]) -> array:
-        """The leases at ``indices``, for a finishing call on a subset."""
-        leases = self.leases
-        return array("Q", [leases[i] for i in indices])
+    def select(self, indices: Iterable[int]) -> "Results":
+        """The results at ``indices``, in that order (prefix 0).
+
+        With :meth:`KeyBatch.subset <kvalloc.keys.KeyBatch.subset>` of the
+        same indices it makes the finishing call of a partial grant:
+        ``finish_write(keys.subset(ok), res.select(ok))``.
+        """
+        rec, n, parts = self._records, len(self), []
+        for i in indices:
+            if not -n <= i < n:
+                raise IndexError(f"result {i} of {n}")
+            i %= n
+            parts.append(rec[i * RESULT_SIZE:(i + 1) * RESULT_SIZE])
+        return Results(memoryview(b"".join(parts)), 0, self.epoch)
 
     def __len__(self) -> int:
         return len(self.statuses)
