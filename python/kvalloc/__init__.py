@@ -18,7 +18,7 @@ socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
 
 from .client import Client
 from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
-from .errors import (ConnectionLostError, DaemonError,
+from .errors import (ConnectionLostError, DaemonClosedError, DaemonError,
                      DeadlineExceededError, FrameError, InvalidArgumentError,
                      KvallocError, NotAllowedError, WrongEpochError)
 from .keys import KeyBatch, ObjectKey
@@ -31,6 +31,6 @@ __all__ = [
     "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
     "WrongEpochError", "NotAllowedError", "ConnectionLostError",
-    "DeadlineExceededError", "FrameError", "default_socket_path",
+    "DeadlineExceededError", "DaemonClosedError", "FrameError", "default_socket_path",
     "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
 ]

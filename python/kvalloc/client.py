@@ -19,8 +19,9 @@ from typing import List, Optional, Sequence, Union
 
 from .connection import Connection
 from .enums import Code, Flag, MessageType, Mode
-from .errors import (ConnectionLostError, FrameError, InvalidArgumentError,
-                     KvallocError, WrongEpochError, daemon_error)
+from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
+                     InvalidArgumentError, KvallocError, WrongEpochError,
+                     daemon_error)
 from .keys import KeyBatch, Keys
 from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
                      default_socket_path)
@@ -96,8 +97,21 @@ class Client:
             self._pid = os.getpid()
 
     def _hello(self, conn: Connection, deadline: float) -> None:
-        conn.send(simple_request(_MT.HELLO, 1, 0), deadline)
-        frame, fd = conn.recv(deadline, with_fd=True)
+        sent: Optional[ConnectionLostError] = None
+        try:
+            conn.send(simple_request(_MT.HELLO, 1, 0), deadline)
+        except DeadlineExceededError:
+            raise
+        except ConnectionLostError as e:
+            # A refused peer's answer may be waiting although the daemon
+            # closed before the hello was written: read it.
+            sent = e
+        try:
+            frame, fd = conn.recv(deadline, with_fd=True)
+        except ConnectionLostError:
+            if sent is not None:
+                raise sent from None
+            raise
         try:
             a = decode_answer(frame)
             if a.code is not Code.OK:

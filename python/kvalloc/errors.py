@@ -16,7 +16,9 @@ Every exception the package raises on purpose is a :class:`KvallocError`:
   away (EOF, reset), or the client was closed. The client is closed; make a
   new one, or call ``reconnect()``, to talk to the next daemon.
   :class:`DeadlineExceededError` (also a ``TimeoutError``) is the case
-  where a call's deadline passed before its answer came.
+  where a call's deadline passed before its answer came, and
+  :class:`DaemonClosedError` (also a :class:`DaemonError`) the one where
+  the daemon answered ``CLOSED``: it is shutting down.
 - :class:`FrameError`: bytes that break the protocol (a malformed frame).
   The codec raises it when decoding; the client raises it for a malformed
   answer and closes.
@@ -29,7 +31,7 @@ from .enums import Code
 __all__ = [
     "KvallocError", "InvalidArgumentError", "DaemonError", "WrongEpochError",
     "NotAllowedError", "ConnectionLostError", "DeadlineExceededError",
-    "FrameError",
+    "DaemonClosedError", "FrameError",
 ]
 
 
@@ -95,6 +97,10 @@ class DeadlineExceededError(ConnectionLostError, TimeoutError):
     """
 
 
+class DaemonClosedError(DaemonError, ConnectionLostError):
+    """The daemon answered ``CLOSED``: it is shutting down."""
+
+
 def daemon_error(code: int, message: str) -> KvallocError:
     """The exception for an answer with ``code`` other than ``OK``."""
     try:
@@ -108,4 +114,6 @@ def daemon_error(code: int, message: str) -> KvallocError:
         return WrongEpochError(c, message)
     if c is Code.NOT_ALLOWED:
         return NotAllowedError(c, message)
+    if c is Code.CLOSED:
+        return DaemonClosedError(c, message)
     return DaemonError(c, message)

@@ -43,7 +43,7 @@ def _string_bytes(s: Union[str, bytes], what: str, i: int) -> bytes:
         b = bytes(s)
     else:
         raise InvalidArgumentError(
-            f"key {i}: {what} is a {type(s).__name__}, not a str")
+            f"key {i}: {what} is of type {type(s).__name__}, not str")
     if len(b) > MAX_STRING_LEN:
         raise InvalidArgumentError(
             f"key {i}: {what} is {len(b)} bytes, over the limit "
@@ -89,10 +89,18 @@ def _encode(keys: Sequence[ObjectKey]) -> Tuple[List[bytes], List[bytes]]:
             f"key {i}: kv_rank or group_id is not an unsigned 32-bit "
             "integer") from None
     except (TypeError, ValueError) as e:
-        raise InvalidArgumentError(
-            f"key {i} is not an ObjectKey of (bytes, str, int, int, str): "
-            f"{e}") from None
+        raise InvalidArgumentError(f"key {i}: {_why(keys[i], e)}") from None
     return strings, records
+
+
+def _why(k: object, e: Exception) -> str:
+    """What is wrong with a key that did not encode."""
+    if not isinstance(k, tuple) or len(k) != 5:
+        return (f"a {type(k).__name__} is not an ObjectKey of (chunk_hash, "
+                "model, kv_rank, group_id, cache_salt)")
+    if not isinstance(k[0], (bytes, bytearray, memoryview)):
+        return f"the chunk hash is a {type(k[0]).__name__}, not bytes"
+    return f"not an ObjectKey of (bytes, str, int, int, str): {e}"
 
 
 class KeyBatch(Sequence[ObjectKey]):

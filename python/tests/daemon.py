@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -79,8 +80,9 @@ class Daemon:
         self.proc: Optional[subprocess.Popen] = None
         self.log = os.path.join(os.path.dirname(self.socket), "kvallocd.log")
 
-    def start(self, timeout: float = 30) -> "Daemon":
-        """Start it and wait until it answers a ping."""
+    def start(self, timeout: float = 30, ping: bool = True) -> "Daemon":
+        """Start it and wait until it answers a ping (with ``ping``) or
+        until its socket accepts connections."""
         log = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [daemon_binary(), "-socket", self.socket,
@@ -94,10 +96,14 @@ class Daemon:
                 raise RuntimeError(f"kvallocd exited {self.proc.returncode}:"
                                    f" {self.log_text()}")
             try:
-                with Client(self.socket, timeout=2) as c:
-                    c.ping()
+                if ping:
+                    with Client(self.socket, timeout=2) as c:
+                        c.ping()
+                else:
+                    with socket.socket(socket.AF_UNIX) as s:
+                        s.connect(self.socket)
                 return self
-            except ConnectionLostError:
+            except (ConnectionLostError, OSError):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.02)
