@@ -118,6 +118,21 @@ class Daemon:
         assert self.proc is not None
         self.proc.send_signal(sig)
 
+    def pause(self) -> None:
+        """SIGSTOP it and wait until the kernel has stopped it."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while _state(self.proc.pid) != "T":
+            if time.monotonic() > deadline:
+                raise RuntimeError("kvallocd did not stop")
+            time.sleep(0.001)
+
+    def resume(self) -> None:
+        """SIGCONT it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL it and reap it."""
         if self.proc is not None and self.proc.poll() is None:
@@ -152,6 +167,12 @@ class Daemon:
     def go_stats(self) -> Dict[str, int]:
         """The daemon's stats as the Go client sees them."""
         return self.go("stats")
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (``T`` once stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def key_json(keys, stamps: Optional[List[tuple]] = None) -> List[dict]:

@@ -1,7 +1,6 @@
 """A killed client, a killed or stalled daemon, and the way back."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -119,13 +118,13 @@ class TestLostDaemon(unittest.TestCase):
     def test_stalled(self):
         c = self.daemon.client(timeout=0.5)
         self.addCleanup(c.close)
-        self.daemon.signal(signal.SIGSTOP)
-        self.addCleanup(self.daemon.signal, signal.SIGCONT)
+        self.daemon.pause()
+        self.addCleanup(self.daemon.resume)
         self.assertWithin(1.5, DeadlineExceededError, c.ping)
         self.assertTrue(c.closed)
         self.assertWithin(1.5, DeadlineExceededError, Client,
                           self.daemon.socket, timeout=0.5)
-        self.daemon.signal(signal.SIGCONT)
+        self.daemon.resume()
         c.reconnect()
         c.ping()
 
