@@ -106,7 +106,9 @@ func (c *conn) readFrame() ([]byte, string) {
 	}
 	_ = c.c.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 	frame := buf
+	var h wire.Header // known once the whole header is in
 	if _, err = io.ReadFull(c.c, buf[n:]); err == nil {
+		h, _ = wire.ParseHeader(buf)
 		frame, err = wire.ReadBody(c.c, buf)
 	}
 	if cap(frame) > cap(c.in) {
@@ -117,12 +119,9 @@ func (c *conn) readFrame() ([]byte, string) {
 	case err == nil:
 		return frame, ""
 	case errors.As(err, &we):
-		// The header itself is bad: answer with its type if it has one.
-		h, _ := wire.ParseHeader(buf)
 		c.refuse(h, we)
 		return nil, "bad frame: " + we.Error()
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		h, _ := wire.ParseHeader(buf)
 		msg := fmt.Sprintf("a frame was begun and not finished within %v", c.s.cfg.FrameTimeout)
 		c.refuse(h, &wire.Error{Code: wire.CodeTimeout, Msg: msg})
 		return nil, "timeout: " + msg

@@ -25,6 +25,9 @@ type pool interface {
 	Size() int64
 	// Progress says how far population and pinning have got.
 	Progress() allocator.SegmentProgress
+	// First waits until the first segment is ready, and returns the
+	// failure that stopped it otherwise.
+	First() error
 }
 
 // PoolOptions configures the pool.
@@ -55,6 +58,7 @@ type memfdPool struct {
 	lock bool
 
 	grown  atomic.Int64 // segments ready, lowest first
+	first  chan struct{} // closed when the first segment is ready, or the preparation stops
 	err    atomic.Pointer[error]
 	stop   atomic.Bool
 	done   chan struct{}
@@ -99,10 +103,11 @@ func newPool(size int64, opts PoolOptions) (*memfdPool, error) {
 		return fail("mmap", err)
 	}
 	p := &memfdPool{fd: fd, mem: mem, size: size, seg: seg, nseg: int((size + seg - 1) / seg),
-		lock: opts.Lock, done: make(chan struct{}), start: time.Now()}
+		lock: opts.Lock, done: make(chan struct{}), first: make(chan struct{}), start: time.Now()}
 	if !opts.Populate && !opts.Lock {
 		p.grown.Store(int64(p.nseg))
 		p.doneAt.Store(1)
+		close(p.first)
 		close(p.done)
 		return p, nil
 	}
@@ -112,7 +117,9 @@ func newPool(size int64, opts PoolOptions) (*memfdPool, error) {
 
 // prepare populates (and locks) the segments in order, publishing each.
 func (p *memfdPool) prepare() {
-	defer func() { p.doneAt.Store(int64(time.Since(p.start)) + 1); close(p.done) }()
+	var firstOnce sync.Once
+	signal := func() { firstOnce.Do(func() { close(p.first) }) }
+	defer func() { signal(); p.doneAt.Store(int64(time.Since(p.start)) + 1); close(p.done) }()
 	for i := 0; i < p.nseg && !p.stop.Load(); i++ {
 		off := int64(i) * p.seg
 		mem := p.mem[off:min(off+p.seg, p.size)]
@@ -126,7 +133,19 @@ func (p *memfdPool) prepare() {
 			return
 		}
 		p.grown.Store(int64(i + 1))
+		signal()
 	}
+}
+
+func (p *memfdPool) First() error {
+	<-p.first
+	if p.Grown() > 0 {
+		return nil
+	}
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	return fmt.Errorf("%w: pool closed before its first segment was ready", allocator.ErrClosed)
 }
 
 func (p *memfdPool) Bytes() []byte { return p.mem }

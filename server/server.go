@@ -69,9 +69,11 @@ type CloseRecord struct {
 const maxCloses = 4096
 
 // New makes the pool (the memfd, sealed, mapped MAP_SHARED, populated in
-// the background when cfg.Pool.Populate is set), the allocator and the
-// manager over it, takes the socket (see listen), and starts the metrics
-// listener when asked. It serves nothing until Serve.
+// the background when cfg.Pool.Populate is set, and then waited for until
+// its first segment is ready), the allocator and the manager over it, takes
+// the socket (see listen), and starts the metrics listener when asked. The
+// rest of the pool joins the allocator as it becomes ready. It serves
+// nothing until Serve.
 func New(cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -89,6 +91,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.pool = p
+	if err := p.First(); err != nil {
+		p.Close()
+		return nil, err
+	}
 	s.alloc, err = allocator.New(p, allocator.Options{Align: cfg.Align})
 	if err != nil {
 		p.Close()
