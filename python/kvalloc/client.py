@@ -255,10 +255,7 @@ class Client:
         """
         kb = self._keys(keys)
         n = len(kb)
-        if isinstance(size, bool) or not isinstance(size, int) \
-                or not 0 < size <= MAX_INT64:
-            raise InvalidArgumentError(
-                f"size {size!r} is not an int in [1, 2^63-1]")
+        size = _size(size)
         try:
             mode = Mode(mode)
         except ValueError:
@@ -447,6 +444,14 @@ def _leases(leases: Leases, n: int, epoch: int) -> bytes:
         leases = leases.leases
     _one_per_key(leases, n, "leases")
     return pack_array("Q", leases, "lease")
+
+
+def _size(size: int) -> int:
+    if isinstance(size, bool) or not isinstance(size, int) \
+            or not 0 < size <= MAX_INT64:
+        raise InvalidArgumentError(
+            f"size {size!r} is not an int in [1, 2^63-1]")
+    return size
 
 
 def _locks(locks: int) -> int:

@@ -28,6 +28,32 @@ def stamps(kb, writer: str) -> List[Tuple[bytes, bytes]]:
     return out
 
 
+def python_to_go(daemon: Daemon, c, kb: KeyBatch, size: int) -> List[str]:
+    """Write stamps through ``c``'s mapping, have the Go client read them
+    back; what differed (empty when all is well). Leaves nothing behind."""
+    from daemon import key_json
+    problems = []
+    st = stamps(kb, "python")
+    res = c.reserve_write(kb, size)
+    if not res.all_ok():
+        return [f"reserve_write: {res.statuses}"]
+    for i, v in enumerate(c.views(res)):
+        v[:STAMP] = st[i][0]
+        v[size - STAMP:size] = st[i][1]
+    fin = c.finish_write(kb, res)
+    if not fin.all_ok():
+        problems.append(f"finish_write: {fin}")
+    got = daemon.go("-size", str(size), "-stamp", str(STAMP), "read",
+                    stdin=key_json(kb))
+    for i, g in enumerate(got):
+        want = ("OK", res.offsets[i], st[i][0].hex(), st[i][1].hex())
+        have = (g["status"], g["offset"], g.get("head"), g.get("tail"))
+        if have != want:
+            problems.append(f"key {i}: Go read {have}, Python wrote {want}")
+    c.delete(kb, force=True)
+    return problems
+
+
 class DaemonTest(unittest.TestCase):
     """A test case with a daemon of its own for each test."""
 

@@ -7,7 +7,7 @@ from kvalloc import (PARTIAL, InvalidArgumentError, KeyBatch, Mode, Status)
 from kvalloc.limits import MAX_INT64
 
 from daemon import MIB
-from helpers import STAMP, DaemonTest, keys, stamps
+from helpers import STAMP, DaemonTest, keys, python_to_go, stamps
 
 SIZE = 8 * MIB
 
@@ -15,24 +15,10 @@ SIZE = 8 * MIB
 class TestCycle(DaemonTest):
 
     def test_python_writes_go_reads(self):
-        kb = keys(64, "py-go")
-        st = stamps(kb, "python")
         with self.daemon.client() as c:
-            res = c.reserve_write(kb, SIZE)
-            self.assertTrue(res.all_ok(), res.statuses)
-            for i, v in enumerate(c.views(res)):
-                self.assertEqual(len(v), SIZE)
-                v[:STAMP] = st[i][0]
-                v[SIZE - STAMP:] = st[i][1]
-            self.assertTrue(c.finish_write(kb, res).all_ok())
-            got = self.daemon.go("-size", str(SIZE), "-stamp", str(STAMP),
-                                 "read", stdin=_json(kb))
-            for i, g in enumerate(got):
-                self.assertEqual(g["status"], "OK")
-                self.assertEqual(g["offset"], res.offsets[i])
-                self.assertEqual(bytes.fromhex(g["head"]), st[i][0])
-                self.assertEqual(bytes.fromhex(g["tail"]), st[i][1])
-            self.assertTrue(c.delete(kb).all_ok())
+            self.assertEqual(python_to_go(self.daemon, c, keys(64, "py-go"),
+                                          SIZE), [])
+            self.assertEqual(c.stats().objects, 0)
 
     def test_go_writes_python_reads(self):
         kb = keys(64, "go-py")

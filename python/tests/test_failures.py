@@ -21,19 +21,23 @@ SIZE = 8 * MIB
 class TestKilledClient(DaemonTest):
     """A Python client SIGKILLed while it holds locks leaves none."""
 
+    def start_child(self, mode: str, n: int) -> subprocess.Popen:
+        """Run child.py in ``mode`` and wait until it is ready."""
+        p = subprocess.Popen([sys.executable, CHILD, self.daemon.socket,
+                              mode, str(n)], stdout=subprocess.PIPE)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        line = p.stdout.readline()
+        p.stdout.close()
+        self.assertEqual(line, b"ready\n", "the child did not get ready")
+        return p
+
     def kill_child(self, mode: str, n: int) -> float:
         """Run child.py in ``mode``, SIGKILL it once ready; seconds until
         the daemon counts its connection closed."""
         before = self.daemon.go_stats()["conns_closed"]
-        p = subprocess.Popen([sys.executable, CHILD, self.daemon.socket,
-                              mode, str(n)], stdout=subprocess.PIPE)
-        self.addCleanup(p.wait)
-        try:
-            line = p.stdout.readline()
-            self.assertEqual(line, b"ready\n", "the child did not get ready")
-        finally:
-            p.kill()
-            p.stdout.close()
+        p = self.start_child(mode, n)
+        p.kill()
         killed = time.monotonic()
         p.wait(10)
         while self.daemon.go_stats()["conns_closed"] == before:
@@ -45,6 +49,10 @@ class TestKilledClient(DaemonTest):
     def test_mid_write(self):
         n = 32
         self.kill_child("write", n)
+        self.assert_nothing_locked(n)
+
+    def assert_nothing_locked(self, n: int) -> None:
+        """The dead writer's n keys: released, and free for a Go writer."""
         s = self.daemon.go_stats()
         self.assertEqual(s["write_locked"], 0)
         self.assertEqual(s["released_writes"], n)
