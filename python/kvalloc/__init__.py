@@ -31,6 +31,6 @@ __all__ = [
     "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
     "WrongEpochError", "NotAllowedError", "ConnectionLostError",
-    "DeadlineExceededError", "DaemonClosedError", "FrameError", "default_socket_path",
-    "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
+    "DeadlineExceededError", "DaemonClosedError", "FrameError",
+    "default_socket_path", "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
 ]

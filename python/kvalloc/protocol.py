@@ -21,7 +21,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from .enums import Code, Flag, MessageType, Mode
+from .enums import Code, Flag, MessageType
 from .errors import FrameError, InvalidArgumentError
 from .keys import KeyBatch, ObjectKey
 from .limits import (HEADER_SIZE, MAGIC, MAX_FRAME, MAX_KEYS,
@@ -214,7 +214,8 @@ def encode_request(q: Request) -> bytes:
         raise InvalidArgumentError(
             f"{len(q.temporary)} temporary flags for {n} keys")
     if q.positions and len(q.positions) != n:
-        raise InvalidArgumentError(f"{len(q.positions)} positions for {n} keys")
+        raise InvalidArgumentError(
+            f"{len(q.positions)} positions for {n} keys")
     if t.has_leases and len(q.leases) != n:
         raise InvalidArgumentError(f"{len(q.leases)} leases for {n} keys")
     if not t.has_leases and q.leases:

@@ -48,9 +48,11 @@ def _status_name(v: int) -> str:
         return f"Status({v})"
 
 
+_EMPTY = (0, "", [], None, {})
+
+
 def _drop_empty(d: Dict[str, Any], keep: tuple) -> Dict[str, Any]:
-    return {k: v for k, v in d.items() if k in keep or v not in (0, "", [],
-                                                                  None, {})}
+    return {k: v for k, v in d.items() if k in keep or v not in _EMPTY}
 
 
 def request_json(q: Request) -> Dict[str, Any]:
