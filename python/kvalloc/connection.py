@@ -1,8 +1,9 @@
 """One Unix-domain socket to kvallocd: whole frames, each under a deadline.
 
 Every operation takes an absolute deadline (``time.monotonic()`` seconds)
-and sets the socket's timeout to what is left of it before each system
-call, so no call blocks past its deadline, however the daemon stalls. A
+and waits for the socket (``poll``) for no more than what is left of it,
+so no call blocks past its deadline, however the daemon stalls or
+trickles. A
 timeout raises :class:`~kvalloc.errors.DeadlineExceededError`; EOF, a reset
 or any other socket error :class:`~kvalloc.errors.ConnectionLostError`.
 After either the connection is unusable (a frame may be half sent or half
@@ -11,22 +12,29 @@ read) and the owner closes it.
 
 import array
 import os
+import select
 import socket
+import struct
 import time
 from typing import Optional, Tuple
 
-from .errors import ConnectionLostError, DeadlineExceededError
-from .limits import HEADER_SIZE
-from .protocol import parse_header
+from .enums import Code
+from .errors import ConnectionLostError, DeadlineExceededError, FrameError
+from .limits import HEADER_SIZE, MAX_FRAME
 
 __all__ = ["Connection"]
 
 _FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)
 _CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+_SIZE = struct.Struct("<I")
 
 
 class Connection:
     """A connected socket that sends and receives whole frames.
+
+    The socket is non-blocking: each send or receive is tried at once and,
+    when it would block, waited for with ``poll`` for what is left of the
+    deadline, so a call costs the system calls it needs and no more.
 
     Not safe for concurrent use; :class:`~kvalloc.client.Client` holds a
     lock around each request and its answer.
@@ -37,8 +45,12 @@ class Connection:
         self.path = path
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self._timeout(sock, deadline)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("deadline exceeded")
+            sock.settimeout(left)
             sock.connect(path)
+            sock.setblocking(False)
         except socket.timeout:
             sock.close()
             raise DeadlineExceededError(
@@ -49,13 +61,16 @@ class Connection:
                 f"kvalloc: cannot connect to kvallocd at {path}: {e}"
             ) from e
         self._sock: Optional[socket.socket] = sock
+        self._in, self._out = select.poll(), select.poll()
+        self._in.register(sock, select.POLLIN)
+        self._out.register(sock, select.POLLOUT)
 
     @staticmethod
-    def _timeout(sock: socket.socket, deadline: float) -> None:
+    def _wait(poller: "select.poll", deadline: float) -> None:
+        """Wait until the socket is ready, or raise at the deadline."""
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or not poller.poll(left * 1000 + 1):
             raise socket.timeout("deadline exceeded")
-        sock.settimeout(left)
 
     def _live(self) -> socket.socket:
         if self._sock is None:
@@ -72,9 +87,13 @@ class Connection:
     def send(self, frame: bytes, deadline: float) -> None:
         """Send ``frame`` whole by ``deadline``."""
         sock = self._live()
+        view, sent = memoryview(frame), 0
         try:
-            self._timeout(sock, deadline)
-            sock.sendall(frame)
+            while sent < len(view):
+                try:
+                    sent += sock.send(view[sent:])
+                except BlockingIOError:
+                    self._wait(self._out, deadline)
         except OSError as e:
             raise self._lost("sending to", e) from e
 
@@ -84,8 +103,9 @@ class Connection:
 
         With ``with_fd`` the first bytes are read with ``recvmsg`` and the
         file descriptor that travels with them (``SCM_RIGHTS``, opened
-        close-on-exec) is returned too, else None. The header is checked
-        before the body is read, so a bad size cannot make it allocate.
+        close-on-exec) is returned too, else None. The header's size is
+        checked before the body is read, so a bad size cannot make it
+        allocate; the rest of the header is the decoder's to check.
         """
         sock = self._live()
         head = bytearray(HEADER_SIZE)
@@ -93,18 +113,25 @@ class Connection:
         got, fd = 0, None
         try:
             try:
-                if with_fd:
-                    self._timeout(sock, deadline)
-                    data, anc, _, _ = sock.recvmsg(HEADER_SIZE, _FD_SPACE,
-                                                   _CLOEXEC)
+                while with_fd:
+                    try:
+                        data, anc, _, _ = sock.recvmsg(
+                            HEADER_SIZE, _FD_SPACE, _CLOEXEC)
+                    except BlockingIOError:
+                        self._wait(self._in, deadline)
+                        continue
                     fd = _take_fd(anc)
                     if not data:
                         raise ConnectionResetError("connection closed")
                     view[:len(data)] = data
                     got = len(data)
+                    break
                 self._fill(sock, view, got, deadline)
-                h = parse_header(head)
-                frame = bytearray(h.size)
+                size = _SIZE.unpack_from(head)[0]
+                if not HEADER_SIZE <= size <= MAX_FRAME:
+                    raise FrameError(Code.TOO_LARGE, f"kvallocd announced "
+                                     f"a frame of {size} bytes")
+                frame = bytearray(size)
                 frame[:HEADER_SIZE] = head
                 self._fill(sock, memoryview(frame), HEADER_SIZE, deadline)
             except OSError as e:
@@ -118,8 +145,11 @@ class Connection:
     def _fill(self, sock: socket.socket, view: memoryview, got: int,
               deadline: float) -> None:
         while got < len(view):
-            self._timeout(sock, deadline)
-            n = sock.recv_into(view[got:])
+            try:
+                n = sock.recv_into(view[got:])
+            except BlockingIOError:
+                self._wait(self._in, deadline)
+                continue
             if n == 0:
                 raise ConnectionResetError("connection closed by kvallocd")
             got += n

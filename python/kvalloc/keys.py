@@ -103,6 +103,41 @@ def _why(k: object, e: Exception) -> str:
     return f"not an ObjectKey of (bytes, str, int, int, str): {e}"
 
 
+def _encode_uniform(keys: Sequence[ObjectKey]
+                    ) -> Optional[Tuple[List[bytes], bytes, int]]:
+    """The common batch, fast: one model, salt, rank and group, and chunk
+    hashes of one length. The table, the records (all of one size, one
+    header repeated) and that size; None for any other batch, which
+    :func:`_encode` then encodes key by key (and explains, when bad)."""
+    try:
+        if not keys or set(map(len, keys)) != {5}:
+            return None
+        hs, ms, rs, gs, ss = zip(*keys)
+        if not len(set(ms)) == len(set(ss)) == len(set(rs)) == \
+                len(set(gs)) == 1:
+            return None
+        lens = set(map(len, hs))
+    except (TypeError, ValueError):
+        return None
+    n = lens.pop()
+    if lens or n > MAX_STRING_LEN or set(map(type, hs)) != {bytes}:
+        return None
+    m, s = ms[0], ss[0]
+    if not isinstance(m, str) or not isinstance(s, str):
+        return None
+    strings = [_string_bytes(m, "model", 0)]
+    if s != m:
+        strings.append(_string_bytes(s, "cache salt", 0))
+    try:
+        head = _RECORD.pack(n, 0, len(strings) - 1, rs[0], gs[0])
+    except struct.error:
+        return None
+    return strings, head + head.join(hs), _KEY_RECORD + n
+
+
+_KEY_RECORD = 16
+
+
 class KeyBatch(Sequence[ObjectKey]):
     """A batch of keys with its keys block encoded once, ready to send.
 
@@ -113,7 +148,8 @@ class KeyBatch(Sequence[ObjectKey]):
     :meth:`subset` picks keys without encoding them again.
     """
 
-    __slots__ = ("_keys", "_strings", "_table", "_records", "_block")
+    __slots__ = ("_keys", "_strings", "_table", "_recs", "_stride",
+                 "_block")
 
     def __init__(self, keys: Iterable[ObjectKey]) -> None:
         self._keys: Tuple[ObjectKey, ...] = tuple(keys)
@@ -121,10 +157,22 @@ class KeyBatch(Sequence[ObjectKey]):
             raise InvalidArgumentError(
                 f"{len(self._keys)} keys exceed the protocol's limit "
                 f"{MAX_KEYS}")
-        strings, records = _encode(self._keys)
-        self._strings = strings
-        self._table = b"".join(_U16.pack(len(s)) + s for s in strings)
-        self._records = records
+        fast = _encode_uniform(self._keys)
+        if fast is not None:
+            strings, recs, stride = fast
+        else:
+            strings, recs, stride = (*_encode(self._keys), 0)
+        self._init(self._keys, strings,
+                   b"".join(_U16.pack(len(s)) + s for s in strings),
+                   recs, stride)
+
+    def _init(self, keys: Tuple[ObjectKey, ...], strings: List[bytes],
+              table: bytes, recs: Union[bytes, List[bytes]],
+              stride: int) -> None:
+        # recs: the records joined (stride, their common size, > 0) or a
+        # list of them (stride 0).
+        self._keys, self._strings, self._table = keys, strings, table
+        self._recs, self._stride = recs, stride
         self._block: Optional[bytes] = None
 
     @classmethod
@@ -136,9 +184,10 @@ class KeyBatch(Sequence[ObjectKey]):
     def block(self) -> bytes:
         """The keys block's bytes (``PROTOCOL.md``, "Keys")."""
         if self._block is None:
+            recs = self._recs
             self._block = b"".join((
-                _BLOCK_HEAD.pack(len(self._records), len(self._strings)),
-                self._table, *self._records))
+                _BLOCK_HEAD.pack(len(self._keys), len(self._strings)),
+                self._table, *((recs,) if self._stride else recs)))
         return self._block
 
     def subset(self, indices: Iterable[int]) -> "KeyBatch":
@@ -147,14 +196,21 @@ class KeyBatch(Sequence[ObjectKey]):
         The subset keeps the whole string table, which the protocol allows
         (a table may hold unused entries).
         """
-        idx = list(indices)
+        keys, n, st, recs = self._keys, len(self._keys), self._stride, \
+            self._recs
+        idx = []
+        for i in indices:
+            if not -n <= i < n:
+                raise IndexError(f"key {i} of {n}")
+            idx.append(i % n)
         out = KeyBatch.__new__(KeyBatch)
-        keys, records = self._keys, self._records
-        out._keys = tuple(keys[i] for i in idx)
-        out._records = [records[i] for i in idx]
-        out._strings = self._strings
-        out._table = self._table
-        out._block = None
+        if st:
+            picked: Union[bytes, List[bytes]] = b"".join(
+                [recs[i * st:(i + 1) * st] for i in idx])
+        else:
+            picked = [recs[i] for i in idx]
+        out._init(tuple(keys[i] for i in idx), self._strings, self._table,
+                  picked, st)
         return out
 
     def __len__(self) -> int:

@@ -44,8 +44,8 @@ class TestBites(DaemonTest):
                 python_to_go(self.daemon, c, keys(4, "bite"), 8 * MIB), [])
 
     def test_no_deadline(self):
-        def timeout(sock, deadline):
-            sock.settimeout(None)
+        def wait(poller, deadline):
+            poller.poll()  # no timeout
         c = self.daemon.client(timeout=0.5)
         self.addCleanup(c.close)
         done = threading.Event()
@@ -58,8 +58,8 @@ class TestBites(DaemonTest):
             except DeadlineExceededError:
                 outcome.append("deadline")
             done.set()
-        with mock.patch.object(connection.Connection, "_timeout",
-                               staticmethod(timeout)):
+        with mock.patch.object(connection.Connection, "_wait",
+                               staticmethod(wait)):
             self.daemon.pause()
             t = threading.Thread(target=ping, daemon=True)
             t.start()
