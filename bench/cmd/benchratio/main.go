@@ -272,6 +272,9 @@ var targets = []target{
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
 	{num: m("SegmentPin/pin=mlock/workers=2", "first-ns"), den: m("SegmentPin/pin=mlock/workers=2", "full-ns"), op: "<=", bound: 0.1},
 	{num: m("SegmentPin/pin=mlock/workers=2", "GiB/s"), den: m("SegmentPin/pin=mlock/workers=1", "GiB/s"), op: ">=", bound: 1.6},
+	// The Python client's 5700-key 8 MiB cycle against the Go client's,
+	// on one daemon.
+	{num: m(pyClient+"/client=python/op=cycle", "ns/op"), den: m(pyClient+"/client=go/op=cycle", "ns/op"), op: "<=", bound: 2},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -303,6 +306,10 @@ var targets = []target{
 	{num: m("SegmentPin/pin=none/workers=2", "GiB/s"), den: m("SegmentPin/pin=none/workers=1", "GiB/s")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "first-ns"), den: m("SegmentPin/pin=cuda/workers=2", "full-ns")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
+	{num: m(pyClient+"/client=python/op=ping", "ns/op"), den: m(pyClient+"/client=go/op=ping", "ns/op"),
+		note: "Python's per-call overhead against an empty round trip"},
+	{num: m(pyClient+"/client=python/op=cycle-list", "ns/op"), den: m(pyClient+"/client=python/op=cycle", "ns/op"),
+		note: "keys encoded by every call, not once per cycle"},
 }
 
 func m(name, unit string) measure { return measure{name, unit} }
@@ -310,6 +317,10 @@ func m(name, unit string) measure { return measure{name, unit} }
 // pool8MiB is BenchmarkAllocatorPool's production case: 8 MiB objects in a
 // pool of 5700 of them (45 GiB).
 const pool8MiB = "AllocatorPool/object=8MiB/pool=45GiB"
+
+// pyClient is BenchmarkPythonClient: the Python and the Go client on one
+// daemon.
+const pyClient = "PythonClient"
 
 // evaluate computes every row from the medians in s.
 func evaluate(s samples, ts []target) []row {
