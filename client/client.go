@@ -307,8 +307,10 @@ func (c *Client) call() error {
 	}
 	if err := a.Err(); err != nil {
 		if a.Code.Closes() {
+			// The daemon closes the connection after this answer.
 			c.broken = fmt.Errorf("%w: %w", ErrDisconnected, err)
 			c.c.Close()
+			return c.broken
 		}
 		return err
 	}

@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		os.Exit(holder(os.Getenv(childSocket)))
 	case "dialer":
 		os.Exit(dialer(os.Getenv(childSocket)))
+	case "killclient":
+		os.Exit(killClient())
+	case "killdaemon":
+		os.Exit(killDaemon())
 	default:
 		fmt.Println("unknown role", os.Getenv(childRole))
 		os.Exit(2)

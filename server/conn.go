@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,11 +41,10 @@ type conn struct {
 	req wire.Request
 	ans wire.Answer
 	// dispatch's scratch (dispatch.go)
-	l1res  []l1.Result
-	passK  []l1.ObjectKey
-	passL  []l1.Lease
-	passI  []int
-	groups map[int][]int
+	l1res []l1.Result
+	passK []l1.ObjectKey
+	passL []l1.Lease
+	passI []int
 }
 
 // newConn makes the connection's state; peer and peerErr are its
@@ -209,18 +209,24 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		msg := "the first request of a connection must be its one hello"
 		c.refuse(wire.Header{Type: q.Type, ID: q.ID}, &wire.Error{Code: wire.CodeNoHello, Msg: msg})
 		return true, "no hello: " + msg
-	case c.stop.Load():
-		a.Code, a.Message = wire.CodeClosed, "the daemon is shutting down"
 	case q.Epoch != c.s.epoch:
 		a.Code = wire.CodeWrongEpoch
 		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
 	default:
 		c.s.gate.RLock()
-		err := c.dispatch(q, a)
+		var err error
+		if c.stop.Load() {
+			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
+		} else {
+			err = c.dispatch(q, a)
+		}
 		c.s.gate.RUnlock()
 		if err != nil {
 			a.Results, a.Statuses, a.Prefix = a.Results[:0], a.Statuses[:0], 0
 			a.Code, a.Message = codeOf(err), err.Error()
+			if we, ok := err.(*wire.Error); ok {
+				a.Message = we.Msg
+			}
 		}
 	}
 	if !c.writeAnswer(a) {
@@ -277,10 +283,19 @@ func (c *conn) end(why string, ended time.Time) {
 func (c *conn) release() (writes, reads int64) {
 	m := c.s.mgr
 	l := c.own
+	// Writes in lease order (the order they were granted), then reads in
+	// one FinishRead per lock count (at most MaxReadLocks each: larger
+	// holds are split), counts ascending, each in lease order, so that the
+	// recency a release leaves is determined (the model does the same).
 	if len(l.writes) > 0 {
-		keys, leases := c.passK[:0], c.passL[:0]
-		for lease, k := range l.writes {
-			keys, leases = append(keys, k), append(leases, lease)
+		leases := c.passL[:0]
+		for lease := range l.writes {
+			leases = append(leases, lease)
+		}
+		slices.Sort(leases)
+		keys := c.passK[:0]
+		for _, lease := range leases {
+			keys = append(keys, l.writes[lease])
 		}
 		sts, err := m.AbortWrite(keys, leases)
 		if err != nil {
@@ -293,25 +308,26 @@ func (c *conn) release() (writes, reads int64) {
 		}
 		c.passK, c.passL = keys[:0], leases[:0]
 	}
-	if len(l.reads) > 0 {
-		// FinishRead takes one count per call, at most MaxReadLocks: group
-		// the holds by count, splitting larger ones.
-		type hold struct {
-			k     l1.ObjectKey
-			lease l1.Lease
-		}
-		byCount := map[int][]hold{}
+	if len(l.reads) > 0 && !c.s.forgetReads {
+		byCount := map[int][]l1.Lease{}
 		for lease, h := range l.reads {
 			for left := h.locks; left > 0; {
 				n := int(min(left, l1.MaxReadLocks))
-				byCount[n] = append(byCount[n], hold{h.key, lease})
+				byCount[n] = append(byCount[n], lease)
 				left -= int64(n)
 			}
 		}
-		for n, hs := range byCount {
-			keys, leases := c.passK[:0], c.passL[:0]
-			for _, h := range hs {
-				keys, leases = append(keys, h.k), append(leases, h.lease)
+		counts := make([]int, 0, len(byCount))
+		for n := range byCount {
+			counts = append(counts, n)
+		}
+		slices.Sort(counts)
+		for _, n := range counts {
+			leases := byCount[n]
+			slices.Sort(leases)
+			keys := c.passK[:0]
+			for _, lease := range leases {
+				keys = append(keys, l.reads[lease].key)
 			}
 			sts, err := m.FinishRead(keys, leases, n)
 			if err != nil {
@@ -322,7 +338,7 @@ func (c *conn) release() (writes, reads int64) {
 					reads += int64(n)
 				}
 			}
-			c.passK, c.passL = keys[:0], leases[:0]
+			c.passK = keys[:0]
 		}
 	}
 	l.clear()

@@ -229,3 +229,36 @@ func TestPopulatedPool(t *testing.T) {
 		t.Fatalf("progress %+v", p)
 	}
 }
+
+// TestShutdownAnswer: a request that reaches a daemon shutting down is
+// answered CLOSED, and the client takes it as the end of the connection
+// (ErrDisconnected), not as a refusal of one call (fails before the
+// client's fix: the kill harness's clients got a bare CLOSED). The request
+// must be read before the shutdown marks the connection, so it waits at
+// the gate; a try where it did not get that far ends with EOF instead, and
+// is tried again.
+func TestShutdownAnswer(t *testing.T) {
+	for try := 0; ; try++ {
+		s := start(t, server.Config{})
+		c := dial(t, s)
+		release := server.HoldGate(s)
+		done := make(chan error, 1)
+		go func() { done <- c.Ping() }()
+		time.Sleep(time.Duration(10<<try) * time.Millisecond)
+		server.MarkStopping(s)
+		release()
+		err := <-done
+		if !errors.Is(err, client.ErrDisconnected) {
+			t.Fatalf("a call during shutdown: %v", err)
+		}
+		if err := c.Ping(); !errors.Is(err, client.ErrDisconnected) {
+			t.Fatalf("after it: %v", err)
+		}
+		if errors.Is(err, wire.ErrClosed) {
+			return
+		}
+		if try == 5 {
+			t.Fatalf("no try got the CLOSED answer: %v", err)
+		}
+	}
+}

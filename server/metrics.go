@@ -62,35 +62,25 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.inner.Collect(ch)
 	s := c.s
-	type row struct {
-		labels []string
-		w, r   int64
-		opened time.Time
-	}
-	s.mu.Lock()
-	rows := make([]row, 0, len(s.conns))
-	for cn := range s.conns {
-		labels := []string{strconv.FormatUint(cn.id, 10), strconv.Itoa(int(cn.peer.PID)), strconv.FormatUint(uint64(cn.peer.UID), 10)}
-		rows = append(rows, row{labels: labels, w: cn.own.nwrites.Load(), r: cn.own.nreads.Load(), opened: cn.opened})
-	}
-	s.mu.Unlock()
+	conns := s.Connections()
 	g := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
 	k := func(d *prometheus.Desc, v uint64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
-	g(descConns, float64(len(rows)))
+	g(descConns, float64(len(conns)))
 	k(descAccepted, s.accepted.Load())
 	k(descClosed, s.closed.Load())
 	k(descRefused, s.refused.Load())
 	k(descRelW, s.releasedWrites.Load())
 	k(descRelR, s.releasedReads.Load())
 	k(descRelB, s.relBytes.Load())
-	for _, r := range rows {
-		g(descConnW, float64(r.w), r.labels...)
-		g(descConnR, float64(r.r), r.labels...)
-		g(descConnAge, time.Since(r.opened).Seconds(), r.labels...)
+	for _, cn := range conns {
+		labels := []string{strconv.FormatUint(cn.ID, 10), strconv.Itoa(int(cn.Peer.PID)), strconv.FormatUint(uint64(cn.Peer.UID), 10)}
+		g(descConnW, float64(cn.Writes), labels...)
+		g(descConnR, float64(cn.ReadLocks), labels...)
+		g(descConnAge, time.Since(cn.Opened).Seconds(), labels...)
 	}
 }
 

@@ -57,7 +57,7 @@ type memfdPool struct {
 	nseg int
 	lock bool
 
-	grown  atomic.Int64 // segments ready, lowest first
+	grown  atomic.Int64  // segments ready, lowest first
 	first  chan struct{} // closed when the first segment is ready, or the preparation stops
 	err    atomic.Pointer[error]
 	stop   atomic.Bool

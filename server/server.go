@@ -46,6 +46,11 @@ type Server struct {
 	closes  []CloseRecord // the most recent, for tests and the kill harness
 	wg      sync.WaitGroup
 
+	// forgetReads is a deliberate bug, set only by the kill harness's
+	// bite test (export_test.go): a connection's end forgets its read
+	// locks instead of releasing them.
+	forgetReads bool
+
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
 }
@@ -206,6 +211,25 @@ func (s *Server) SocketPath() string { return s.cfg.SocketPath }
 // Pool returns the pool's memory (the daemon's own mapping) and its
 // progress.
 func (s *Server) Pool() ([]byte, allocator.SegmentProgress) { return s.pool.Bytes(), s.pool.Progress() }
+
+// ConnInfo is one open connection: its peer and what it holds.
+type ConnInfo struct {
+	ID                uint64
+	Peer              Peer
+	Opened            time.Time
+	Writes, ReadLocks int64 // write reservations and read locks held
+}
+
+// Connections returns the open connections.
+func (s *Server) Connections() []ConnInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ConnInfo, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, ConnInfo{ID: c.id, Peer: c.peer, Opened: c.opened, Writes: c.own.nwrites.Load(), ReadLocks: c.own.nreads.Load()})
+	}
+	return out
+}
 
 // Closes returns the records of the connections that ended, oldest first
 // (the last 4096).
