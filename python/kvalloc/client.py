@@ -352,20 +352,19 @@ class Client:
     def _results(self, t: MessageType, kb: KeyBatch,
                  timeout: Optional[float], **params: int) -> Results:
         a = self._keyed(t, kb, timeout, **params)
-        if a.results is None or len(a.results) != len(kb):
-            raise self._broken(f"{t.wire_name} answer with "
-                               f"{len(a.results or ())} results for "
-                               f"{len(kb)} keys")
-        return a.results
+        return self._counted(t, a.results, len(kb), "results")
 
     def _statuses(self, t: MessageType, kb: KeyBatch,
                   timeout: Optional[float], **params: int) -> StatusList:
         a = self._keyed(t, kb, timeout, **params)
-        if a.statuses is None or len(a.statuses) != len(kb):
+        return self._counted(t, a.statuses, len(kb), "statuses")
+
+    def _counted(self, t: MessageType, got, n: int, what: str):
+        """``got``, checked to hold one entry per key."""
+        if got is None or len(got) != n:
             raise self._broken(f"{t.wire_name} answer with "
-                               f"{len(a.statuses or ())} statuses for "
-                               f"{len(kb)} keys")
-        return a.statuses
+                               f"{len(got or ())} {what} for {n} keys")
+        return got
 
     def _keyed(self, t: MessageType, kb: KeyBatch, timeout: Optional[float],
                size: int = 0, locks: int = 0, mode: int = 0, flags: int = 0,
