@@ -130,8 +130,12 @@ class Client:
                 raise FrameError(Code.BAD_FRAME, f"hello answer with pool "
                                  f"size {h.pool_size}, alignment {h.align}, "
                                  f"epoch {a.epoch}")
-            self._map = mmap.mmap(fd, h.pool_size, flags=mmap.MAP_SHARED,
-                                  prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            try:
+                self._map = mmap.mmap(fd, h.pool_size, flags=mmap.MAP_SHARED,
+                                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            except (OSError, ValueError) as e:
+                raise KvallocError(f"kvalloc: mapping the pool of "
+                                   f"{h.pool_size} bytes: {e}") from e
         finally:
             if fd is not None:
                 os.close(fd)

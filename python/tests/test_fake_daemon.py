@@ -14,7 +14,8 @@ import time
 import unittest
 
 from kvalloc import (Client, ConnectionLostError, DeadlineExceededError,
-                     FrameError, KeyBatch, MessageType, ObjectKey)
+                     FrameError, KeyBatch, KvallocError, MessageType,
+                     ObjectKey)
 from kvalloc.enums import Code
 from kvalloc.protocol import Answer, decode_request, encode_answer
 from kvalloc.results import Hello, Result, Results
@@ -141,6 +142,11 @@ class TestFakeDaemon(unittest.TestCase):
 
     def test_hello_with_no_pool(self):
         self.run_case(None, FrameError, hello=_hello_answer(pool_size=0))
+
+    def test_a_pool_smaller_than_the_hello_says(self):
+        e = self.run_case(None, KvallocError,
+                          hello=_hello_answer(pool_size=2 * POOL))
+        self.assertIn("mapping the pool", str(e))
 
     def test_a_hello_never_answered(self):
         self.run_case(_stall, DeadlineExceededError, hello=b"", fd=False)
