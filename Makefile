@@ -95,12 +95,12 @@ fuzz-replay:
 # See bench/doc.go for what each benchmark measures and its floor.
 
 BENCH_OUT   ?= bench/out
-# make bench appends every run here, keyed by commit (bench/cmd/benchhist);
+# make bench appends every run here, keyed by commit (benchratio -record);
 # untracked; CI keeps it as an artifact. make bench-history plots it.
 BENCH_HISTORY ?= bench/history
-# Rounds of the whole suite; each round runs every benchmark once, so the
-# rounds interleave in time and a slow phase of the machine hits a result
-# and its floor alike.
+# Rounds of the whole suite (bench/run.sh); each round runs every benchmark
+# once, so the rounds interleave in time and a slow phase of the machine
+# hits a result and its floor alike.
 BENCH_COUNT ?= 10
 BENCH_TIME  ?= 0.3s
 BENCH_RE    ?= .
@@ -112,30 +112,48 @@ BENCH_CI_TIME  ?= 100ms
 BENCH_DIFF_FLAGS ?= -count 10 -benchtime 200ms
 BENCH_NONE  := ^$$
 
-.PHONY: bench bench-ci bench-diff profile
+.PHONY: bench bench-run bench-report bench-trace bench-ci bench-diff profile
 
-## bench: the suite in BENCH_COUNT rounds into bench/out/bench.txt, then the
-## benchstat summary and the ratios against the in-run floors (also in
-## bench/out/ratios.md); appends the run to BENCH_HISTORY.
+## bench: the whole benchmark pipeline, its steps in this order (also
+## under make -j): bench-run, bench-report, scenarios, bench-trace.
 bench:
-	@mkdir -p $(BENCH_OUT)
-	$(GO) test -c -o $(BENCH_OUT)/bench.test ./bench/
-	@{ git rev-parse --verify -q HEAD || echo unknown; \
-	  if git status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then echo true; else echo false; fi; } >$(BENCH_OUT)/bench.commit
-	@rm -f $(BENCH_OUT)/bench.txt; start=$$(date +%s); i=0; \
-	while [ $$i -lt $(BENCH_COUNT) ]; do i=$$((i+1)); \
-	  echo "bench: round $$i of $(BENCH_COUNT) ($$(( $$(date +%s) - start ))s so far)"; \
-	  $(BENCH_OUT)/bench.test -test.run='$(BENCH_NONE)' -test.bench='$(BENCH_RE)' -test.benchmem \
-	    -test.benchtime=$(BENCH_TIME) -test.count=1 -test.timeout=10m -test.v >>$(BENCH_OUT)/bench.txt 2>&1 \
-	    || { tail -n 30 $(BENCH_OUT)/bench.txt; echo "bench: round $$i failed; see $(BENCH_OUT)/bench.txt"; exit 1; }; \
-	done; echo "bench: $(BENCH_COUNT) rounds in $$(( $$(date +%s) - start ))s, results in $(BENCH_OUT)/bench.txt"
-	@grep -h 'unavailable:' $(BENCH_OUT)/bench.txt | sed 's/^ *[a-z_]*\.go:[0-9]*: /skipped: /' | sort -u
-	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
-	$(GO) run ./bench/cmd/benchratio -md $(BENCH_OUT)/ratios.md $(BENCH_OUT)/bench.txt
-	@$(GO) run ./bench/cmd/benchhist -dir $(BENCH_HISTORY) -commit $$(sed -n 1p $(BENCH_OUT)/bench.commit) \
-	  -dirty=$$(sed -n 2p $(BENCH_OUT)/bench.commit) $(BENCH_OUT)/bench.txt
+	@$(MAKE) --no-print-directory bench-run
+	@$(MAKE) --no-print-directory bench-report
 	@$(MAKE) --no-print-directory scenarios
+	@$(MAKE) --no-print-directory bench-trace
+
+## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
+## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
+## (bench/run.sh).
+bench-run:
+	GO=$(GO) BENCH_OUT=$(BENCH_OUT) BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME) BENCH_RE='$(BENCH_RE)' sh bench/run.sh
+
+## bench-report: the benchstat summary of bench/out/bench.txt and the
+## ratios against the in-run floors (also in bench/out/ratios.md); appends
+## the run to BENCH_HISTORY under the commit bench-run noted.
+bench-report:
+	$(GO) tool benchstat $(BENCH_OUT)/bench.txt
+	$(GO) run ./bench/cmd/benchratio -md $(BENCH_OUT)/ratios.md -record $(BENCH_HISTORY) \
+	  -commit $$(sed -n 1p $(BENCH_OUT)/bench.commit) -dirty=$$(sed -n 2p $(BENCH_OUT)/bench.commit) $(BENCH_OUT)/bench.txt
+
+## bench-trace: the trace replay at TRACE_POOL alone (make trace sweeps
+## TRACE_POOLS).
+bench-trace:
 	$(GO) run ./bench/cmd/trace -pool $(TRACE_POOL) $(TRACE_FILE)
+
+.PHONY: device-check
+# DEVICE_CHECK_FLAGS are devicecheck's flags (-pool, -block, -copies, -timeout).
+DEVICE_CHECK_FLAGS ?=
+## device-check: on a machine with an NVIDIA GPU, copy 8 MiB blocks between
+## the GPU and a CUDA-host region, a segmented pool pinned with
+## cudaHostRegister and pageable memory; print GiB/s, the ratios and time to
+## first allocation ÷ time to pin the pool; check every round trip's bytes.
+## At most 5 minutes. Without a GPU it exits 3, "no GPU: ..." (see
+## bench/cmd/devicecheck).
+device-check:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) build -o $(BENCH_OUT)/devicecheck ./bench/cmd/devicecheck
+	timeout -k 10 320 $(BENCH_OUT)/devicecheck $(DEVICE_CHECK_FLAGS)
 
 .PHONY: bench-history
 ## bench-history: each target's ratio over the runs in BENCH_HISTORY, as
@@ -159,7 +177,7 @@ TRACE_POOLS ?= 0.1,0.25,0.5
 ## the ideal-LRU and Belady bounds at pool fractions TRACE_POOLS: the tables
 ## on stdout, bench/out/mooncake-conversation.md and
 ## bench/out/mooncake-conversation-hitrate.{svg,png}. make bench runs it at
-## TRACE_POOL alone.
+## TRACE_POOL alone (bench-trace).
 trace:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) run ./bench/cmd/trace -out $(BENCH_OUT) -pool $(TRACE_POOLS) $(TRACE_FILE)
@@ -194,6 +212,13 @@ bench-diff:
 # and bench's TestAllocsPerOpIndependentOfN hold that) gets no heap table,
 # since its profile is all setup; the others are shown under -focus on the
 # package they measure (PROF_FOCUS_*), which drops the setup's stacks.
+#
+# The tables are go tool pprof -top's (kept as NAME.{flat,cum,mem}.top), by
+# flat and then by cum, the cum table without pprof's header; PPROF_SHORT
+# drops the module path and the type arguments pprof spells out for generic
+# code (l1.(*Manager[go.shape.struct { ... }]) becomes l1.(*Manager[…])).
+PPROF       := $(GO) tool pprof -top
+PPROF_SHORT := sed -e 's,github.com/kvalloc/kvalloc/,,g' -e 's/\[go\.shape\.struct {[^}]*}\]/[…]/g' -e 's/\[go\.shape\.[^][]*\]/[…]/g'
 PROFILE_DIR := $(BENCH_OUT)/profile
 PROF_allocate   := ^BenchmarkAllocate$$/^region=heap$$
 PROF_batch      := ^BenchmarkAllocateBatch$$/^region=heap$$/^placement=scattered$$/^n=5700$$
@@ -212,9 +237,13 @@ define PROFILE_ONE
 	@$(PROFILE_DIR)/bench.test -test.run='$(BENCH_NONE)' -test.bench='$(PROF_$(1))' -test.benchtime=$(2) \
 	  -test.benchmem -test.cpuprofile=$(PROFILE_DIR)/$(1).cpu.pprof -test.memprofile=$(PROFILE_DIR)/$(1).mem.pprof \
 	  >$(PROFILE_DIR)/$(1).txt 2>&1 || { cat $(PROFILE_DIR)/$(1).txt; exit 1; }
-	@$(PROFILE_DIR)/pproftop -n 8 $(PROFILE_DIR)/$(1).cpu.pprof
+	@$(PPROF) -nodecount=8 $(PROFILE_DIR)/bench.test $(PROFILE_DIR)/$(1).cpu.pprof >$(PROFILE_DIR)/$(1).flat.top \
+	  && $(PPROF_SHORT) $(PROFILE_DIR)/$(1).flat.top
+	@$(PPROF) -cum -nodecount=8 $(PROFILE_DIR)/bench.test $(PROFILE_DIR)/$(1).cpu.pprof >$(PROFILE_DIR)/$(1).cum.top \
+	  && echo "by cum:" && sed -n '/flat%/,$$p' $(PROFILE_DIR)/$(1).cum.top | $(PPROF_SHORT)
 	@if ! grep -q 'allocs/op' $(PROFILE_DIR)/$(1).txt || grep 'allocs/op' $(PROFILE_DIR)/$(1).txt | grep -qv ' 0 allocs/op'; then \
-	  $(PROFILE_DIR)/pproftop -n 6 -tables flat -sample_index alloc_space -focus '$(or $(PROF_FOCUS_$(1)),.)' $(PROFILE_DIR)/$(1).mem.pprof; \
+	  $(PPROF) -nodecount=6 -sample_index=alloc_space -focus='$(or $(PROF_FOCUS_$(1)),.)' $(PROFILE_DIR)/bench.test \
+	    $(PROFILE_DIR)/$(1).mem.pprof >$(PROFILE_DIR)/$(1).mem.top && $(PPROF_SHORT) $(PROFILE_DIR)/$(1).mem.top; \
 	else echo "heap: 0 allocs/op in the timed loop; $(1).mem.pprof holds only setup"; fi
 
 endef
@@ -224,7 +253,6 @@ endef
 profile:
 	@mkdir -p $(PROFILE_DIR)
 	$(GO) test -c -o $(PROFILE_DIR)/bench.test ./bench/
-	$(GO) build -o $(PROFILE_DIR)/pproftop ./bench/cmd/pproftop
 	$(call PROFILE_ONE,allocate,30000000x)
 	$(call PROFILE_ONE,batch,60000x)
 	$(call PROFILE_ONE,fragsingle,15000000x)
@@ -235,8 +263,22 @@ profile:
 	$(call PROFILE_ONE,batch8mib,20000x)
 	$(call PROFILE_ONE,free8mib,20000x)
 
-.PHONY: cflite-check
-## cflite-check: run .clusterfuzzlite/build.sh here, without docker, with
-## stand-ins for the OSS-Fuzz builders; lists the seed corpus zips.
+# LIBFUZZER_TIME is how long make libfuzzer runs each target, in seconds.
+LIBFUZZER_TIME ?= 30
+LIBFUZZER_TARGETS ?=
+
+.PHONY: libfuzzer cflite-check
+## libfuzzer: build every native fuzz target as a libFuzzer binary with
+## .clusterfuzzlite/build.sh (the ClusterFuzzLite build), here and without
+## docker, installing clang from Debian's packages if it is missing; prove
+## the crash path on a broken allocator; then run each target
+## LIBFUZZER_TIME seconds on its committed corpus (LIBFUZZER_TARGETS
+## narrows the runs). A crash is written back as a Go corpus file that
+## make fuzz-replay replays.
+libfuzzer:
+	LIBFUZZER_TIME=$(LIBFUZZER_TIME) bash .clusterfuzzlite/libfuzzer.sh $(LIBFUZZER_TARGETS)
+
+## cflite-check: the build half of make libfuzzer: build.sh and the check of
+## the seed zips' layout against the built harness; runs nothing.
 cflite-check:
-	bash .clusterfuzzlite/check-local.sh
+	bash .clusterfuzzlite/libfuzzer.sh -build-only

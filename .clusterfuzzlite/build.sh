@@ -1,34 +1,53 @@
 #!/bin/bash -eu
-# Builds every native fuzz target of package github.com/kvalloc/kvalloc/fuzz
-# (each `func FuzzX(f *testing.F)` in fuzz/*_test.go) as a libFuzzer binary
-# $OUT/FuzzX with compile_native_go_fuzzer_v2, and ships the committed
-# corpus fuzz/testdata/fuzz/FuzzX/ as $OUT/FuzzX_seed_corpus.zip.
+# Builds every native fuzz target of the module (each `func FuzzX(f
+# *testing.F)` that fuzz/targets.sh finds, in fuzz/ or any other package)
+# as a libFuzzer binary $OUT/FuzzX, and ships the committed corpus
+# DIR/testdata/fuzz/FuzzX/ as $OUT/FuzzX_seed_corpus.zip.
 #
-# What the v2 builder (go-118-fuzz-build_v2) does, and what this script
-# relies on:
-#   - It overlays $GOROOT/src/testing/fuzz.go, so F.Fuzz runs the body once
-#     per libFuzzer input and F.Add does nothing: the seeds reach the
-#     fuzzer only through the zip built here.
-#   - It decodes an input as: fixed-size arguments, one weight byte per
-#     []byte or string argument, then those arguments. Every kvalloc target
-#     takes one []byte, so a seed is a zero byte and the payload;
-#     internal/seedzip converts Go's "go test fuzz v1" files to that.
-#   - It compiles every *_test.go file of the fuzzer's directory as an
-#     ordinary file of package fuzz (renamed *_libFuzzer.go in an overlay),
-#     so the helpers in fuzz/*_test.go are visible; test files of other
-#     packages are not (kvalloc's checks live in internal/reference, which
-#     is not test code). t.Fatal panics, which libFuzzer reports as a crash.
-#   - It cannot overlay files under GOMODCACHE, where the go command puts a
-#     toolchain it fetches for go.mod's `go 1.26`: that toolchain is copied
-#     to a writable directory first.
-#   - compile_native_go_fuzzer_v2 finds the target's file with
-#     `grep -r -l FuzzX fuzz/`, which also matches the files that mention
-#     the name (doc.go, the seeds and the bite tests). ASan builds accept
-#     that; the coverage build passes the list to a tool that takes one
-#     file. So a target whose name appears in more than its own file is
-#     built through build_native_go_fuzzer (go_utils.sh, the function
-#     compile_native_go_fuzzer_v2 calls) with its defining file named.
+# ClusterFuzzLite runs it in the OSS-Fuzz Go image; make libfuzzer
+# (.clusterfuzzlite/libfuzzer.sh) runs the same script here, without
+# docker, and then the binaries. The image supplies SRC, OUT, WORK,
+# SANITIZER, CXX, CXXFLAGS and LIB_FUZZING_ENGINE; libfuzzer.sh sets them
+# as the image does for the address sanitizer, the only one Go targets
+# use.
+#
+# The builder is pinned here, from the Go module proxy, instead of the
+# image's compile_native_go_fuzzer_v2, so that the binaries ClusterFuzzLite
+# fuzzes come from the tool, version and commands that make libfuzzer
+# proves here: go-118-fuzz-build at FUZZBUILD_VERSION (the one version the
+# proxy serves; the image's v2 build of it is not served), then the link
+# line OSS-Fuzz's build_native_go_fuzzer uses. What that builder does, and
+# what the fuzz package is shaped for:
+#   - It compiles the package of the target without its _test.go files,
+#     except the one that defines the target, which it copies to
+#     <file>_fuzz.go with "testing" replaced by its own testing package
+#     (F and T only; t.Fatal panics, which libFuzzer reports as a crash).
+#     So a target's file may use only code of that file and non-test
+#     files: the fuzz package keeps its checks in such files
+#     (fuzz/l1_ops.go, internal/reference) and the helpers of a target's
+#     file take no testing.TB.
+#   - It edits the source tree while it builds (it removes the target's
+#     file and puts it back; a failed build leaves it removed): run this
+#     on a copy, as docker and libfuzzer.sh do.
+#   - Its generated main imports its testing package, which the module
+#     must require: `go get` adds it to go.mod here, in the copy.
+#   - Its F.Fuzz decodes the []byte argument from the libFuzzer input with
+#     go-fuzz-headers (a 4-byte length, then the bytes); F.Add does
+#     nothing, so the seeds reach the fuzzer only through the zip, which
+#     internal/seedzip builds in that layout ("consumer").
+#   - It overlays nothing in GOROOT, but the go command may still fetch
+#     go.mod's toolchain into GOMODCACHE when the image's Go is older,
+#     whose files are read-only: that toolchain is copied to a writable
+#     directory and pinned with GOTOOLCHAIN=local.
 cd "$SRC/kvalloc"
+
+FUZZBUILD=github.com/AdamKorcz/go-118-fuzz-build
+FUZZBUILD_VERSION=v0.0.0-20250520111509-a70c2aa677fa
+
+if [ "${SANITIZER:-address}" = coverage ]; then
+	echo "build.sh: SANITIZER=coverage is not supported (the workflows use address)" >&2
+	exit 1
+fi
 
 go version # fetches go.mod's toolchain if the image's Go is older
 goroot=$(go env GOROOT)
@@ -43,32 +62,21 @@ case "$goroot" in
 esac
 go mod download
 
-pkg=github.com/kvalloc/kvalloc/fuzz
-targets=$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing\.F) {$/\1/p' fuzz/*_test.go | sort)
-if [ -z "$targets" ]; then
-	echo "build.sh: no func FuzzX(f *testing.F) in fuzz/*_test.go" >&2
-	exit 1
-fi
-v2=$(command -v compile_native_go_fuzzer_v2)
-for t in $targets; do
-	def=$(grep -l "^func $t(f \*testing\.F) {\$" fuzz/*_test.go)
-	mentions=$(grep -r -l --include='*.go' -s "$t" fuzz/ | wc -l)
-	if [ "$mentions" -eq 1 ]; then
-		compile_native_go_fuzzer_v2 "$pkg" "$t" "$t"
-	else
-		# What compile_native_go_fuzzer_v2 does, with the one file.
-		(
-			abs_file_dir=$(go list -tags gofuzz -f '{{.Dir}}' "$pkg")
-			export abs_file_dir
-			export fuzzer_filename="$abs_file_dir/$(basename "$def")"
-			# shellcheck source=/dev/null
-			source "$(dirname "$v2")/go_utils.sh"
-			build_native_go_fuzzer "$t" "$t" "$abs_file_dir" "$pkg"
-		)
+bin=$(mktemp -d)
+GOBIN="$bin" go install "$FUZZBUILD@$FUZZBUILD_VERSION"
+GOFLAGS=-mod=mod go get "$FUZZBUILD/testing@$FUZZBUILD_VERSION"
+
+# Arguments, if any, name the targets to build (libfuzzer.sh's self-test);
+# ClusterFuzzLite passes none. KVALLOC_FUZZ_TAGS adds build tags.
+targets=$(bash fuzz/targets.sh)
+work=${WORK:-$(mktemp -d)}
+echo "$targets" | while read -r dir t; do
+	if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$t"; then
+		continue
 	fi
-	if [ ! -e "$OUT/$t" ]; then
-		echo "build.sh: $t was not built into $OUT" >&2
-		exit 1
-	fi
-	go run ./internal/seedzip -o "$OUT/${t}_seed_corpus.zip" "fuzz/testdata/fuzz/$t"
+	echo "build.sh: $t ($dir)"
+	"$bin/go-118-fuzz-build" -tags "gofuzz${KVALLOC_FUZZ_TAGS:+,$KVALLOC_FUZZ_TAGS}" -o "$work/$t.a" -func "$t" "$PWD/$dir"
+	# shellcheck disable=SC2086 # the flags are lists
+	$CXX $CXXFLAGS $LIB_FUZZING_ENGINE "$work/$t.a" -o "$OUT/$t"
+	go run ./internal/seedzip -layout consumer -o "$OUT/${t}_seed_corpus.zip" "$dir/testdata/fuzz/$t"
 done

@@ -51,34 +51,6 @@ type Allocator struct {
 	closed *atomic.Bool // set when the region is closed; nil for a foreign region
 }
 
-// Counters are the allocator's monotonic event counts.
-type Counters struct {
-	// Allocs and Frees count blocks, not calls.
-	Allocs, Frees uint64
-	// FailedNoSpace counts calls that failed because fewer free bytes than
-	// requested existed: exhaustion.
-	FailedNoSpace uint64
-	// FailedFragmented counts calls that failed although enough free bytes
-	// existed, because no free extent, or no set of them, could hold the
-	// objects: fragmentation.
-	FailedFragmented uint64
-	// PartialGrants counts AllocateUpTo calls that granted fewer objects
-	// than asked, zero included.
-	PartialGrants uint64
-}
-
-// Stats is a snapshot of the allocator. All byte figures are multiples of
-// the alignment.
-type Stats struct {
-	Capacity    int64 // bytes the allocator manages; over a GrowingRegion, the part usable so far
-	Used        int64 // bytes in live blocks
-	Free        int64 // Capacity - Used, slivers included
-	LargestFree int64 // bytes in the largest free extent: the biggest object that fits now
-	FreeExtents int   // number of maximal free extents
-	LiveBlocks  int64 // number of live blocks
-	Counters
-}
-
 // New returns an allocator over r. The allocator owns r from then on and
 // closes it in Close. Only whole alignment units of r are used: a tail
 // shorter than Align is never handed out.

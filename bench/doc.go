@@ -5,9 +5,9 @@
 // A nanosecond figure on a shared two-core machine means little by itself,
 // so every benchmark that matters is read as a ratio against a floor
 // measured in the same run: the cheapest code that could do the same job.
-// `make bench` runs the suite in rounds, so that a result and its floor see
-// the same phases of the machine, and prints the ratios with their targets
-// through bench/cmd/benchratio.
+// `make bench` runs the suite in rounds (bench/run.sh), so that a result
+// and its floor see the same phases of the machine, and prints the ratios
+// with their targets through bench/cmd/benchratio.
 //
 // # Benchmarks
 //
@@ -74,6 +74,25 @@
 //     evicted; each op evicts the 16 coldest of 1024 evictable objects.
 //     Compared with cold=none, the 1024 alone: the policies hold evictable
 //     objects only, so eviction never walks the rest.
+//   - PolicyBatch/policy=P/op=O: a store batch of 57 chains of 100 keys,
+//     named chain after chain (positions 0..99 each time), of 8 MiB
+//     objects filling a 45 GiB MAP_NORESERVE pool. op=finish-write is its
+//     FinishWrite (the ReserveWriteChain that re-locks it is not timed),
+//     op=read its ReserveRead and FinishRead: each object joins the
+//     policy once per op. policy=prefix is compared with policy=lru: the
+//     prefix policy's ranking by position must cost O(1) per key on this
+//     order too. Reports ns/key.
+//   - Contention/op=X/procs=P: one hot path under b.RunParallel at
+//     GOMAXPROCS P (1 and 2 in one run; the sub-benchmark sets it), at
+//     production size (8 MiB objects, 45 GiB MAP_NORESERVE pool of 5700):
+//     op=lookup is ReserveReadPrefix + FinishRead of one stored key,
+//     op=store ReserveWrite + FinishWrite of one new key into the full
+//     pool with on-demand eviction, op=allocate the allocator's Allocate +
+//     Free of one block, op=mutex Floor/mutex on one shared mutex,
+//     op=ceiling the same on a mutex per goroutine (nothing shared: the
+//     machine's speed-up for a second goroutine in this run). Each
+//     goroutine uses keys of its own. Reports ops/s; procs=2 ÷ procs=1 is
+//     reported, without a bound (l1/DESIGN.md, "Contention").
 //   - Fill/region=R: copying a 32 MiB object from the Go heap into its
 //     block. Reports GB/s; compared with Floor/copy.
 //   - SegmentPin/pin=P/workers=W: a 4 GiB segmented region of 64 MiB

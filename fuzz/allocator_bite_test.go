@@ -33,8 +33,11 @@ func TestFuzzAllocatorBites(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			for _, s := range seeds {
-				a := newFuzzAllocator(t)
-				err := checkAllocatorOps(v.build(a), decodeAllocOps(s.data))
+				a, err := newFuzzAllocator()
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = checkAllocatorOps(v.build(a), decodeAllocOps(s.data))
 				a.Close()
 				if err != nil && strings.Contains(err.Error(), v.want) {
 					t.Logf("caught by seed %s: %v", s.name, err)

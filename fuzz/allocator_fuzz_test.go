@@ -190,26 +190,26 @@ func decodeAllocOps(data []byte) []allocRecord {
 	return ops
 }
 
-// newFuzzAllocator returns a fresh allocator of fzCapacity bytes.
-func newFuzzAllocator(tb testing.TB) *allocator.Allocator {
-	tb.Helper()
+// newFuzzAllocator returns a fresh allocator of fzCapacity bytes. It takes
+// no testing.TB: the libFuzzer build (.clusterfuzzlite/build.sh) compiles
+// this file against a testing package that has only F and T.
+func newFuzzAllocator() (*allocator.Allocator, error) {
 	r, err := allocator.NewHeapRegion(fzCapacity)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	a, err := allocator.New(r, allocator.Options{Align: fzAlign})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return a
+	return allocator.New(r, allocator.Options{Align: fzAlign})
 }
 
 func FuzzAllocator(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a := newFuzzAllocator(t)
+		a, err := newFuzzAllocator()
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer a.Close()
-		if err := checkAllocatorOps(a, decodeAllocOps(data)); err != nil {
+		if err := checkAllocatorOps(fuzzedAllocator(a), decodeAllocOps(data)); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -66,6 +66,10 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"TTL overflow", everywhere(mutant.VariantTTLOverflow), "Len() = 0, model 2"},
 		{"listeners share Keys", everywhere(mutant.VariantSharedKeys), "listeners got write-reserved"},
 		{"prefix read locks past the miss", everywhere(mutant.VariantReadPrefixLocksAll), "ReserveReadPrefix"},
+		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "writes quarantined"},
+		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+		{"write-locked keys counted as read hits", everywhere(mutant.VariantReadHitOnFind), "Stats counters"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 
@@ -119,6 +123,9 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 		{"repeated key allocated twice", everywhere(mutant.VariantRepeatAllocTwice), "no leak"},
 		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
 		{"rejected call reserves keys", everywhere(mutant.VariantRejectLate), "rejected call changed state"},
+		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "quarantine: key"},
+		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
 }
 

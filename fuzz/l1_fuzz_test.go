@@ -146,6 +146,7 @@ func checkPrefixStrategiesUnder(setup l1check.Setup, ops []l1check.Op, v variant
 		obs := make([]*l1check.Observation, len(systems))
 		for j, sys := range systems {
 			obs[j] = sys.ObserveReserve(op.Keys, op.Temporary, op.Size, op.Mode, true)
+			sys.Book.Record(op, obs[j].Results, obs[j].Err)
 		}
 		if err := comparePrefixes(obs[0], obs[1], obs[2]); err != nil {
 			return fmt.Errorf("op %d %v: differential: %w", i, op, err)

@@ -26,6 +26,7 @@ func hdr(units int, p allocator.Placement, keySpace int) l1Header {
 func (h l1Header) evict() l1Header                     { h.Flags |= 1; return h }
 func (h l1Header) prefix(s l1.PrefixStrategy) l1Header { h.Flags |= uint8(s) << 1; return h }
 func (h l1Header) ttl(i int) l1Header                  { h.Flags |= uint8(i) << 3; return h }
+func (h l1Header) quarantine() l1Header                { h.Flags |= 0x40; return h }
 func (r l1Record) temp(mask uint16) l1Record           { r.Flags |= 1; r.Temp = mask; return r }
 func (r l1Record) mismatched() l1Record                { r.Flags |= 2; return r }
 
@@ -131,6 +132,29 @@ var (
 	fillAndFinish = []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 16)}
 )
 
+// mixedSizes lays out, in 64-byte units, free [0,1) then a=[1,4),
+// b=[4,6), c=[6,9), d=[9,10), least recently used first: keys 0 (deleted),
+// 1, 2, 3, 4. A batch of two 3-unit objects then needs a and b only, whose
+// release leaves [0,6).
+func mixedSizes() []l1Record {
+	return obsAll(
+		rw(0, 1, 64, l1.ModeAll), rw(1, 1, 192, l1.ModeAll), rw(2, 1, 128, l1.ModeAll), rw(3, 1, 192, l1.ModeAll), rw(4, 1, 64, l1.ModeAll),
+		fw(0, 1), fw(1, 1), fw(2, 1), fw(3, 1), fw(4, 1), del(0, 1),
+	)
+}
+
+// mixedChurn stores batches of 1, 2 and 3 units, deletes and touches some,
+// and stores more: a pool of mixed sizes with free slivers between its
+// objects, where on-demand eviction must count merges exactly.
+func mixedChurn() []l1Record {
+	return obsAll(
+		rw(0, 4, 64, l1.ModeAll), fw(0, 4), rw(4, 3, 128, l1.ModeAll), fw(4, 3), rw(7, 2, 192, l1.ModeAll), fw(7, 2),
+		rw(9, 3, 64, l1.ModeAll), fw(9, 3), del(1, 1), del(5, 1), touch(0, 1), rw(20, 3, 192, l1.ModeAll), fw(20, 3),
+		del(10, 1), rw(30, 2, 128, l1.ModeAll), fw(30, 2), touch(8, 1), rw(40, 2, 192, l1.ModeAll), fw(40, 2),
+		rw(50, 5, 64, l1.ModeAll), fw(50, 5), rw(60, 3, 128, l1.ModeAll), fw(60, 3), rw(70, 2, 192, l1.ModeAll),
+	)
+}
+
 // everyLockState fills 16 slots of 4 units and leaves keys in every state:
 // three one-slot holes (keys 0, 2, 9 deleted); 1, 5, 8 finished and
 // unlocked; 3, 4 read-locked; 6 a temporary object read-locked and 7 one
@@ -152,6 +176,14 @@ func init() {
 		{"read-prefix", encodeL1(lifeHdr, obsAll(
 			rw(0, 5, 256, l1.ModeAll), fw(0, 5), del(2, 1), rr(0, 5, 1).prefix(), fr(0, 2, 1),
 			rw(5, 1, 256, l1.ModeAll), rr(3, 4, 2).prefix(), rr(2, 0, 1).prefix(), rr(0, 2, 0).prefix(), fr(3, 2, 2),
+		))},
+		// The lookup counters of every kind: reads of ready, write-locked
+		// and missing keys, a prefix that stops at each, unsafe reads of
+		// locked and unlocked keys, and writes of present, repeated and
+		// missing keys.
+		{"lookups", encodeL1(lifeHdr, obsAll(
+			rw(0, 4, 256, l1.ModeAll), fw(0, 2), rr(0, 6, 1), rr(0, 6, 1).prefix(), rr(2, 3, 1).prefix(), rr(0, 0, 1).prefix(),
+			ur(0, 6), rw(0, 8, 256, l1.ModeAll).stride(0), rw(0, 8, 256, l1.ModeAll), rw(0, 2, 256, l1.ModeUpdate), fr(0, 2, 2),
 		))},
 		{"write-read-cycle", encodeL1(lifeHdr, obsAll(
 			rw(0, 4, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 2), ur(0, 4), fr(0, 4, 1), fr(0, 4, 1), fr(0, 1, 1),
@@ -224,6 +256,14 @@ func init() {
 			rw(0, 4, 64, l1.ModeAll).chain(1<<12), fw(0, 4), rw(4, 2, 64, l1.ModeAll), fw(4, 2), evictTo(0.5),
 			rw(8, 2, 64, l1.ModeAll).chain(1<<14), fw(8, 2), rr(9, 1, 1), fr(9, 1, 1), evictTo(0.5), evictTo(0.3), evictTo(0),
 		))},
+		// On-demand eviction over objects of mixed sizes, under every
+		// placement: the plain loop's victims, no more.
+		{"evict-mixed-sizes", encodeL1(hdr(10, allocator.Scattered, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll).obs()))},
+		{"evict-mixed-sizes-contiguous-first", encodeL1(hdr(10, allocator.ContiguousFirst, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll).obs()))},
+		{"evict-mixed-sizes-contiguous", encodeL1(hdr(10, allocator.Contiguous, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll).obs()))},
+		{"evict-mixed-churn", encodeL1(hdr(24, allocator.Scattered, 65536).evict(), mixedChurn())},
+		{"evict-mixed-churn-contiguous-first", encodeL1(hdr(24, allocator.ContiguousFirst, 65536).evict(), mixedChurn())},
+		{"evict-mixed-churn-contiguous", encodeL1(hdr(24, allocator.Contiguous, 65536).evict(), mixedChurn())},
 		{"evict-on-demand-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536).evict(), append(fillAndFinish, obsAll(
 			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),
 		)...))},
@@ -279,6 +319,42 @@ func init() {
 			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(0, 4, 256, l1.ModeAll).temp(0b1111), fw(0, 4), rr(0, 4, 1), fr(0, 4, 1),
 			isEv(0, 4),
 		))},
+		// Quarantine of lapsed writes: actor 0's writes lapse; actor 1
+		// writes the keys again under blocks of its own; actor 0's late
+		// FinishWrite answers WriteLapsed and frees its blocks, its late
+		// AbortWrite answers OK, its late FinishWriteAndReserveRead
+		// WriteLapsed, and actor 1's reservations stand.
+		{"quarantine-late-writer", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 3, 256, l1.ModeAll), rw(5, 2, 256, l1.ModeAll), rw(8, 1, 256, l1.ModeAll), adv(11*time.Second), rr(0, 3, 1),
+			rw(0, 2, 256, l1.ModeAll).by(1), fw(0, 3), fw(0, 2).by(1), rr(0, 3, 1), abort(5, 2), abort(5, 2), fwrr(8, 1, 1),
+			fw(0, 3), rw(0, 2, 256, l1.ModeAll).by(2), abort(0, 2).by(1), isEv(0, 9), length(),
+		))},
+		// A pool of four objects: two finished (evictable), two lapsed
+		// writes; a batch of four evicts the two and is granted two, never a
+		// quarantined block; the owner's aborts free the rest.
+		{"quarantine-evict-on-demand", encodeL1(hdr(16, allocator.Scattered, 65536).quarantine().ttl(1).evict(), obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(2, 2, 256, l1.ModeAll), adv(11*time.Second), rw(10, 4, 256, l1.ModeAll).by(1),
+			evictTo(0), abort(2, 2), rw(20, 2, 256, l1.ModeAll).by(1), fw(10, 2).by(1), rw(30, 4, 256, l1.ModeAll).by(2),
+		))},
+		{"quarantine-rewrite", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 2, 256, l1.ModeAll), fw(0, 2), rw(0, 2, 256, l1.ModeAll), adv(11*time.Second), rr(0, 2, 1), fwrr(0, 1, 1), fw(1, 1),
+			rw(0, 2, 256, l1.ModeAll).by(1), fw(0, 2).by(1), rr(0, 2, 1),
+		))},
+		{"quarantine-ttl-1ns", encodeL1(lifeHdr.quarantine().ttl(5), obsAll(
+			rw(0, 2, 256, l1.ModeAll), huge(3, false), length(), rw(0, 2, 256, l1.ModeAll).by(1), fw(0, 2), huge(3, false), fw(0, 2).by(1),
+		))},
+		{"quarantine-ttl-max", encodeL1(lifeHdr.quarantine().ttl(4), obsAll(
+			rw(0, 2, 256, l1.ModeAll), huge(0, false), huge(0, false), length(), fw(0, 2),
+		))},
+		{"quarantine-clock-jumps", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 2, 256, l1.ModeAll), huge(1, true), length(), huge(0, false), length(), rw(0, 2, 256, l1.ModeAll).by(1),
+			huge(0, false), length(), abort(0, 2), fw(0, 2).by(1),
+		))},
+		// Delete and Clear with force leave the quarantine alone; Close
+		// frees it.
+		{"quarantine-close", encodeL1(lifeHdr.quarantine().ttl(1), obsAll(
+			rw(0, 3, 256, l1.ModeAll), adv(11*time.Second), length(), del(0, 3).force(), clr().force(), closeRec(), abort(0, 3),
+		))},
 		{"closed-read-side", encodeL1(lifeHdr, obsAll(
 			rw(0, 2, 256, l1.ModeAll), fw(0, 1), rr(0, 1, 1), closeRec(), rr(0, 2, 1), fr(0, 1, 1), fw(1, 1), abort(1, 1),
 			fwrr(1, 1, 1), ur(0, 1), del(0, 2), touch(0, 2), fr(0, 1, 0), fw(0, 1).lease(l1check.LeaseShort), evictTo(0.5),
@@ -301,11 +377,18 @@ func init() {
 		{"every-lock-state-update", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.ModeUpdate)))},
 		{"every-lock-state-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(), rw(0, 20, 128, l1.ModeAll)))},
 		{"every-lock-state-evict", encodeL1(rwHdr.evict(), append(everyLockState(), rw(20, 6, 256, l1.ModeAll)))},
+		{"evict-mixed-sizes", encodeL1(hdr(10, allocator.Scattered, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll)))},
+		{"evict-mixed-sizes-contiguous-first", encodeL1(hdr(10, allocator.ContiguousFirst, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll)))},
+		{"evict-mixed-sizes-contiguous", encodeL1(hdr(10, allocator.Contiguous, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll)))},
+		{"evict-mixed-churn", encodeL1(hdr(24, allocator.Scattered, 65536).evict(), mixedChurn())},
+		{"evict-mixed-churn-contiguous", encodeL1(hdr(24, allocator.Contiguous, 65536).evict(), mixedChurn())},
 		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 5), []l1Record{rw(0, 2, 256, l1.ModeAll), fw(0, 1), rw(0, 12, 512, l1.ModeAll)})},
 		{"repeated-keys-partial", encodeL1(hdr(16, allocator.ContiguousFirst, 6), []l1Record{rw(0, 14, 128, l1.ModeAll)})},
 		{"expired-before-request", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 1), adv(600 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
 		{"rejected-mismatched-flags", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.ModeAll), fw(0, 2), rw(0, 8, 256, l1.ModeAll).temp(3).mismatched()})},
 		{"rejected-size", encodeL1(rwHdr, []l1Record{rw(0, 4, 256, l1.ModeAll), rw(0, 8, 0, l1.ModeAll).edgeSize(3)})},
+		{"quarantine", encodeL1(rwHdr.quarantine().ttl(1), []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 4), adv(11 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
+		{"quarantine-evict", encodeL1(rwHdr.quarantine().ttl(1).evict(), []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 6), adv(11 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
 	}
 
 	seedSets["FuzzPrefixStrategies"] = []seed{
@@ -320,6 +403,10 @@ func init() {
 		{"fragmented-scattered", encodeL1(hdr(64, allocator.Scattered, 65536), append(everyLockState(),
 			rw(0, 20, 128, l1.ModeAll), rw(30, 3, 100, l1.ModeAll)))},
 		{"evict-on-demand", encodeL1(rwHdr.evict(), append(fillAndFinish, touch(0, 8), rw(20, 6, 256, l1.ModeAll), rw(30, 20, 256, l1.ModeAll)))},
+		{"quarantine", encodeL1(rwHdr.quarantine().ttl(1), append(everyLockState(),
+			adv(11*time.Second), rw(0, 20, 128, l1.ModeAll), rw(30, 5, 256, l1.ModeAll)))},
+		{"evict-mixed-sizes", encodeL1(hdr(10, allocator.Scattered, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll), rw(20, 3, 128, l1.ModeAll)))},
+		{"evict-mixed-churn-contiguous-first", encodeL1(hdr(24, allocator.ContiguousFirst, 65536).evict(), mixedChurn())},
 	}
 }
 

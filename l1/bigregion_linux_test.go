@@ -15,8 +15,8 @@ import (
 // bigRegion is an anonymous mapping made with MAP_NORESERVE: it reserves
 // address space without memory or swap, so tests can build pools of
 // production size (tens of GiB) on a small machine. The allocator never
-// touches region memory, and these tests never write to the blocks, so no
-// page is ever backed.
+// touches region memory, and these tests write at most stamps at the ends
+// of blocks, so a pool backs a few pages per stamped block at most.
 type bigRegion struct {
 	mu sync.Mutex
 	b  []byte

@@ -46,6 +46,22 @@ type Config struct {
 	// (never lapses); 0 means the default. Each lock call refreshes the one
 	// expiry its lock has (see lock.go).
 	WriteTTL, ReadTTL time.Duration
+	// QuarantineLapsedWrites is for a manager whose writers can outlive
+	// their write locks and still be writing: the processes of a node
+	// pool, whose owner (the daemon) learns of a writer's death when its
+	// connection closes, and keeps TTLs only as a backstop for a writer
+	// that is alive but stuck. A write whose lock lapses is then not
+	// reclaimed but quarantined: its key is dropped at once, unreadable
+	// (EventRemoved, CauseQuarantined), and may be reserved again by
+	// anyone, under a new record and a new block; the block the lapsed
+	// writer holds stays allocated, never freed, reissued or evicted,
+	// until that writer presents its lease to AbortWrite (freed: OK) or
+	// FinishWrite and FinishWriteAndReserveRead (the write is dropped and
+	// the block freed: WriteLapsed), or until Close. Stats reports the
+	// quarantined objects and bytes. Without it (the default) a lapsed
+	// write is reclaimed and its block freed, for in-process writers that
+	// are known gone when their lock lapses. See quarantine.go.
+	QuarantineLapsedWrites bool
 	// Now is the clock; nil means time.Now. It may jump either way by any
 	// amount: the manager counts only its forward steps (see lock.go), so
 	// a jump back neither lapses nor revives a lock.

@@ -60,6 +60,17 @@
 // finished it) or StaleLease (someone holds it now); in no case did its
 // call take effect.
 //
+// # Quarantine
+//
+// Config.QuarantineLapsedWrites is for writers that may outlive their
+// write locks and still be writing, the processes of a node pool: a write
+// whose lock lapses drops its key (unreadable; anyone may reserve the key
+// again, under a new block) but its block stays allocated, never freed,
+// reissued or evicted, until its owner presents the lease to AbortWrite
+// (OK) or FinishWrite (WriteLapsed: the write is dropped), or Close runs.
+// Stats.QuarantinedBytes counts those bytes: over a memory only the
+// manager uses, Used == Held + QuarantinedBytes. See quarantine.go.
+//
 // # Time
 //
 // TTLs go from 1 ns to NoExpiry (math.MaxInt64), which never lapses: the
@@ -93,9 +104,11 @@
 // when it holds no live lock, is not temporary and its block holds the new
 // size; a re-lock keeps the object's own temporary flag. It is evictable
 // when it is ready (finished, no live lock), temporary or not. A temporary
-// object is removed when its last read lock is released. Locks expire: a lapsed write lock reclaims the object, a lapsed
-// read lock reclaims a temporary object and just unlocks any other (see
-// lock.go).
+// object is removed when its last read lock is released. Locks expire: a
+// lapsed write lock reclaims the object, a lapsed read lock reclaims a
+// temporary object and just unlocks any other (see lock.go); under
+// Config.QuarantineLapsedWrites a lapsed write lock drops the key and
+// quarantines the block instead of freeing it.
 //
 // # The prefix contract
 //

@@ -135,6 +135,15 @@ func statuses(rs []l1.Result) []l1.Status {
 	return out
 }
 
+// leasesOf returns the leases of rs.
+func leasesOf(rs []l1.Result) []l1.Lease {
+	out := make([]l1.Lease, len(rs))
+	for i, r := range rs {
+		out[i] = r.Lease
+	}
+	return out
+}
+
 // repeat returns n copies of s.
 func repeat(s l1.Status, n int) []l1.Status {
 	out := make([]l1.Status, n)

@@ -19,8 +19,8 @@ const (
 	// EventWriteFinishedReadReserved: FinishWriteAndReserveRead committed
 	// the keys and locked them for reading.
 	EventWriteFinishedReadReserved
-	// EventRemoved: the manager dropped the keys and freed their memory;
-	// Event.Cause says why.
+	// EventRemoved: the manager dropped the keys and freed their memory
+	// (but for CauseQuarantined, which keeps it); Event.Cause says why.
 	EventRemoved
 	// EventAccessed: Touch marked the keys as recently used.
 	EventAccessed
@@ -64,6 +64,11 @@ const (
 	// CauseTemporaryRead: FinishRead released the last read lock of a
 	// temporary object.
 	CauseTemporaryRead
+	// CauseQuarantined: a write lock lapsed under
+	// Config.QuarantineLapsedWrites. The key is gone, but its block is
+	// not freed: it stays quarantined until the writer finishes or aborts
+	// (see quarantine.go).
+	CauseQuarantined
 )
 
 var causeNames = [...]string{
@@ -74,6 +79,7 @@ var causeNames = [...]string{
 	CauseExpired:       "expired",
 	CauseAborted:       "aborted",
 	CauseTemporaryRead: "temporary-read",
+	CauseQuarantined:   "quarantined",
 }
 
 // String names the cause, e.g. "evicted".

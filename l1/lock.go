@@ -22,6 +22,10 @@ import "math"
 //   - A lapsed write lock means the writer is gone and the buffer holds
 //     unfinished data. The object is reclaimed: its block freed, its key
 //     removed (EventRemoved, CauseExpired). It never becomes readable.
+//     Under Config.QuarantineLapsedWrites the writer may still be writing:
+//     the key is removed the same way (CauseQuarantined), but the block
+//     is kept from every other writer until its owner lets go of it (see
+//     quarantine.go).
 //   - A lapsed read lock on a temporary object means its reader is gone and
 //     nobody else may read it. It is reclaimed the same way, instead of
 //     lingering until eviction.
@@ -113,7 +117,7 @@ func (l *ttlLock) unlock(n int) {
 // expiry, so it stops at the first live lock.
 func (m *Manager[K]) sweepLocked(now int64) {
 	for o := m.frontLocked(writeQueue); o != nil && o.write.lapsed(now); o = m.frontLocked(writeQueue) {
-		m.removeLocked(o, CauseExpired)
+		m.expireWriteLocked(o)
 	}
 	for o := m.frontLocked(tempQueue); o != nil && o.read.lapsed(now); o = m.frontLocked(tempQueue) {
 		m.removeLocked(o, CauseExpired)
@@ -163,7 +167,7 @@ func (o *meta) anyLapsed(now int64) bool { return o.write.lapsed(now) || o.read.
 // lapseLocked is checkLocked for an object with a lapsed lock.
 func (m *Manager[K]) lapseLocked(o *object[K], now int64) bool {
 	if o.write.lapsed(now) {
-		m.removeLocked(o, CauseExpired)
+		m.expireWriteLocked(o)
 		return false
 	}
 	if o.read.lapsed(now) {

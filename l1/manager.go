@@ -38,7 +38,10 @@ type meta struct {
 	// qseq counts the record's entries in expiry queues, across reuse: an
 	// entry whose number is not the record's is stale (see expiry.go).
 	qseq uint32
-	_    uint32 // pads the record to three cache lines for ObjectKey
+	// rank orders, for the prefix policy, the objects of one position that
+	// the current operation made recent: it counts their entries into the
+	// policy's list (see evictSet.settle).
+	rank uint32
 
 	write ttlLock
 	read  ttlLock
@@ -94,6 +97,7 @@ type Manager[K comparable] struct {
 	ev          evictSet[K]
 	coal        Coalescer // nil when mem has no FreeAround
 	sizer       Sizer     // nil when mem has no Capacity and Align
+	align       int64     // the Sizer's or Coalescer's Align, read once at New
 	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
 	closed      bool
 	stats       Counters
@@ -121,10 +125,18 @@ type Manager[K comparable] struct {
 
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
+
+	// quarantine holds the lapsed writes' blocks by lease, and qbytes
+	// their bytes (see quarantine.go); nil until the first.
+	quarantine map[Lease]quarantined[K]
+	qbytes     int64
 }
 
 // New returns a manager over mem. The manager does not own mem: Close frees
-// the manager's blocks but leaves mem open.
+// the manager's blocks but leaves mem open. A nil mem, an unknown
+// placement, prefix strategy or policy, a negative TTL, and a memory whose
+// Align (Sizer, Coalescer) is not positive are rejected with an error
+// wrapping ErrInvalidArgument.
 func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	if isNil(mem) {
 		return nil, fmt.Errorf("%w: nil memory (%T)", ErrInvalidArgument, mem)
@@ -145,8 +157,18 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.fit, _ = mem.(Fitter)
 	m.coal, _ = mem.(Coalescer)
 	m.sizer, _ = mem.(Sizer)
+	if m.sizer != nil || m.coal != nil {
+		if m.sizer != nil {
+			m.align = m.sizer.Align()
+		} else {
+			m.align = m.coal.Align()
+		}
+		if m.align <= 0 {
+			return nil, fmt.Errorf("%w: memory alignment %d must be positive (%T)", ErrInvalidArgument, m.align, mem)
+		}
+	}
 	m.objects.init()
-	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
+	m.ev.init(&m.objects, cfg.Eviction)
 	m.delivery.init(&m.mu)
 	return m, nil
 }
@@ -188,12 +210,18 @@ func (m *Manager[K]) lock() int64 {
 // block the memory refuses to free is counted in Stats.FreeErrors; the key
 // is dropped all the same.
 func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
+	m.pending = append(m.pending, o.block)
+	m.forgetReportLocked(o, cause)
+}
+
+// forgetReportLocked is forgetLocked, then the removal's event.
+func (m *Manager[K]) forgetReportLocked(o *object[K], cause Cause) {
 	if !m.listening() {
-		m.dropLocked(o, cause)
+		m.forgetLocked(o, cause)
 		return
 	}
 	key := o.key
-	m.dropLocked(o, cause)
+	m.forgetLocked(o, cause)
 	m.noteRemovedLocked(key, cause)
 }
 
@@ -203,6 +231,12 @@ func (m *Manager[K]) removeLocked(o *object[K], cause Cause) {
 // or releases its lock; o is zeroed for reuse.
 func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.pending = append(m.pending, o.block)
+	m.forgetLocked(o, cause)
+}
+
+// forgetLocked is dropLocked without freeing o's block: it takes o out of
+// every queue, list and the index, counts the removal and zeroes o.
+func (m *Manager[K]) forgetLocked(o *object[K], cause Cause) {
 	m.dequeueLocked(o)
 	if o.evq != evNone {
 		m.ev.leave(o)
@@ -210,7 +244,7 @@ func (m *Manager[K]) dropLocked(o *object[K], cause Cause) {
 	m.objects.remove(o)
 	m.held -= o.block.Size
 	switch cause {
-	case CauseExpired:
+	case CauseExpired, CauseQuarantined:
 		m.stats.Expired++
 	case CauseEvicted:
 		m.stats.Evictions++
@@ -294,7 +328,8 @@ func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	return n
 }
 
-// Close frees every object, locked or not. Every later call that names keys
+// Close frees every object, locked or not, and every quarantined block
+// (see Config.QuarantineLapsedWrites). Every later call that names keys
 // or changes anything (ReserveWrite, FinishWrite, FinishWriteAndReserveRead,
 // AbortWrite, ReserveRead, UnsafeRead, FinishRead, Delete, Touch, EvictTo)
 // then fails with ErrClosed, so "closed" never looks like a miss; the
@@ -309,6 +344,7 @@ func (m *Manager[K]) Close() error {
 	}
 	before := m.stats.FreeErrors
 	m.clearLocked(now, true)
+	m.releaseAllQuarantinedLocked()
 	m.flushLocked()
 	m.closed = true
 	// Let the collector have the records and scratch space.

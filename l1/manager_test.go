@@ -354,7 +354,7 @@ func TestIsKeyEvictable(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	for s := l1.OK; s <= l1.OutOfMemory; s++ {
+	for s := l1.OK; s <= l1.WriteLapsed; s++ {
 		p, err := l1.ParseStatus(s.String())
 		require.NoError(t, err)
 		assert.Equal(t, s, p)

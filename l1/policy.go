@@ -45,7 +45,9 @@ const (
 	// (Mooncake RFC #1998), without a tree: O(1) per key, no parent lookups.
 	EvictPrefix
 	// EvictS3FIFO is S3-FIFO (Yang et al., SOSP '23): a small FIFO queue for
-	// new objects, a tenth of the memory's capacity, a main FIFO queue with
+	// new objects, a tenth of the memory's capacity (Stats().Capacity, read
+	// at each eviction, so a tenth of what a growing region has made usable
+	// so far), a main FIFO queue with
 	// reinsertion, and a ghost queue of keys recently evicted from the small
 	// one. An object used again while in the small queue moves to the main
 	// one; one used only once leaves from the small queue, so a scan of
@@ -140,36 +142,53 @@ type evictSet[K comparable] struct {
 	s      *store[K]
 	main   list[K]
 	small  list[K] // S3-FIFO only
-	// smallBytes is the bytes in small; smallTarget a tenth of the memory.
+	// smallBytes is the bytes in small; smallTarget a tenth of the memory
+	// usable at the current eviction (sized).
 	smallBytes, smallTarget int64
 	ghost                   ghost
 	// anchor is, for the prefix policy, the last object of main when the
 	// current operation began (0: none): what the operation makes recent
-	// goes after it, ranked by position.
+	// goes after it, ranked by position (settle). rank counts the
+	// operation's entries after it; dirty says they need ranking.
 	anchor int32
+	rank   uint32
+	dirty  bool
+	// settle's scratch: the keys and records it sorts, and a second
+	// buffer of each for the radix sort.
+	sortKeys, spareKeys []uint64
+	sortIdx, spareIdx   []int32
 	// aside holds the objects the current on-demand eviction skipped
 	// (keys of its own call), to put back where they were.
 	aside []int32
 	n     int // objects in the set, aside ones included
 }
 
-func (e *evictSet[K]) init(s *store[K], p EvictionPolicy, capacity int64) {
+func (e *evictSet[K]) init(s *store[K], p EvictionPolicy) {
 	e.policy, e.s = p, s
 	e.main.init(s, setEvict)
 	e.small.init(s, setEvict)
-	e.smallTarget = capacity / 10
 }
+
+// sized sets S3-FIFO's small queue to a tenth of capacity, the bytes the
+// memory can use now. Every eviction calls it first: the capacity of a
+// memory over a GrowingRegion grows after New (from 0 over a fresh
+// SegmentedRegion), and a target fixed then would evict new objects ahead
+// of cold ones for ever.
+func (e *evictSet[K]) sized(capacity int64) { e.smallTarget = capacity / 10 }
 
 // reset forgets everything, for Close.
 func (e *evictSet[K]) reset() {
-	p, s, t := e.policy, e.s, e.smallTarget
+	p, s := e.policy, e.s
 	*e = evictSet[K]{}
-	e.init(s, p, t*10)
+	e.init(s, p)
 }
 
-// begin starts an operation.
+// begin starts an operation, ranking what the last one made recent.
 func (e *evictSet[K]) begin() {
-	e.anchor = e.main.tail
+	if e.dirty {
+		e.settle()
+	}
+	e.anchor, e.rank = e.main.tail, 0
 }
 
 func (e *evictSet[K]) queue(q evQueue) *list[K] {
@@ -214,9 +233,19 @@ func (e *evictSet[K]) enterCold(o *object[K]) {
 		q = o.home
 	}
 	o.evq = q
+	e.pushFront(o, q)
+}
+
+// pushFront puts o at the front of queue q. Under the prefix policy the
+// front is before what the current operation made recent even when the
+// list held nothing else as it began: o then becomes the anchor.
+func (e *evictSet[K]) pushFront(o *object[K], q evQueue) {
 	e.queue(q).pushFront(o)
 	if q == evSmall {
 		e.smallBytes += o.block.Size
+	}
+	if e.policy == EvictPrefix && e.anchor == 0 {
+		e.anchor = o.idx
 	}
 }
 
@@ -272,34 +301,98 @@ func (e *evictSet[K]) hit(o *object[K]) {
 
 // insertRanked puts o, for the prefix policy, among what the current
 // operation made recent: after the anchor, the higher positions first and,
-// within a position, the later calls first. Keys named in position order,
-// rising or falling, cost O(1) each.
+// within a position, the later entries first. It appends o and leaves the
+// order to settle, which sorts the operation's objects once, before the
+// next victim is chosen or the next operation begins: O(1) per key
+// whatever the order of the call's keys (a serving engine's store batch
+// names chain after chain, positions 0..k each time).
 func (e *evictSet[K]) insertRanked(o *object[K]) {
-	var at, first *object[K]
+	e.rank++
+	o.rank = e.rank
+	e.main.pushBack(o)
+	e.dirty = true
+}
+
+// settle sorts the objects after the anchor, what the current operation
+// made recent, by position, the highest first, and within a position by
+// entry, the latest first: a radix sort of one 64-bit key per object over
+// the bytes in which the keys differ (for 57 chains of 100 keys, three),
+// then one pass that relinks them.
+func (e *evictSet[K]) settle() {
+	e.dirty = false
+	var o *object[K]
 	if e.anchor != 0 {
-		at = e.s.rec(e.anchor)
-		first = e.main.after(at)
+		o = e.main.after(e.s.rec(e.anchor))
 	} else {
-		first = e.main.front()
+		o = e.main.front()
 	}
-	switch last := e.main.back(); {
-	case first == nil || o.pos >= first.pos:
-		e.main.insertAfter(o, at)
-	case o.pos < last.pos:
-		e.main.pushBack(o)
-	default:
-		x := e.main.after(first)
-		for x.pos > o.pos {
-			x = e.main.after(x)
+	keys, idx := e.sortKeys[:0], e.sortIdx[:0]
+	inOrder := true
+	for ; o != nil; o = e.main.after(o) {
+		k := uint64(^o.pos)<<32 | uint64(^o.rank)
+		inOrder = inOrder && (len(keys) == 0 || keys[len(keys)-1] <= k)
+		keys, idx = append(keys, k), append(idx, o.idx)
+	}
+	if !inOrder {
+		keys, idx, e.spareKeys, e.spareIdx = radixSort(keys, idx, e.spareKeys, e.spareIdx)
+		e.main.relinkAfter(e.anchor, idx)
+	}
+	e.sortKeys, e.sortIdx = keys[:0], idx[:0]
+}
+
+// radixSort sorts keys ascending, idx alongside, by a least significant
+// digit first radix sort of bytes, skipping the bytes every key shares;
+// short inputs are insertion-sorted. tk and ti are second buffers, not
+// sharing memory with keys and idx, grown as needed. It returns the sorted
+// slices and the other two buffers.
+func radixSort(keys []uint64, idx []int32, tk []uint64, ti []int32) ([]uint64, []int32, []uint64, []int32) {
+	if len(keys) <= 32 {
+		for i := 1; i < len(keys); i++ {
+			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+				keys[j], keys[j-1] = keys[j-1], keys[j]
+				idx[j], idx[j-1] = idx[j-1], idx[j]
+			}
 		}
-		e.main.insertBefore(o, x)
+		return keys, idx, tk, ti
 	}
+	var diff uint64
+	for _, k := range keys {
+		diff |= k ^ keys[0]
+	}
+	if cap(tk) < len(keys) {
+		tk, ti = make([]uint64, len(keys)), make([]int32, len(keys))
+	}
+	tk, ti = tk[:len(keys)], ti[:len(keys)]
+	for shift := uint(0); shift < 64; shift += 8 {
+		if diff>>shift&0xff == 0 {
+			continue
+		}
+		var count [256]int
+		for _, k := range keys {
+			count[k>>shift&0xff]++
+		}
+		sum := 0
+		for b, c := range count {
+			count[b], sum = sum, sum+c
+		}
+		for i, k := range keys {
+			d := k >> shift & 0xff
+			tk[count[d]], ti[count[d]] = k, idx[i]
+			count[d]++
+		}
+		keys, tk = tk, keys
+		idx, ti = ti, idx
+	}
+	return keys, idx, tk, ti
 }
 
 // victim returns the object the policy evicts next, still in the set, or
 // nil when the set is empty (but for objects set aside).
 func (e *evictSet[K]) victim() *object[K] {
 	if e.policy != EvictS3FIFO {
+		if e.dirty {
+			e.settle()
+		}
 		return e.main.front()
 	}
 	for {
@@ -354,10 +447,7 @@ func (e *evictSet[K]) restore() {
 			o.home = evNone
 		}
 		o.evq = q
-		e.queue(q).pushFront(o)
-		if q == evSmall {
-			e.smallBytes += o.block.Size
-		}
+		e.pushFront(o, q)
 	}
 	e.aside = e.aside[:0]
 }

@@ -3,6 +3,7 @@
 package l1_test
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -25,14 +26,6 @@ func prodEnv(t *testing.T, cfg l1.Config) *env {
 	t.Helper()
 	a := newBigAlloc(t, prodPool)
 	return newEnvOver(t, a, a, cfg)
-}
-
-func leasesOf(rs []l1.Result) []l1.Lease {
-	out := make([]l1.Lease, len(rs))
-	for i, r := range rs {
-		out[i] = r.Lease
-	}
-	return out
 }
 
 // Writer A fills the pool and stalls; writer B reserves every key again and
@@ -210,4 +203,75 @@ func TestProductionPrefixPastTheRoom(t *testing.T) {
 	assert.Equal(t, uint64(1), st.FailedReservations-before.FailedReservations)
 	assert.Equal(t, prodN, e.m.Len())
 	require.NoError(t, e.a.Verify())
+}
+
+// stamp writes v into the first and the last 8 bytes of b's memory: all a
+// production-size test writes of an 8 MiB object, so that a pool of
+// 45 GiB backs two pages per object it stamps.
+func (e *env) stamp(b allocator.Block, v uint64) {
+	m := e.a.Bytes(b)
+	binary.LittleEndian.PutUint64(m, v)
+	binary.LittleEndian.PutUint64(m[len(m)-8:], v)
+}
+
+// stamped reports whether b's memory holds v at both ends.
+func (e *env) stamped(b allocator.Block, v uint64) bool {
+	m := e.a.Bytes(b)
+	return binary.LittleEndian.Uint64(m) == v && binary.LittleEndian.Uint64(m[len(m)-8:]) == v
+}
+
+// The quarantine at production size: in a full 45 GiB pool of 8 MiB
+// objects, a stuck writer's 1000 writes lapse while it keeps writing; a
+// writer of a whole pool's worth of new keys evicts every finished object
+// on demand (Scattered placement: their blocks reissued in place) and is
+// granted exactly the evictable memory, never a quarantined block, so the
+// stuck writer's stamps survive; the stuck writer's disconnect (AbortWrite
+// of its leases) frees its 8000 MiB at once, and the refused keys then fit.
+// Used == Held + QuarantinedBytes at every step.
+func TestProductionQuarantineUnderPressure(t *testing.T) {
+	e := prodEnv(t, l1.Config{QuarantineLapsedWrites: true, EvictOnDemand: true, Placement: allocator.Scattered, WriteTTL: time.Minute})
+	const stuckN = 1000
+	stuck := e.reserve(t, keys(0, stuckN), prodObject)
+	require.Equal(t, repeat(l1.OK, stuckN), statuses(stuck))
+	e.put(t, keys(stuckN, prodN-stuckN), prodObject)
+	require.Equal(t, int64(prodPool), e.used(), "the pool is full")
+	e.clk.Advance(time.Minute)
+	require.Equal(t, prodN-stuckN, e.m.Len(), "the stuck writes lapsed")
+	e.checkAccounting(t, stuckN, stuckN*prodObject)
+	for i, r := range stuck { // the stuck writer is alive and still writing
+		e.stamp(r.Block, uint64(i)+1)
+	}
+
+	fresh := keys(prodN, prodN)
+	rs := e.reserve(t, fresh, prodObject)
+	granted := prodN - stuckN
+	assert.Equal(t, append(repeat(l1.OK, granted), repeat(l1.OutOfMemory, stuckN)...), statuses(rs))
+	assert.Equal(t, uint64(granted), e.m.Stats().OnDemandEvictions)
+	quarantined := map[int64]bool{}
+	for _, r := range stuck {
+		quarantined[r.Block.Offset] = true
+	}
+	for i, r := range rs[:granted] {
+		require.False(t, quarantined[r.Block.Offset], "key %d got a quarantined block %+v", fresh[i], r.Block)
+		e.stamp(r.Block, ^uint64(i))
+	}
+	for i, r := range stuck {
+		require.True(t, e.stamped(r.Block, uint64(i)+1), "the stuck writer's block %+v was overwritten", r.Block)
+	}
+	e.checkAccounting(t, stuckN, stuckN*prodObject)
+	assert.Equal(t, int64(prodPool), e.used())
+
+	// The stuck writer's connection ends: the owner aborts its leases.
+	sts, err := e.m.AbortWrite(keys(0, stuckN), leasesOf(stuck))
+	require.NoError(t, err)
+	assert.Equal(t, repeat(l1.OK, stuckN), sts)
+	e.checkAccounting(t, 0, 0)
+	assert.Equal(t, int64(prodPool-stuckN*prodObject), e.used())
+	rest := e.reserve(t, fresh[granted:], prodObject)
+	assert.Equal(t, repeat(l1.OK, stuckN), statuses(rest))
+	for i, r := range rs[:granted] {
+		require.True(t, e.stamped(r.Block, ^uint64(i)), "a granted block %+v was overwritten", r.Block)
+	}
+	require.NoError(t, e.m.Close())
+	assert.Zero(t, e.used())
 }

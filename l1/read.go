@@ -30,6 +30,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	}
 	out := make([]Result, len(keys))
 	var ok []K
+	hits := 0
 	m.beginHints(len(keys))
 	for i := range keys {
 		o := m.lookupAtLocked(i, &keys[i], now)
@@ -40,11 +41,13 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 			out[i].Status = KeyNotReadable
 		default:
 			out[i] = Result{Status: OK, Block: o.block, Lease: m.readOneLocked(o, locks, now)}
+			hits++
 			if m.listening() {
 				ok = append(ok, keys[i])
 			}
 		}
 	}
+	m.countLookupsLocked(LookupRead, hits, len(keys)-hits, 0)
 	m.emitLocked(EventReadReserved, ok)
 	return out, nil
 }
@@ -78,6 +81,7 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Result, len(keys))
+	hits := 0
 	m.beginHints(len(keys))
 	for i := range keys {
 		o := m.lookupAtLocked(i, &keys[i], now)
@@ -88,8 +92,10 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 			out[i].Status = KeyNotReadable
 		default:
 			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
+			hits++
 		}
 	}
+	m.countLookupsLocked(LookupUnsafeRead, hits, len(keys)-hits, 0)
 	return out, nil
 }
 

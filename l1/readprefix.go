@@ -55,6 +55,7 @@ func (m *Manager[K]) AppendReadPrefix(leases []Lease, keys []K, locks int) ([]Le
 		leases = append(leases, m.readOneLocked(o, locks, now))
 		n++
 	}
+	m.countPrefixLocked(len(keys), n)
 	if n > 0 && m.listening() {
 		m.emitLocked(EventReadReserved, append([]K(nil), keys[:n]...))
 	}
@@ -90,6 +91,7 @@ func (m *Manager[K]) readPrefix(keys []K, locks int, out []Result) (int, error) 
 		}
 		break
 	}
+	m.countPrefixLocked(len(keys), n)
 	if n > 0 && m.listening() {
 		m.emitLocked(EventReadReserved, append([]K(nil), keys[:n]...))
 	}

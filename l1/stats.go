@@ -24,14 +24,20 @@ type Counters struct {
 	// OnDemandEvictions counts the evictions ReserveWrite made.
 	OnDemandEvictions uint64
 	// Expired counts objects reclaimed because a write lock, or a
-	// temporary object's read lock, lapsed.
+	// temporary object's read lock, lapsed, quarantined ones included.
 	Expired uint64
+	// Quarantines counts lapsed writes whose blocks were quarantined
+	// (Config.QuarantineLapsedWrites).
+	Quarantines uint64
 	// FreeErrors counts frees the memory refused. It stays 0 unless the
 	// memory is closed or misbehaves under the manager.
 	FreeErrors uint64
 	// PeakPendingEvents is the most events ever waiting for delivery to
 	// listeners at once (see Listener): a high-water mark.
 	PeakPendingEvents uint64
+	// Lookups are the hits and misses of the calls that look keys up, by
+	// kind of call (see LookupKind).
+	Lookups [NumLookupKinds]LookupCounts
 }
 
 // Stats is a snapshot of the manager.
@@ -42,9 +48,16 @@ type Stats struct {
 	// sweep.
 	Objects, WriteLocked, TemporaryReadLocked int
 	// Held is the bytes in the objects' blocks, as Usage reports them;
-	// Used and Capacity are the memory's. Used exceeds Held only when
-	// others allocate from the same memory.
+	// Used and Capacity are the memory's. Used exceeds Held +
+	// QuarantinedBytes only when others allocate from the same memory.
 	Held, Used, Capacity int64
+	// QuarantinedObjects and QuarantinedBytes are the lapsed writes whose
+	// blocks are quarantined, and their blocks' bytes (see
+	// Config.QuarantineLapsedWrites): allocated, in no object, waiting for
+	// their writers' AbortWrite or FinishWrite. A quarantined write is not
+	// in Objects.
+	QuarantinedObjects int
+	QuarantinedBytes   int64
 	// PendingEvents is the number of events waiting for delivery to
 	// listeners (see Listener).
 	PendingEvents int
@@ -65,6 +78,8 @@ func (m *Manager[K]) Stats() Stats {
 		Held:                m.held,
 		Used:                ms.Used,
 		Capacity:            ms.Capacity,
+		QuarantinedObjects:  len(m.quarantine),
+		QuarantinedBytes:    m.qbytes,
 		PendingEvents:       m.delivery.pending(),
 		Counters:            m.stats,
 	}

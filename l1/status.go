@@ -45,6 +45,12 @@ const (
 	// ReserveReadPrefix answers it for every key after the first that was
 	// not readable.
 	Skipped
+	// WriteLapsed means the caller's write lock lapsed before its
+	// FinishWrite or FinishWriteAndReserveRead, under
+	// Config.QuarantineLapsedWrites: the write was dropped, never made
+	// readable, and the block the caller was writing, quarantined since
+	// the lapse, is freed now. The caller may reserve the key again.
+	WriteLapsed
 )
 
 var statusNames = [...]string{
@@ -57,6 +63,7 @@ var statusNames = [...]string{
 	OutOfMemory:     "OUT_OF_MEMORY",
 	StaleLease:      "STALE_LEASE",
 	Skipped:         "SKIPPED",
+	WriteLapsed:     "WRITE_LAPSED",
 }
 
 // String returns LMCache's name for the status, e.g. "KEY_NOT_EXIST"; OK

@@ -17,7 +17,10 @@ func checkLeases(keys int, leases []Lease) error {
 // StaleLease when the write lock is someone else's; otherwise OK. A key
 // whose write lock lapsed was reclaimed, so it answers KeyNotExist, or
 // StaleLease once another writer reserved it again: either way its data
-// never becomes readable, and the other writer's reservation stands.
+// never becomes readable, and the other writer's reservation stands. Under
+// Config.QuarantineLapsedWrites it answers WriteLapsed instead, whatever
+// the key holds now, and the block the lapsed write held is freed (see
+// quarantine.go).
 //
 // len(leases) != len(keys) is an error wrapping ErrInvalidArgument, and
 // nothing changes. After Close it returns ErrClosed.
@@ -34,6 +37,10 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	var ok []K
 	m.beginHints(len(keys))
 	for i := range keys {
+		if len(m.quarantine) > 0 && m.releaseQuarantinedLocked(&keys[i], leases[i]) {
+			out[i] = WriteLapsed
+			continue
+		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:
@@ -67,9 +74,11 @@ func (m *Manager[K]) finishWriteLocked(o *object[K]) {
 // Per key: KeyNotExist; KeyInWrongState when the object is not
 // write-locked or is already read-locked; StaleLease when the write lock
 // is someone else's; otherwise OK with the block and the new read lease.
-// locks outside [1, MaxReadLocks], or len(leases) != len(keys), is an
-// error wrapping ErrInvalidArgument, and nothing changes. After Close it
-// returns ErrClosed.
+// A lapsed write answers as for FinishWrite (WriteLapsed under
+// Config.QuarantineLapsedWrites, which frees its block), and takes no read
+// lock. locks outside [1, MaxReadLocks], or len(leases) != len(keys), is
+// an error wrapping ErrInvalidArgument, and nothing changes. After Close
+// it returns ErrClosed.
 func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks int) ([]Result, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
@@ -86,6 +95,10 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	var ok []K
 	m.beginHints(len(keys))
 	for i := range keys {
+		if len(m.quarantine) > 0 && m.releaseQuarantinedLocked(&keys[i], leases[i]) {
+			out[i].Status = WriteLapsed
+			continue
+		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:
@@ -114,7 +127,11 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 // partial write. leases[i] is keys[i]'s write lease. Per key: KeyNotExist;
 // KeyInWrongState when the object is not write-locked, and a finished
 // object is then left as it is; StaleLease when the write lock is someone
-// else's, whose reservation stands; otherwise OK. len(leases) !=
+// else's, whose reservation stands; otherwise OK. Under
+// Config.QuarantineLapsedWrites, a lapsed write's lease frees the block
+// the write held, quarantined since the lapse, and answers OK, whatever
+// the key holds now: the call a node pool's owner makes, with every lease
+// of a connection's writes, when the connection ends. len(leases) !=
 // len(keys) is an error wrapping ErrInvalidArgument, and nothing changes.
 // After Close it returns ErrClosed.
 func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
@@ -129,6 +146,9 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	out := make([]Status, len(keys))
 	m.beginHints(len(keys))
 	for i := range keys {
+		if len(m.quarantine) > 0 && m.releaseQuarantinedLocked(&keys[i], leases[i]) {
+			continue // OK: the quarantined block is freed
+		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:

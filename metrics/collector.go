@@ -40,8 +40,9 @@ type Collector struct {
 
 	regionSize, ready, pinned, readyRatio, segments, prepSeconds, prepDone *prometheus.Desc
 
-	lookups, evictions, expiries, objects, held          *prometheus.Desc
-	reservations, l1Partial, l1Failed, oomKeys, freeErrs *prometheus.Desc
+	lookups, lookupCalls, lookupSkipped, evictions, expiries, objects, held *prometheus.Desc
+	quarantined, quarantines                                                *prometheus.Desc
+	reservations, l1Partial, l1Failed, oomKeys, freeErrs                    *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -73,11 +74,15 @@ func New(opts Options) *Collector {
 	c.prepSeconds = d("region_prepare_seconds", "Seconds from the region's constructor to its last segment ready, or to now while the workers run.")
 	c.prepDone = d("region_prepare_done", "1 once the region's workers have stopped (all ready, failed or closed), else 0.")
 
-	c.lookups = d("l1_lookups_total", "Key lookups by call and result (hit or miss).", "call", "result")
+	c.lookups = d("l1_lookups_total", "Keys looked up, by kind of call (read, read_prefix, unsafe_read, write) and result (hit or miss).", "kind", "result")
+	c.lookupCalls = d("l1_lookup_calls_total", "Calls that looked keys up, by kind.", "kind")
+	c.lookupSkipped = d("l1_lookup_skipped_keys_total", "Keys a prefix lookup did not look at, behind the key it stopped at, by kind (only read_prefix skips).", "kind")
 	c.evictions = d("l1_evictions_total", "Objects evicted, by reason: on_demand (ReserveWrite) or evict_to (EvictTo).", "reason")
 	c.expiries = d("l1_lock_expiries_total", "Objects reclaimed because a write lock, or a temporary object's read lock, lapsed.")
 	c.objects = d("l1_objects", "Objects held, by state.", "state")
 	c.held = d("l1_held_bytes", "Bytes in the objects' blocks.")
+	c.quarantined = d("l1_quarantined_bytes", "Bytes in the blocks of lapsed writes, kept until their writers finish, abort or disconnect.")
+	c.quarantines = d("l1_quarantines_total", "Lapsed writes whose blocks were quarantined.")
 	c.reservations = d("l1_write_reservations_total", "Keys ReserveWrite granted.")
 	c.l1Partial = d("l1_partial_grants_total", "ReserveWrite calls that allocated some, but not all, of their keys.")
 	c.l1Failed = d("l1_failed_reservations_total", "ReserveWrite calls that had keys to allocate and allocated none.")
@@ -96,8 +101,8 @@ func (c *Collector) regionDescs() []*prometheus.Desc {
 }
 
 func (c *Collector) l1Descs() []*prometheus.Desc {
-	return []*prometheus.Desc{c.lookups, c.evictions, c.expiries, c.objects, c.held,
-		c.reservations, c.l1Partial, c.l1Failed, c.oomKeys, c.freeErrs}
+	return []*prometheus.Desc{c.lookups, c.lookupCalls, c.lookupSkipped, c.evictions, c.expiries, c.objects, c.held,
+		c.quarantined, c.quarantines, c.reservations, c.l1Partial, c.l1Failed, c.oomKeys, c.freeErrs}
 }
 
 // Describe sends the descriptions of the metrics of every source present.
@@ -138,21 +143,12 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels .
 	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
-// Fragmentation returns 1 - largest/free, the share of the free bytes that
-// a single object cannot use, or 0 when nothing is free.
-func Fragmentation(s allocator.Stats) float64 {
-	if s.Free <= 0 {
-		return 0
-	}
-	return 1 - float64(s.LargestFree)/float64(s.Free)
-}
-
 func (c *Collector) collectAllocator(ch chan<- prometheus.Metric, s allocator.Stats) {
 	gauge(ch, c.capacity, float64(s.Capacity))
 	gauge(ch, c.used, float64(s.Used))
 	gauge(ch, c.free, float64(s.Free))
 	gauge(ch, c.largest, float64(s.LargestFree))
-	gauge(ch, c.fragmentation, Fragmentation(s))
+	gauge(ch, c.fragmentation, s.Fragmentation())
 	gauge(ch, c.extents, float64(s.FreeExtents))
 	gauge(ch, c.live, float64(s.LiveBlocks))
 	counter(ch, c.allocated, s.Allocs)
@@ -184,8 +180,10 @@ func (c *Collector) collectRegion(ch chan<- prometheus.Metric, p allocator.Segme
 
 func (c *Collector) collectL1(ch chan<- prometheus.Metric, s L1Stats) {
 	for _, l := range s.Lookups {
-		counter(ch, c.lookups, l.Hits, l.Call, "hit")
-		counter(ch, c.lookups, l.Misses, l.Call, "miss")
+		counter(ch, c.lookups, l.Hits, l.Kind, "hit")
+		counter(ch, c.lookups, l.Misses, l.Kind, "miss")
+		counter(ch, c.lookupCalls, l.Calls, l.Kind)
+		counter(ch, c.lookupSkipped, l.Skipped, l.Kind)
 	}
 	for _, e := range s.Evictions {
 		counter(ch, c.evictions, e.Count, e.Reason)
@@ -195,6 +193,8 @@ func (c *Collector) collectL1(ch chan<- prometheus.Metric, s L1Stats) {
 		gauge(ch, c.objects, float64(o.Count), o.State)
 	}
 	gauge(ch, c.held, float64(s.HeldBytes))
+	gauge(ch, c.quarantined, float64(s.QuarantinedBytes))
+	counter(ch, c.quarantines, s.Quarantines)
 	counter(ch, c.reservations, s.WriteReservations)
 	counter(ch, c.l1Partial, s.PartialGrants)
 	counter(ch, c.l1Failed, s.FailedReservations)

@@ -108,9 +108,16 @@ kvalloc_region_size_bytes{pool="p0"} 4.294967296e+09
 
 // knownL1 is an l1.Stats with every figure distinct.
 var knownL1 = l1.Stats{
-	Objects: 10, WriteLocked: 3, TemporaryReadLocked: 2, Held: 40 * mib, Used: 41 * mib, Capacity: 64 * mib,
+	Objects: 10, WriteLocked: 3, TemporaryReadLocked: 2, Held: 40 * mib, Used: 43 * mib, Capacity: 64 * mib,
+	QuarantinedObjects: 1, QuarantinedBytes: 3 * mib,
 	Counters: l1.Counters{WriteReservations: 21, PartialGrants: 4, FailedReservations: 5, OOMKeys: 6,
-		Evictions: 9, OnDemandEvictions: 7, Expired: 8, FreeErrors: 0},
+		Evictions: 9, OnDemandEvictions: 7, Expired: 8, Quarantines: 13, FreeErrors: 0,
+		Lookups: [l1.NumLookupKinds]l1.LookupCounts{
+			l1.LookupRead:       {Calls: 30, Hits: 11, Misses: 12},
+			l1.LookupReadPrefix: {Calls: 31, Hits: 14, Misses: 15, Skipped: 16},
+			l1.LookupUnsafeRead: {Calls: 32, Hits: 17, Misses: 18},
+			l1.LookupWrite:      {Calls: 33, Hits: 19, Misses: 20},
+		}},
 }
 
 const wantL1 = `
@@ -130,18 +137,43 @@ kvalloc_l1_held_bytes{pool="p0"} 4.194304e+07
 # HELP kvalloc_l1_lock_expiries_total Objects reclaimed because a write lock, or a temporary object's read lock, lapsed.
 # TYPE kvalloc_l1_lock_expiries_total counter
 kvalloc_l1_lock_expiries_total{pool="p0"} 8
-# HELP kvalloc_l1_lookups_total Key lookups by call and result (hit or miss).
+# HELP kvalloc_l1_lookup_calls_total Calls that looked keys up, by kind.
+# TYPE kvalloc_l1_lookup_calls_total counter
+kvalloc_l1_lookup_calls_total{kind="read",pool="p0"} 30
+kvalloc_l1_lookup_calls_total{kind="read_prefix",pool="p0"} 31
+kvalloc_l1_lookup_calls_total{kind="unsafe_read",pool="p0"} 32
+kvalloc_l1_lookup_calls_total{kind="write",pool="p0"} 33
+# HELP kvalloc_l1_lookup_skipped_keys_total Keys a prefix lookup did not look at, behind the key it stopped at, by kind (only read_prefix skips).
+# TYPE kvalloc_l1_lookup_skipped_keys_total counter
+kvalloc_l1_lookup_skipped_keys_total{kind="read",pool="p0"} 0
+kvalloc_l1_lookup_skipped_keys_total{kind="read_prefix",pool="p0"} 16
+kvalloc_l1_lookup_skipped_keys_total{kind="unsafe_read",pool="p0"} 0
+kvalloc_l1_lookup_skipped_keys_total{kind="write",pool="p0"} 0
+# HELP kvalloc_l1_lookups_total Keys looked up, by kind of call (read, read_prefix, unsafe_read, write) and result (hit or miss).
 # TYPE kvalloc_l1_lookups_total counter
-kvalloc_l1_lookups_total{call="ReserveRead",pool="p0",result="hit"} 11
-kvalloc_l1_lookups_total{call="ReserveRead",pool="p0",result="miss"} 12
+kvalloc_l1_lookups_total{kind="read",pool="p0",result="hit"} 11
+kvalloc_l1_lookups_total{kind="read",pool="p0",result="miss"} 12
+kvalloc_l1_lookups_total{kind="read_prefix",pool="p0",result="hit"} 14
+kvalloc_l1_lookups_total{kind="read_prefix",pool="p0",result="miss"} 15
+kvalloc_l1_lookups_total{kind="unsafe_read",pool="p0",result="hit"} 17
+kvalloc_l1_lookups_total{kind="unsafe_read",pool="p0",result="miss"} 18
+kvalloc_l1_lookups_total{kind="write",pool="p0",result="hit"} 19
+kvalloc_l1_lookups_total{kind="write",pool="p0",result="miss"} 20
 # HELP kvalloc_l1_objects Objects held, by state.
 # TYPE kvalloc_l1_objects gauge
 kvalloc_l1_objects{pool="p0",state="other"} 5
+kvalloc_l1_objects{pool="p0",state="quarantined"} 1
 kvalloc_l1_objects{pool="p0",state="temporary_read_locked"} 2
 kvalloc_l1_objects{pool="p0",state="write_locked"} 3
 # HELP kvalloc_l1_oom_keys_total Keys answered OutOfMemory.
 # TYPE kvalloc_l1_oom_keys_total counter
 kvalloc_l1_oom_keys_total{pool="p0"} 6
+# HELP kvalloc_l1_quarantined_bytes Bytes in the blocks of lapsed writes, kept until their writers finish, abort or disconnect.
+# TYPE kvalloc_l1_quarantined_bytes gauge
+kvalloc_l1_quarantined_bytes{pool="p0"} 3.145728e+06
+# HELP kvalloc_l1_quarantines_total Lapsed writes whose blocks were quarantined.
+# TYPE kvalloc_l1_quarantines_total counter
+kvalloc_l1_quarantines_total{pool="p0"} 13
 # HELP kvalloc_l1_partial_grants_total ReserveWrite calls that allocated some, but not all, of their keys.
 # TYPE kvalloc_l1_partial_grants_total counter
 kvalloc_l1_partial_grants_total{pool="p0"} 4
@@ -155,12 +187,7 @@ func knownCollector(t *testing.T) *Collector {
 		Allocator: knownAllocator(t),
 		Region: fakeRegion{Segments: 64, Ready: 10, Failed: 1, TotalBytes: 4 << 30, ReadyBytes: 640 * mib,
 			PinnedBytes: 640 * mib, Done: true, Elapsed: 1500 * time.Millisecond},
-		L1: func() L1Stats {
-			s := FromL1Stats(knownL1)
-			// What the lead wires once l1 counts lookups.
-			s.Lookups = []L1Lookups{{Call: "ReserveRead", Hits: 11, Misses: 12}}
-			return s
-		},
+		L1:          func() L1Stats { return FromL1Stats(knownL1) },
 		ConstLabels: prometheus.Labels{"pool": "p0"},
 	})
 }
@@ -172,9 +199,9 @@ func TestCollectorKnownState(t *testing.T) {
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(wantRegion),
 		"kvalloc_region_size_bytes", "kvalloc_region_ready_bytes", "kvalloc_region_pinned_bytes", "kvalloc_region_ready_ratio",
 		"kvalloc_region_segments", "kvalloc_region_prepare_seconds", "kvalloc_region_prepare_done"))
-	// Label sets: 2 causes, 3 segment states, 3 object states, 2 eviction
-	// reasons, hit and miss of one call.
-	assert.Equal(t, 2+3+3+2+2, testutil.CollectAndCount(c, "kvalloc_allocator_failures_total", "kvalloc_region_segments",
+	// Label sets: 2 causes, 3 segment states, 4 object states, 2 eviction
+	// reasons, hit and miss of 4 kinds of lookup.
+	assert.Equal(t, 2+3+4+2+2*4, testutil.CollectAndCount(c, "kvalloc_allocator_failures_total", "kvalloc_region_segments",
 		"kvalloc_l1_objects", "kvalloc_l1_evictions_total", "kvalloc_l1_lookups_total"))
 }
 
@@ -201,7 +228,7 @@ func TestCollectorRegistersPedantically(t *testing.T) {
 	require.NoError(t, reg.Register(knownCollector(t)))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	assert.Len(t, mfs, 11+7+10)
+	assert.Len(t, mfs, 11+7+14)
 	// A second pool in the same registry, told apart by its label.
 	require.NoError(t, reg.Register(New(Options{Allocator: knownAllocator(t), ConstLabels: prometheus.Labels{"pool": "p1"}})))
 	_, err = reg.Gather()
@@ -218,23 +245,76 @@ func TestCollectorNoSources(t *testing.T) {
 	assert.Zero(t, len(ch))
 }
 
-func TestFragmentation(t *testing.T) {
-	for _, tc := range []struct {
-		free, largest int64
-		want          float64
-	}{
-		{0, 0, 0},
-		{4096, 4096, 0},
-		{4 * mib, mib, 0.75},
-		{1 << 40, 4096, 1 - 4096.0/(1<<40)},
-	} {
-		assert.Equal(t, tc.want, Fragmentation(allocator.Stats{Free: tc.free, LargestFree: tc.largest}), "%+v", tc)
-	}
+// TestCollectorRealL1 wires a real manager that quarantines lapsed
+// writes: four keys written, two finished, two lapsed while being written;
+// a read and a prefix lookup. The objects, lookups, held and quarantined
+// bytes are the manager's, and the allocator's used bytes are held plus
+// quarantined.
+func TestCollectorRealL1(t *testing.T) {
+	r, err := allocator.NewHeapRegion(16 * mib)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	now := time.Unix(1e9, 0)
+	m, err := l1.New[string](a, l1.Config{QuarantineLapsedWrites: true, WriteTTL: time.Minute, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	defer m.Close()
+	res, err := m.ReserveWrite([]string{"a", "b", "c", "d"}, nil, mib, l1.ModeAll)
+	require.NoError(t, err)
+	_, err = m.FinishWrite([]string{"a", "b"}, []l1.Lease{res[0].Lease, res[1].Lease})
+	require.NoError(t, err)
+	now = now.Add(time.Minute) // c and d lapse while their writer lives
+	_, err = m.ReserveRead([]string{"a", "c", "x"}, 1)
+	require.NoError(t, err)
+	_, n, err := m.ReserveReadPrefix([]string{"a", "b", "c", "a"}, 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	c := New(Options{L1: L1(m), Allocator: a})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP kvalloc_l1_objects Objects held, by state.
+# TYPE kvalloc_l1_objects gauge
+kvalloc_l1_objects{state="other"} 2
+kvalloc_l1_objects{state="quarantined"} 2
+kvalloc_l1_objects{state="temporary_read_locked"} 0
+kvalloc_l1_objects{state="write_locked"} 0
+# HELP kvalloc_l1_write_reservations_total Keys ReserveWrite granted.
+# TYPE kvalloc_l1_write_reservations_total counter
+kvalloc_l1_write_reservations_total 4
+# HELP kvalloc_l1_held_bytes Bytes in the objects' blocks.
+# TYPE kvalloc_l1_held_bytes gauge
+kvalloc_l1_held_bytes 2.097152e+06
+# HELP kvalloc_l1_quarantined_bytes Bytes in the blocks of lapsed writes, kept until their writers finish, abort or disconnect.
+# TYPE kvalloc_l1_quarantined_bytes gauge
+kvalloc_l1_quarantined_bytes 2.097152e+06
+# HELP kvalloc_allocator_used_bytes Bytes in live blocks.
+# TYPE kvalloc_allocator_used_bytes gauge
+kvalloc_allocator_used_bytes 4.194304e+06
+# HELP kvalloc_l1_lookups_total Keys looked up, by kind of call (read, read_prefix, unsafe_read, write) and result (hit or miss).
+# TYPE kvalloc_l1_lookups_total counter
+kvalloc_l1_lookups_total{kind="read",result="hit"} 1
+kvalloc_l1_lookups_total{kind="read",result="miss"} 2
+kvalloc_l1_lookups_total{kind="read_prefix",result="hit"} 2
+kvalloc_l1_lookups_total{kind="read_prefix",result="miss"} 1
+kvalloc_l1_lookups_total{kind="unsafe_read",result="hit"} 0
+kvalloc_l1_lookups_total{kind="unsafe_read",result="miss"} 0
+kvalloc_l1_lookups_total{kind="write",result="hit"} 0
+kvalloc_l1_lookups_total{kind="write",result="miss"} 4
+# HELP kvalloc_l1_lookup_skipped_keys_total Keys a prefix lookup did not look at, behind the key it stopped at, by kind (only read_prefix skips).
+# TYPE kvalloc_l1_lookup_skipped_keys_total counter
+kvalloc_l1_lookup_skipped_keys_total{kind="read"} 0
+kvalloc_l1_lookup_skipped_keys_total{kind="read_prefix"} 1
+kvalloc_l1_lookup_skipped_keys_total{kind="unsafe_read"} 0
+kvalloc_l1_lookup_skipped_keys_total{kind="write"} 0
+`), "kvalloc_l1_objects", "kvalloc_l1_write_reservations_total", "kvalloc_l1_held_bytes", "kvalloc_l1_quarantined_bytes",
+		"kvalloc_allocator_used_bytes", "kvalloc_l1_lookups_total", "kvalloc_l1_lookup_skipped_keys_total"))
 }
 
-// TestCollectorRealL1 wires a real manager: three keys written, one still
-// write-locked, and checks the objects and reservations.
-func TestCollectorRealL1(t *testing.T) {
+// TestCollectorL1HeldBytesShared: kvalloc_l1_held_bytes is the bytes in
+// the manager's own objects, not the allocator's used bytes, when another
+// user shares the allocator: the manager holds 3 MiB, the other user
+// 5 MiB, and kvalloc_allocator_used_bytes says 8 MiB.
+func TestCollectorL1HeldBytesShared(t *testing.T) {
 	r, err := allocator.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
@@ -243,22 +323,21 @@ func TestCollectorRealL1(t *testing.T) {
 	m, err := l1.New[string](a, l1.Config{})
 	require.NoError(t, err)
 	defer m.Close()
-	res, err := m.ReserveWrite([]string{"a", "b", "c"}, nil, mib, l1.ModeAll)
+	ks := []string{"a", "b", "c"}
+	res, err := m.ReserveWrite(ks, nil, mib, l1.ModeAll)
 	require.NoError(t, err)
-	_, err = m.FinishWrite([]string{"a", "b"}, []l1.Lease{res[0].Lease, res[1].Lease})
+	_, err = m.FinishWrite(ks, []l1.Lease{res[0].Lease, res[1].Lease, res[2].Lease})
 	require.NoError(t, err)
-	c := New(Options{L1: L1(m)})
+	other, err := a.AllocateBatch(mib, 5, allocator.Scattered)
+	require.NoError(t, err)
+	defer a.Free(other...)
+	c := New(Options{Allocator: a, L1: L1(m)})
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
-# HELP kvalloc_l1_objects Objects held, by state.
-# TYPE kvalloc_l1_objects gauge
-kvalloc_l1_objects{state="other"} 2
-kvalloc_l1_objects{state="temporary_read_locked"} 0
-kvalloc_l1_objects{state="write_locked"} 1
-# HELP kvalloc_l1_write_reservations_total Keys ReserveWrite granted.
-# TYPE kvalloc_l1_write_reservations_total counter
-kvalloc_l1_write_reservations_total 3
+# HELP kvalloc_allocator_used_bytes Bytes in live blocks.
+# TYPE kvalloc_allocator_used_bytes gauge
+kvalloc_allocator_used_bytes 8.388608e+06
 # HELP kvalloc_l1_held_bytes Bytes in the objects' blocks.
 # TYPE kvalloc_l1_held_bytes gauge
 kvalloc_l1_held_bytes 3.145728e+06
-`), "kvalloc_l1_objects", "kvalloc_l1_write_reservations_total", "kvalloc_l1_held_bytes"))
+`), "kvalloc_allocator_used_bytes", "kvalloc_l1_held_bytes"))
 }

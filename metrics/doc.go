@@ -47,17 +47,33 @@
 //
 // l1 manager (L1Source, e.g. L1(manager)):
 //
-//	kvalloc_l1_lookups_total{call,result}   counter  key lookups by call and result="hit"|"miss"
+//	kvalloc_l1_lookups_total{kind,result}   counter  keys looked up, by kind of call and result="hit"|"miss" (see below)
+//	kvalloc_l1_lookup_calls_total{kind}     counter  calls that looked keys up, by kind
+//	kvalloc_l1_lookup_skipped_keys_total{kind} counter keys behind a prefix lookup's first miss, not looked at (kind="read_prefix"; 0 for the others)
 //	kvalloc_l1_evictions_total{reason}      counter  objects evicted: reason="on_demand" (by ReserveWrite) or "evict_to" (by EvictTo)
 //	kvalloc_l1_lock_expiries_total          counter  objects reclaimed because a write lock or a temporary object's read lock lapsed
 //	kvalloc_l1_objects{state}               gauge    objects by state
 //	kvalloc_l1_held_bytes                   gauge    bytes in the objects' blocks
+//	kvalloc_l1_quarantined_bytes            gauge    bytes of lapsed writes' blocks kept from other writers until their writers let go
+//	kvalloc_l1_quarantines_total            counter  lapsed writes quarantined
 //	kvalloc_l1_write_reservations_total     counter  keys ReserveWrite granted
 //	kvalloc_l1_partial_grants_total         counter  ReserveWrite calls that allocated some but not all keys
 //	kvalloc_l1_failed_reservations_total    counter  ReserveWrite calls that allocated none of their keys
 //	kvalloc_l1_oom_keys_total               counter  keys answered OutOfMemory
 //	kvalloc_l1_free_errors_total            counter  frees the memory refused
 //
-// FromL1Stats fills L1Stats from what l1.Stats holds today, which has no
-// lookup counters and only three object states; see its documentation.
+// The kinds of lookup are l1.LookupKind's: kind="read" (ReserveRead: a hit
+// is a key read-locked, a miss one missing or being written),
+// "read_prefix" (ReserveReadPrefix and AppendReadPrefix: the hits are the
+// prefix, the miss the key the call stopped at, and the keys behind it are
+// skipped, so hit/(hit+miss+skipped) is the share of the requested blocks
+// found and hit/calls the mean prefix), "unsafe_read" (UnsafeRead: a hit
+// is a read-locked key) and "write" (ReserveWrite: a hit is a key already
+// present, which a store need not have sent). The object states are
+// write_locked, temporary_read_locked, other and quarantined (lapsed
+// writes, which l1 does not count among its objects); over a memory only
+// the manager uses, kvalloc_allocator_used_bytes = kvalloc_l1_held_bytes
+// + kvalloc_l1_quarantined_bytes.
+//
+// FromL1Stats fills L1Stats from l1.Stats; see its documentation.
 package metrics

@@ -3,12 +3,12 @@ package metrics
 import "github.com/kvalloc/kvalloc/l1"
 
 // L1Stats is what the collector exposes for an l1 manager. It is defined
-// here, not in l1, so that the counters l1 does not keep yet (lookups by
-// call, more object states) can be filled in by whoever has them without a
-// change to the collector.
+// here, not in l1, so that figures l1 does not keep (more object states,
+// a daemon's per-connection figures) can be filled in by whoever has them
+// without a change to the collector.
 type L1Stats struct {
-	// Lookups are hits and misses by call ("ReserveRead", "UnsafeRead",
-	// "Prefix", ...). Empty: l1.Stats has no lookup counters yet.
+	// Lookups are the lookups of each kind of call, by l1.LookupKind's
+	// names ("read", "read_prefix", "unsafe_read", "write").
 	Lookups []L1Lookups
 	// Evictions are objects evicted, by reason ("on_demand", "evict_to").
 	Evictions []L1Evictions
@@ -18,14 +18,20 @@ type L1Stats struct {
 	Objects []L1Objects
 	// HeldBytes is the bytes in the objects' blocks.
 	HeldBytes int64
+	// QuarantinedBytes is the bytes of lapsed writes' quarantined blocks
+	// (l1.Config.QuarantineLapsedWrites); Quarantines counts the writes
+	// quarantined.
+	QuarantinedBytes int64
+	Quarantines      uint64
 	// The reservation counters of l1.Counters.
 	WriteReservations, PartialGrants, FailedReservations, OOMKeys, FreeErrors uint64
 }
 
-// L1Lookups are one call's lookup results.
+// L1Lookups are one kind of call's lookups (see l1.LookupCounts): the
+// calls, and the keys they named by outcome.
 type L1Lookups struct {
-	Call         string
-	Hits, Misses uint64
+	Kind                         string
+	Calls, Hits, Misses, Skipped uint64
 }
 
 // L1Evictions counts evictions for one reason.
@@ -45,6 +51,7 @@ const (
 	StateWriteLocked         = "write_locked"
 	StateTemporaryReadLocked = "temporary_read_locked"
 	StateOther               = "other"
+	StateQuarantined         = "quarantined"
 )
 
 // Eviction reasons FromL1Stats reports.
@@ -53,16 +60,24 @@ const (
 	ReasonEvictTo  = "evict_to"
 )
 
-// FromL1Stats converts what l1.Stats holds today:
+// FromL1Stats converts what l1.Stats holds:
 //
+//   - lookups of every l1.LookupKind, by its name;
 //   - evictions by reason: on_demand is OnDemandEvictions, evict_to the
 //     rest of Evictions;
-//   - objects by state: write_locked, temporary_read_locked, and other
-//     (every other object: finished ones, read-locked or not);
-//   - no lookups: l1 counts no hits or misses yet, so Lookups is empty and
-//     kvalloc_l1_lookups_total is absent until it does.
+//   - objects by state: write_locked, temporary_read_locked, other
+//     (every other object: finished ones, read-locked or not), and
+//     quarantined (lapsed writes whose blocks are kept, which l1 does not
+//     count among its objects);
+//   - the quarantine's bytes and count.
 func FromL1Stats(s l1.Stats) L1Stats {
+	lookups := make([]L1Lookups, len(l1.LookupKinds))
+	for i, k := range l1.LookupKinds {
+		c := s.Lookups[k]
+		lookups[i] = L1Lookups{Kind: k.String(), Calls: c.Calls, Hits: c.Hits, Misses: c.Misses, Skipped: c.Skipped}
+	}
 	return L1Stats{
+		Lookups: lookups,
 		Evictions: []L1Evictions{
 			{ReasonOnDemand, s.OnDemandEvictions},
 			{ReasonEvictTo, s.Evictions - min(s.OnDemandEvictions, s.Evictions)},
@@ -72,8 +87,11 @@ func FromL1Stats(s l1.Stats) L1Stats {
 			{StateWriteLocked, int64(s.WriteLocked)},
 			{StateTemporaryReadLocked, int64(s.TemporaryReadLocked)},
 			{StateOther, int64(s.Objects - s.WriteLocked - s.TemporaryReadLocked)},
+			{StateQuarantined, int64(s.QuarantinedObjects)},
 		},
 		HeldBytes:          s.Held,
+		QuarantinedBytes:   s.QuarantinedBytes,
+		Quarantines:        s.Quarantines,
 		WriteReservations:  s.WriteReservations,
 		PartialGrants:      s.PartialGrants,
 		FailedReservations: s.FailedReservations,

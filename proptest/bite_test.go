@@ -93,5 +93,8 @@ func TestPropL1StateMachineBites(t *testing.T) {
 		{"leases ignored", commands.Prop(l1Commands(mutant.VariantLeasesIgnored))},
 		{"TTL overflow", commands.Prop(l1Commands(mutant.VariantTTLOverflow))},
 		{"prefix read locks past the miss", commands.Prop(l1Commands(mutant.VariantReadPrefixLocksAll))},
+		{"quarantine frees the block at lapse", commands.Prop(l1Commands(mutant.VariantQuarantineFreesAtLapse))},
+		{"quarantined blocks evicted under pressure", commands.Prop(l1Commands(mutant.VariantQuarantineEvicted))},
+		{"write-locked keys counted as read hits", commands.Prop(l1Commands(mutant.VariantReadHitOnFind))},
 	}, 150, 60)
 }

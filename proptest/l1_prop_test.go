@@ -116,8 +116,9 @@ func l1Commands(v l1check.Variant) *commands.ProtoCommands {
 			return l1check.MustNew(initial.(*l1State).setup, v)
 		},
 		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) { sut.(*l1check.System).Close() },
-		InitialStateGen: gopter.CombineGens(genSetup(true), gen.IntRange(0, 4)).Map(func(v []any) *l1State {
+		InitialStateGen: gopter.CombineGens(genSetup(true), gen.IntRange(0, 4), gen.Bool()).Map(func(v []any) *l1State {
 			setup := v[0].(l1check.Setup)
+			setup.Quarantine = v[2].(bool) // lapsed writes keep their blocks
 			switch v[1].(int) {
 			case 0, 1: // short TTLs, so that advances matter at every size
 				setup.WriteTTL, setup.ReadTTL = 10*time.Second, 5*time.Second
@@ -138,9 +139,11 @@ func l1Commands(v l1check.Variant) *commands.ProtoCommands {
 }
 
 // TestPropL1StateMachine: every Manager method, in any order, with clock
-// advances across both TTLs, returns what the reference model returns and
-// leaves the state the model predicts: per-key results and blocks, errors,
-// usage, counters, every object's state in LRU order, and the free extents.
+// advances across both TTLs, with and without the quarantine of lapsed
+// writes, returns what the reference model returns and leaves the state
+// the model predicts: per-key results and blocks, errors, usage, the
+// quarantine, counters, every object's state in LRU order, and the free
+// extents.
 func TestPropL1StateMachine(t *testing.T) {
 	check(t, commands.Prop(l1Commands(l1check.Variant{})), params(t, 300, 80))
 }

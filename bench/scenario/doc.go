@@ -5,19 +5,21 @@
 //
 // # What runs
 //
-// Run replays one Scenario under one Policy: a fresh allocator.Allocator
-// (allocator.New over allocator.NewHeapRegion of the scenario's pool size)
-// under a fresh l1.Manager[uint64] configured with the policy's prefix
-// strategy, placement and, for EvictOnDemand, on-demand eviction. The
-// manager's Config.Now is the simulated clock, which only advance and
-// traffic operations move, so a run takes no real time beyond its work and
-// is deterministic: the same file, policy and Options give the same
-// Result, wall time aside. RunMatrix runs scenarios × policies on several
-// goroutines; runs share nothing.
+// Run replays one Scenario under one sim.Policy: a fresh
+// allocator.Allocator (allocator.New over allocator.NewHeapRegion of the
+// scenario's pool size) under a fresh l1.Manager[uint64] that
+// sim.NewManager configures with the policy's prefix strategy, placement
+// and control. The manager's Config.Now is the simulated clock
+// (sim.Clock), which only advance and traffic operations move, so a run
+// takes no real time beyond its work and is deterministic: the same file,
+// policy and Options give the same Result, wall time aside. RunMatrix runs
+// scenarios × policies on several goroutines (sim.Parallel); runs share
+// nothing.
 //
-// The policy matrix is prefix {none, binarysearch, onepass} × placement
-// {contiguous, scattered, contiguous-first} × eviction {periodic,
-// on-demand}: 18 policies (Policies).
+// The policy matrix (matrix.go) is prefix {none, binarysearch, onepass} ×
+// placement {contiguous, scattered, contiguous-first} × eviction
+// {periodic, on-demand}: 18 policies (Policies), named
+// PREFIX/PLACEMENT/EVICTION after l1's, allocator's and sim's enums.
 //
 // # Operations
 //
@@ -41,24 +43,20 @@
 // stream generates does not depend on the policy: every policy sees the
 // same requests at the same simulated times.
 //
-// Events at one instant run in this order: plot samples, the periodic
-// sweep, releases of held read locks, arrivals; an explicit operation at
-// an instant runs after every event of that instant.
+// Events (a sim.Queue) at one instant run in this order: plot samples,
+// the periodic sweep, releases of held read locks, arrivals; an explicit
+// operation at an instant runs after every event of that instant.
 //
 // # The periodic controller
 //
-// Under EvictPeriodic the runner plays LMCache's reference eviction
-// controller: every sweep period of simulated time (1 s), when used ÷
+// Under the periodic policies the runner plays LMCache's reference
+// eviction controller, sim.Controller counting keys, configured by the
+// sweep directive: every sweep period of simulated time (1 s), when used ÷
 // capacity ≥ the watermark (0.8), it evicts the ratio (0.2) of the keys,
-// least recently used first, skipping locked objects. l1 offers EvictTo
-// (evict LRU-first until usage ≤ a ratio) but no "evict k keys" call, so
-// the sweep computes k = ⌊0.2 × Len⌋ and asks EvictTo for the usage those
-// k keys leave: used − k × used/Len, plus half an object of slack against
-// rounding. With one object size this evicts exactly k keys; with several
-// sizes it evicts 20 % of the bytes. Unlike LMCache's sweep, which takes
-// 20 % of the keys and then drops the locked ones, EvictTo walks on past
-// locked objects, so this controller is if anything kinder to the
-// periodic policy than LMCache's.
+// least recently used first, walking past locked objects (see
+// sim.Controller.Tick for how it asks l1's EvictTo for k keys). With one
+// object size this evicts exactly k keys; with several sizes it evicts
+// 20 % of the bytes.
 //
 // # What is reported
 //
@@ -76,8 +74,8 @@
 // table's grant/oracle column). It scores stores, not reads: ReadHits and
 // ReadHitRate count the keys reads found resident. It also
 // reports l1's allocator calls, probes and evictions, periodic sweeps,
-// peak and mean fragmentation (1 − largest free extent ÷ free bytes, after
-// every operation and traffic event), wall time, a Step per operation, and
+// peak and mean fragmentation (allocator.Stats.Fragmentation, 1 − largest
+// free extent ÷ free bytes, after every operation and traffic event), wall time, a Step per operation, and
 // for plotted scenarios a time series of usage, failures and evictions.
 //
 // At the end of every run (and after every operation with Options.Check)

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/l1"
 )
 
 const minimal = "layout c 64KiB\npool 4*c\nstore s c 1\n"
@@ -45,7 +48,7 @@ traffic 1h s1 s2
 	if sc.AlignedSize(1) != 8192 || sc.Pool != 10*(7680<<10) || sc.Slots(0) != 10 {
 		t.Errorf("aligned %d pool %d slots %d", sc.AlignedSize(1), sc.Pool, sc.Slots(0))
 	}
-	if sc.Sweep != (Sweep{Every: 500 * time.Millisecond, Watermark: 0.9, Ratio: 0.25}) {
+	if sc.Sweep != (sim.Controller{Every: 500 * time.Millisecond, Watermark: 0.9, Ratio: 0.25}) {
 		t.Errorf("sweep %+v", sc.Sweep)
 	}
 	if sc.WriteTTL != 10*time.Minute || sc.ReadTTL != 30*time.Second {
@@ -125,13 +128,13 @@ advance 1h30m
 		locks int
 		temp  bool
 		force bool
-		mode  WriteMode
+		mode  l1.Mode
 	}
 	all := func(g, n int) Selector { return Selector{Group: g, Request: -1, From: 0, To: n} }
 	wants := []want{
 		{kind: OpStore, group: 0, locks: 1, temp: true},
 		{kind: OpRestore, group: 1, locks: 2},
-		{kind: OpReserveWrite, group: 2, locks: 1, mode: WriteUpdate},
+		{kind: OpReserveWrite, group: 2, locks: 1, mode: l1.ModeUpdate},
 		{kind: OpReserveWrite, group: 0, locks: 1},
 		{kind: OpRead, sel: Selector{0, -1, 0, 7}, locks: 3},
 		{kind: OpReserveRead, sel: Selector{0, 2, 7, 8}, locks: 1},
@@ -262,11 +265,6 @@ func TestUnits(t *testing.T) {
 	if f, err := parseFraction("80%"); err != nil || f != 0.8 {
 		t.Errorf("parseFraction(80%%) = %v, %v", f, err)
 	}
-	for b, want := range map[int64]string{1: "1B", 4096: "4KiB", 1 << 20: "1MiB", 1536 << 10: "1536KiB", 1000: "1000B"} {
-		if got := formatSize(b); got != want {
-			t.Errorf("formatSize(%d) = %q, want %q", b, got, want)
-		}
-	}
 }
 
 func TestPolicies(t *testing.T) {
@@ -299,7 +297,7 @@ func TestPolicies(t *testing.T) {
 	if _, err := ParsePolicy("onepass/scattered"); err == nil {
 		t.Error("ParsePolicy accepted two parts")
 	}
-	if Prefix(9).String() != "Prefix(9)" || OpKind(99).String() != "OpKind(99)" {
+	if sim.Control(9).String() != "Control(9)" || OpKind(99).String() != "OpKind(99)" {
 		t.Error("unknown enum names")
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // Columns are the report's column headings, in order; Row formats a
@@ -19,7 +20,7 @@ var Columns = []string{
 // Row formats r as the cells of one report row, under Columns.
 func Row(r *Result) []string {
 	return []string{
-		r.Policy.String(),
+		r.Policy.Name,
 		strconv.FormatInt(r.Requested, 10),
 		strconv.FormatInt(r.Granted, 10),
 		pct(r.GrantRatio()),
@@ -45,7 +46,7 @@ func readHitRate(r *Result) string {
 	return pct(r.ReadHitRate())
 }
 
-func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+func pct(f float64) string { return sim.Percent(f, 1) }
 
 func wall(d time.Duration) string {
 	switch {
@@ -75,9 +76,18 @@ func byScenario(scs []*Scenario, results []*Result) [][]*Result {
 func summary(sc *Scenario) string {
 	var layouts []string
 	for i, l := range sc.Layouts {
-		layouts = append(layouts, fmt.Sprintf("%s %s (%d fit)", l.Name, formatSize(l.Size), sc.Slots(i)))
+		layouts = append(layouts, fmt.Sprintf("%s %s (%d fit)", l.Name, sim.FormatSize(l.Size), sc.Slots(i)))
 	}
-	return fmt.Sprintf("pool %s; layouts %s", formatSize(sc.Pool), strings.Join(layouts, ", "))
+	return fmt.Sprintf("pool %s; layouts %s", sim.FormatSize(sc.Pool), strings.Join(layouts, ", "))
+}
+
+// table returns the results' rows under Columns.
+func table(rs []*Result) *sim.Table {
+	t := &sim.Table{Columns: Columns}
+	for _, r := range rs {
+		t.Rows = append(t.Rows, Row(r))
+	}
+	return t
 }
 
 // WriteText writes one aligned text table per scenario, each under the
@@ -92,15 +102,7 @@ func WriteText(w io.Writer, scs []*Scenario, results []*Result) error {
 		for _, o := range sc.Outcome {
 			fmt.Fprintf(w, "   %s\n", o)
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(Columns, "\t")+"\t")
-		for _, r := range rs {
-			fmt.Fprintln(tw, strings.Join(Row(r), "\t")+"\t")
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintln(w); err != nil {
+		if err := table(rs).WriteText(w); err != nil {
 			return err
 		}
 	}
@@ -111,8 +113,8 @@ func WriteText(w io.Writer, scs []*Scenario, results []*Result) error {
 // scenario, its summary and outcome, then the table. preamble, if not
 // empty, is written first, followed by a blank line.
 func WriteMarkdown(w io.Writer, scs []*Scenario, results []*Result, preamble string) error {
-	if preamble != "" {
-		fmt.Fprintf(w, "%s\n\n", strings.TrimRight(preamble, "\n"))
+	if err := sim.WritePreamble(w, preamble); err != nil {
+		return err
 	}
 	for i, rs := range byScenario(scs, results) {
 		if len(rs) == 0 {
@@ -130,19 +132,7 @@ func WriteMarkdown(w io.Writer, scs []*Scenario, results []*Result, preamble str
 		if len(sc.Outcome) > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "| %s |\n|", strings.Join(Columns, " | "))
-		for i := range Columns {
-			if i == 0 {
-				fmt.Fprint(w, "---|")
-			} else {
-				fmt.Fprint(w, "--:|")
-			}
-		}
-		fmt.Fprintln(w)
-		for _, r := range rs {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(Row(r), " | "))
-		}
-		if _, err := fmt.Fprintln(w); err != nil {
+		if err := table(rs).WriteMarkdown(w); err != nil {
 			return err
 		}
 	}

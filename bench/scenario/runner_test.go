@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 func parse(t *testing.T, src string) *Scenario {
@@ -18,7 +21,7 @@ func parse(t *testing.T, src string) *Scenario {
 	return sc
 }
 
-func run1(t *testing.T, sc *Scenario, p Policy, opt Options) *Result {
+func run1(t *testing.T, sc *Scenario, p sim.Policy, opt Options) *Result {
 	t.Helper()
 	r, err := Run(sc, p, opt)
 	if err != nil {
@@ -28,7 +31,7 @@ func run1(t *testing.T, sc *Scenario, p Policy, opt Options) *Result {
 	return r
 }
 
-var defaultPolicy = Policy{PrefixOnePass, PlaceContiguousFirst, EvictOnDemand}
+var defaultPolicy = policy(sim.PrefixOnePass, allocator.ContiguousFirst, sim.OnDemand)
 
 // TestPlainCalls drives every plain l1 call through the runner, with the
 // model checked against l1 after every operation.
@@ -91,10 +94,10 @@ func TestLockPastTTL(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	cases := []struct {
 		file string
-		p    Policy
+		p    sim.Policy
 		cut  time.Duration
 	}{
-		{"4-sustained-burst.scn", Policy{PrefixBinarySearch, PlaceContiguous, EvictPeriodic}, 6 * time.Minute}, // one burst
+		{"4-sustained-burst.scn", policy(sim.PrefixBinarySearch, allocator.Contiguous, sim.Periodic), 6 * time.Minute}, // one burst
 		{"5-mixed-layouts.scn", defaultPolicy, 3 * time.Minute},
 	}
 	for _, c := range cases {
@@ -105,7 +108,7 @@ func TestDeterministic(t *testing.T) {
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s %s: two runs differ:\n%+v\n%+v", c.file, c.p, a, b)
 		}
-		if a.Requested == 0 || (c.p.Eviction == EvictPeriodic && a.FailedCalls == 0) {
+		if a.Requested == 0 || (c.p.Control == sim.Periodic && a.FailedCalls == 0) {
 			t.Errorf("%s %s: requested %d, failed calls %d: not the intended load", c.file, c.p, a.Requested, a.FailedCalls)
 		}
 	}
@@ -188,7 +191,7 @@ func TestReport(t *testing.T) {
 
 func TestPlot(t *testing.T) {
 	sc := load(t, "4-sustained-burst.scn")
-	var pols []Policy
+	var pols []sim.Policy
 	for _, name := range sc.Plot.Policies {
 		p, err := ParsePolicy(name)
 		if err != nil {
@@ -204,10 +207,10 @@ func TestPlot(t *testing.T) {
 		t.Errorf("%d samples, want one every 30 s and a last one", n)
 	}
 	var svg, png bytes.Buffer
-	if err := WritePlot(&svg, SVG, sc, rs); err != nil {
+	if err := WritePlot(&svg, "svg", sc, rs); err != nil {
 		t.Fatal(err)
 	}
-	if err := WritePlot(&png, PNG, sc, rs); err != nil {
+	if err := WritePlot(&png, "png", sc, rs); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(svg.String(), "<svg") || !strings.Contains(svg.String(), "on-demand") {
@@ -223,7 +226,7 @@ func TestPlot(t *testing.T) {
 	if err := WritePlotFile(dir+"/p.gif", sc, rs); err == nil {
 		t.Error("a .gif plot was accepted")
 	}
-	if err := WritePlot(&svg, SVG, load(t, "1-seed-restore.scn"), rs); err == nil {
+	if err := WritePlot(&svg, "svg", load(t, "1-seed-restore.scn"), rs); err == nil {
 		t.Error("plotted a scenario without a plot directive")
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // The required scenarios of issue 6, each asserted as its file's comments
@@ -22,13 +25,13 @@ func load(t *testing.T, file string) *Scenario {
 }
 
 // runPolicies runs sc under pols and returns the results by policy.
-func runPolicies(t *testing.T, sc *Scenario, pols []Policy, opt Options) map[Policy]*Result {
+func runPolicies(t *testing.T, sc *Scenario, pols []sim.Policy, opt Options) map[sim.Policy]*Result {
 	t.Helper()
 	rs, err := RunMatrix([]*Scenario{sc}, pols, opt, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[Policy]*Result{}
+	out := map[sim.Policy]*Result{}
 	for _, r := range rs {
 		checkInvariants(t, r)
 		out[r.Policy] = r
@@ -51,10 +54,10 @@ func checkInvariants(t *testing.T, r *Result) {
 	if r.PeakFrag < r.MeanFrag || r.PeakFrag > 1 || r.MeanFrag < 0 {
 		t.Errorf("%s %s: fragmentation peak %v mean %v", r.Scenario, r.Policy, r.PeakFrag, r.MeanFrag)
 	}
-	if r.Policy.Eviction == EvictOnDemand && r.Sweeps != 0 {
+	if r.Policy.Control == sim.OnDemand && r.Sweeps != 0 {
 		t.Errorf("%s %s: %d periodic sweeps under on-demand eviction", r.Scenario, r.Policy, r.Sweeps)
 	}
-	if r.Policy.Prefix != PrefixBinarySearch && r.Probes != 0 {
+	if r.Policy.Prefix != sim.PrefixBinarySearch && r.Probes != 0 {
 		t.Errorf("%s %s: %d probes without binary search", r.Scenario, r.Policy, r.Probes)
 	}
 	var sum Step
@@ -88,23 +91,23 @@ func TestSeedRestore(t *testing.T) {
 			t.Fatalf("%s: last step %+v, want a 5700-key restore", p, s)
 		}
 		want := int64(4560)
-		if p.Prefix == PrefixNone {
+		if p.Prefix == sim.PrefixNone {
 			want = 0
 		}
 		if s.Granted != want || s.OOMKeys != 5700-want || s.Ideal != 4560 {
 			t.Errorf("%s: granted %d, OOM %d, ideal %d; want %d, %d, 4560", p, s.Granted, s.OOMKeys, s.Ideal, want, 5700-want)
 		}
 		switch p.Prefix {
-		case PrefixOnePass:
+		case sim.PrefixOnePass:
 			if r.Probes != 0 || r.AllocCalls != 1 {
 				t.Errorf("%s: %d probes, %d allocator calls; want 0 and 1", p, r.Probes, r.AllocCalls)
 			}
-		case PrefixBinarySearch:
+		case sim.PrefixBinarySearch:
 			// ⌈log2 5699⌉ = 13 probes over [1, 5699], plus the final
 			// allocation, plus the failed full call without on-demand
 			// eviction (with it, l1 knows the call must fail).
 			wantCalls := uint64(15)
-			if p.Eviction == EvictOnDemand {
+			if p.Control == sim.OnDemand {
 				wantCalls = 14
 			}
 			if r.Probes != 13 || r.AllocCalls != wantCalls {
@@ -130,15 +133,15 @@ func TestTailFirstEviction(t *testing.T) {
 		}
 		// Where the tails went: the sweep at t = 1 s, or the restore.
 		evictedBy := r.Steps[len(r.Steps)-2]
-		if p.Eviction == EvictOnDemand {
+		if p.Control == sim.OnDemand {
 			evictedBy = s
 		}
 		if evictedBy.Evictions != 32 {
 			t.Errorf("%s: step %s evicted %d, want 32", p, evictedBy.Kind, evictedBy.Evictions)
 		}
-		if p.Placement == PlaceContiguous {
+		if p.Placement == allocator.Contiguous {
 			want := int64(1) // the longest free run is one chunk
-			if p.Prefix == PrefixNone {
+			if p.Prefix == sim.PrefixNone {
 				want = 0
 			}
 			if s.Granted != want || s.FailedWithFree != 1 {
@@ -163,9 +166,9 @@ func TestOOMBelowWatermark(t *testing.T) {
 		if r.Steps[0].Granted != 18 {
 			t.Fatalf("%s: %d chunks resident, want 18", p, r.Steps[0].Granted)
 		}
-		if p.Eviction == EvictPeriodic {
+		if p.Control == sim.Periodic {
 			want := int64(10)
-			if p.Prefix == PrefixNone {
+			if p.Prefix == sim.PrefixNone {
 				want = 0
 			}
 			if r.Sweeps != 5 || r.SweepsFired != 0 || r.Evictions != 0 {
@@ -213,7 +216,7 @@ func TestSustainedBurst(t *testing.T) {
 		if r.Sim != sustainedCut {
 			t.Fatalf("%s: simulated %s, want %s", p, r.Sim, sustainedCut)
 		}
-		if p.Eviction == EvictOnDemand {
+		if p.Control == sim.OnDemand {
 			if r.FailedCalls != 0 || r.OOMKeys != 0 {
 				t.Errorf("%s: %d failed calls, %d OOM keys; want 0", p, r.FailedCalls, r.OOMKeys)
 			}
@@ -244,17 +247,17 @@ func TestMixedLayouts(t *testing.T) {
 	if len(sc.Layouts) != 2 {
 		t.Fatalf("%d layouts, want 2", len(sc.Layouts))
 	}
-	var pols []Policy
+	var pols []sim.Policy
 	for _, p := range Policies() {
-		if p.Prefix == PrefixOnePass {
+		if p.Prefix == sim.PrefixOnePass {
 			pols = append(pols, p)
 		}
 	}
 	rs := runPolicies(t, sc, pols, Options{MaxTraffic: mixedCut, Fill: FillNone})
-	get := func(pl Placement, ev Eviction) *Result { return rs[Policy{PrefixOnePass, pl, ev}] }
-	c := get(PlaceContiguous, EvictPeriodic)
-	for _, pl := range []Placement{PlaceScattered, PlaceContiguousFirst} {
-		o := get(pl, EvictPeriodic)
+	get := func(pl allocator.Placement, c sim.Control) *Result { return rs[policy(sim.PrefixOnePass, pl, c)] }
+	c := get(allocator.Contiguous, sim.Periodic)
+	for _, pl := range []allocator.Placement{allocator.Scattered, allocator.ContiguousFirst} {
+		o := get(pl, sim.Periodic)
 		if !(c.FailedCalls > o.FailedCalls && c.FailedWithFree > o.FailedWithFree) {
 			t.Errorf("periodic: contiguous failed %d (%d with free bytes), %s %d (%d); want contiguous worse",
 				c.FailedCalls, c.FailedWithFree, pl, o.FailedCalls, o.FailedWithFree)
@@ -263,13 +266,13 @@ func TestMixedLayouts(t *testing.T) {
 			t.Errorf("periodic contiguous: %d of %d failures with free bytes, want nearly all", c.FailedWithFree, c.FailedCalls)
 		}
 	}
-	cd := get(PlaceContiguous, EvictOnDemand)
-	for _, pl := range []Placement{PlaceContiguous, PlaceScattered, PlaceContiguousFirst} {
-		o := get(pl, EvictOnDemand)
+	cd := get(allocator.Contiguous, sim.OnDemand)
+	for _, pl := range []allocator.Placement{allocator.Contiguous, allocator.Scattered, allocator.ContiguousFirst} {
+		o := get(pl, sim.OnDemand)
 		if o.FailedCalls != 0 {
 			t.Errorf("on-demand %s: %d failed calls, want 0", pl, o.FailedCalls)
 		}
-		if pl != PlaceContiguous && cd.AllocCalls > 2*o.AllocCalls {
+		if pl != allocator.Contiguous && cd.AllocCalls > 2*o.AllocCalls {
 			t.Errorf("on-demand: contiguous made %d allocator calls, %s %d; want ≤ 2×", cd.AllocCalls, pl, o.AllocCalls)
 		}
 	}

@@ -6,29 +6,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// sizeUnits are the byte-size suffixes the format accepts, longest first so
-// that "KiB" is tried before "B".
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"TiB", 1 << 40},
-	{"GiB", 1 << 30},
-	{"MiB", 1 << 20},
-	{"KiB", 1 << 10},
-	{"B", 1},
-}
+	"github.com/kvalloc/kvalloc/bench/sim"
+)
 
 // parseSize parses a byte size: a decimal number with an optional suffix B,
 // KiB, MiB, GiB or TiB. A fractional number is allowed when the result is a
 // whole number of bytes ("7.5MiB"). The result must be positive.
 func parseSize(s string) (int64, error) {
 	num, mult := s, int64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+	for _, u := range sim.SizeUnits {
+		if strings.HasSuffix(s, u.Suffix) {
+			num, mult = strings.TrimSuffix(s, u.Suffix), u.Mult
 			break
 		}
 	}
@@ -124,14 +113,4 @@ func parseInt(s string, lo, hi int) (int, error) {
 		return 0, fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
 	}
 	return n, nil
-}
-
-// formatSize writes a byte count with the largest IEC unit that divides it.
-func formatSize(b int64) string {
-	for _, u := range sizeUnits {
-		if u.mult > 1 && b%u.mult == 0 {
-			return strconv.FormatInt(b/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(b, 10) + "B"
 }

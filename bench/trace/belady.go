@@ -3,6 +3,9 @@ package trace
 import (
 	"container/heap"
 	"math"
+	"time"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // beladyCache is Belady's offline optimal policy (MIN) under the same
@@ -39,16 +42,16 @@ type beladyCache struct {
 	cur                 int32 // current request
 	evictions, bypassed uint64
 	calls               int64
-	clock               *int64
+	clock               *sim.Clock
 }
 
-func newBeladyCache(tr *Trace, reqs []Request, slots int64, arrival func(*Request) int64, clock *int64) *beladyCache {
+func newBeladyCache(tr *Trace, reqs []Request, slots int64, arrival func(*Request) time.Duration, clock *sim.Clock) *beladyCache {
 	c := &beladyCache{slots: int(slots)}
 	c.arrival = make([]int64, len(reqs))
 	c.first = make([]int32, len(reqs)+1)
 	var refs int
 	for i := range reqs {
-		c.arrival[i] = arrival(&reqs[i])
+		c.arrival[i] = int64(arrival(&reqs[i]))
 		c.first[i] = int32(refs)
 		refs += len(reqs[i].Blocks)
 	}
@@ -127,7 +130,7 @@ func (c *beladyCache) store(f *flight) error {
 
 func (c *beladyCache) finish(f *flight) ([]int32, error) {
 	c.calls++
-	now := *c.clock
+	now := int64(c.clock.Now())
 	var stored []int32
 	for _, b := range f.granted {
 		c.inflight[b] = false

@@ -34,26 +34,28 @@
 //     Options.PrefillRate, FinishWrite commits the granted blocks and
 //     FinishRead releases the hits. A block becomes readable only then.
 //
-// Finishes and the periodic controller's ticks wait in a container/heap
-// queue keyed by simulated time; at one instant sweeps run first, then
-// finishes, then arrivals in trace order. l1's Config.Now is the simulated
-// clock, so lock lifetimes run on it.
+// Finishes and the periodic controller's ticks wait in a sim.Queue keyed
+// by simulated time; at one instant sweeps run first, then finishes, then
+// arrivals in trace order. l1's Config.Now is the simulated clock
+// (sim.Clock), so lock lifetimes run on it.
 //
-// Every l1 call is in l1calls.go. Each reservation's lease is kept for its
-// finish (l1's lease API is in flight), and the store passes the chain
-// position of its first block, which a prefix-aware eviction policy needs.
+// The l1 replay (l1sim.go) calls l1 directly. Each reservation's leases
+// are kept for its finish, and the store passes the chain position of its
+// blocks when the prefix-aware eviction policy or the partial hint needs
+// them.
 //
 // # Policies
 //
-// Policies is the table of l1 configurations, one report row each:
-// on-demand eviction (l1's Config.EvictOnDemand) or the periodic
-// controller (every SweepEvery of simulated time, at usage ≥ Watermark,
-// EvictTo(usage × (1 − SweepRatio)), LMCache's 1 s poll evicting a fifth
-// of the objects at 80 %), times placement scattered, contiguous-first or
-// contiguous. A new l1 knob, such as a choice of eviction policy, becomes
-// new rows through Policy.Configure. The rows ending in +partial pass
-// l1.Partial for a request's last block when its tokens do not fill it
-// (input_length < blocks × block tokens): the caller's dead-on-arrival
+// Policies is the table of l1 configurations, one report row each, a
+// sim.Policy per row: on-demand eviction (l1's Config.EvictOnDemand) or
+// the periodic controller (sim.Controller counting bytes: every SweepEvery
+// of simulated time, at usage ≥ Watermark, EvictTo(usage × (1 −
+// SweepRatio)), LMCache's 1 s poll evicting a fifth of the objects at
+// 80 %), times placement scattered, contiguous-first or contiguous, and
+// for scattered, l1's eviction policies. A new l1 knob is a sim.Policy
+// field (see package sim) and new rows here. The rows ending in +partial
+// pass l1.Partial for a request's last block when its tokens do not fill
+// it (input_length < blocks × block tokens): the caller's dead-on-arrival
 // hint, which l1 honours by evicting that block first (under S3-FIFO,
 // first of its small queue).
 //
@@ -100,8 +102,8 @@
 // the request's first miss). For l1: keys requested, granted and answered
 // OutOfMemory; ReserveWrite calls that failed, and those that failed while
 // the allocator had the bytes for the whole call; allocator calls;
-// evictions; mean and peak fragmentation (1 − largest free extent ÷ free
-// bytes) and usage, sampled after every store. For every row: Busy, the
+// evictions; mean and peak fragmentation (allocator.Stats.Fragmentation,
+// 1 − largest free extent ÷ free bytes) and usage, sampled after every store. For every row: Busy, the
 // wall time inside the cache's calls (l1 and the allocator, or the bound's
 // structure), split by phase, and NsPerBlockOp, Busy per block reference;
 // every row of a trace has the same references, so the ratio to the ideal

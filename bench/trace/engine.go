@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/l1"
 )
 
 // Defaults of Options.
@@ -19,12 +22,6 @@ const (
 	// second: a request holds its read locks, and its blocks stay
 	// write-locked, for (input tokens − hit tokens) ÷ rate.
 	DefaultPrefillRate = 10000
-	// DefaultSweepEvery, DefaultWatermark and DefaultSweepRatio are the
-	// periodic controller's: LMCache's 1 s poll that evicts a fifth of the
-	// objects at 80 % usage.
-	DefaultSweepEvery = time.Second
-	DefaultWatermark  = 0.8
-	DefaultSweepRatio = 0.2
 )
 
 // Options configures one replay.
@@ -40,8 +37,8 @@ type Options struct {
 	// Rate multiplies the arrival rate: timestamps are divided by it
 	// (0: 1, the trace's own rate).
 	Rate float64
-	// SweepEvery, Watermark and SweepRatio configure the Periodic
-	// controller (0: the defaults).
+	// SweepEvery, Watermark and SweepRatio configure the periodic
+	// controller (0: sim's defaults, LMCache's 1 s, 0.8 and 0.2).
 	SweepEvery            time.Duration
 	Watermark, SweepRatio float64
 	// MaxRequests, when positive, replays only the first that many
@@ -61,13 +58,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Rate = 1
 	}
 	if o.SweepEvery == 0 {
-		o.SweepEvery = DefaultSweepEvery
+		o.SweepEvery = sim.DefaultSweepEvery
 	}
 	if o.Watermark == 0 {
-		o.Watermark = DefaultWatermark
+		o.Watermark = sim.DefaultWatermark
 	}
 	if o.SweepRatio == 0 {
-		o.SweepRatio = DefaultSweepRatio
+		o.SweepRatio = sim.DefaultSweepRatio
 	}
 	switch {
 	case o.Slots < 1:
@@ -130,13 +127,8 @@ type Result struct {
 	// Stored counts blocks that became resident.
 	Stored int64
 
-	// l1 only. Requested, Granted and OOMKeys count the keys that needed
-	// memory in ReserveWrite, got it, and were answered OutOfMemory.
-	// Calls counts ReserveWrite calls with keys to allocate, FailedCalls
-	// those with an OutOfMemory key, FailedWithFree those of FailedCalls
-	// made while the allocator had the bytes for every key of the call.
-	Requested, Granted, OOMKeys        int64
-	Calls, FailedCalls, FailedWithFree int64
+	// l1 only: what the stores' ReserveWrite calls granted.
+	sim.Grants
 	// Lost counts finishing calls (FinishWrite, FinishRead) that answered
 	// anything but OK for a key: 0 unless a lock lapsed.
 	Lost int64
@@ -215,9 +207,9 @@ type flight struct {
 	// granted are the blocks this request reserved for writing.
 	granted []int32
 	// readLeases and writeLeases are the leases l1 handed out for the hits
-	// and the granted blocks, kept for FinishRead and FinishWrite (see
-	// l1calls.go).
-	readLeases, writeLeases []lease
+	// and the granted blocks, in the order of the keys they will finish,
+	// kept for FinishRead and FinishWrite (bounds leave them empty).
+	readLeases, writeLeases []l1.Lease
 }
 
 // cache is one replayed policy: l1 over the allocator, or a bound. Each
@@ -243,21 +235,26 @@ type cache interface {
 	close(res *Result) error
 }
 
-// replay runs tr through c under the request model, timing c's calls.
-func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Result) error {
+// Kinds of the replay's events: at one instant sweeps run first, then
+// finishes; the arrivals of that instant come after both.
+const (
+	evSweep uint8 = iota
+	evFinish
+)
+
+// replay runs tr through c under the request model on clock, timing c's
+// calls; with periodic, the controller ticks every o.SweepEvery.
+func replay(tr *Trace, c cache, o Options, periodic bool, clock *sim.Clock, res *Result) error {
 	start := time.Now()
-	reqs := tr.Requests
-	if o.MaxRequests > 0 && o.MaxRequests < len(reqs) {
-		reqs = reqs[:o.MaxRequests]
-	}
+	reqs := o.requests(tr)
 	everStored := make([]bool, tr.Distinct)
-	var q events
+	var q sim.Queue[*flight]
 	var free []*flight
 	if periodic {
-		q.push(int64(o.SweepEvery), evSweep, nil)
+		q.Push(o.SweepEvery, evSweep, nil)
 	}
-	arrival := func(r *Request) int64 { return int64(float64(r.Arrival) / o.Rate) }
-	last := int64(0)
+	arrival := func(r *Request) time.Duration { return time.Duration(float64(r.Arrival) / o.Rate) }
+	last := time.Duration(0)
 	if len(reqs) > 0 {
 		last = arrival(&reqs[len(reqs)-1])
 	}
@@ -269,25 +266,25 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 		res.Phases[p] += d
 		return err
 	}
-	// run handles one event; it reports whether the loop should go on
-	// (a sweep with nothing left to sweep for ends it).
-	run := func(e event) (bool, error) {
-		*clock = e.t
-		switch e.kind {
+	// run handles one event.
+	run := func(e sim.Event[*flight]) error {
+		clock.AdvanceTo(e.T)
+		switch e.Kind {
 		case evSweep:
 			res.Sweeps++
 			if err := timed(PhaseSweep, c.sweep); err != nil {
-				return false, err
+				return err
 			}
-			if e.t < last || q.len() > 0 {
-				q.push(e.t+int64(o.SweepEvery), evSweep, nil)
+			// The ticks go on while requests remain to arrive or finish.
+			if e.T < last || q.Len() > 0 {
+				q.Push(e.T+o.SweepEvery, evSweep, nil)
 			}
 		case evFinish:
-			f := e.f
+			f := e.P
 			var stored []int32
 			err := timed(PhaseFinish, func() (err error) { stored, err = c.finish(f); return })
 			if err != nil {
-				return false, err
+				return err
 			}
 			for _, b := range stored {
 				everStored[b] = true
@@ -296,17 +293,17 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 			f.req, f.granted, f.readLeases, f.writeLeases = nil, f.granted[:0], f.readLeases[:0], f.writeLeases[:0]
 			free = append(free, f)
 		}
-		return true, nil
+		return nil
 	}
 	for i := range reqs {
 		r := &reqs[i]
 		t := arrival(r)
-		for q.len() > 0 && q.peek().t <= t {
-			if _, err := run(q.pop()); err != nil {
+		for e, ok := q.Next(t); ok; e, ok = q.Next(t) {
+			if err := run(e); err != nil {
 				return err
 			}
 		}
-		*clock = t
+		clock.AdvanceTo(t)
 		var f *flight
 		if n := len(free); n > 0 {
 			f, free = free[n-1], free[:n-1]
@@ -338,15 +335,15 @@ func replay(tr *Trace, c cache, o Options, periodic bool, clock *int64, res *Res
 		res.Tokens += r.Input
 		hitTok := tr.HitTokens(r, f.hits)
 		res.HitTokens += hitTok
-		prefill := int64(float64(r.Input-hitTok) / o.PrefillRate * 1e9)
-		q.push(t+prefill, evFinish, f)
+		prefill := time.Duration(float64(r.Input-hitTok) / o.PrefillRate * 1e9)
+		q.Push(t+prefill, evFinish, f)
 	}
-	for q.len() > 0 {
-		if _, err := run(q.pop()); err != nil {
+	for q.Len() > 0 {
+		if err := run(q.Pop()); err != nil {
 			return err
 		}
 	}
-	res.Sim = time.Duration(*clock)
+	res.Sim = clock.Now()
 	err := c.close(res)
 	res.Wall = time.Since(start)
 	return err

@@ -4,32 +4,42 @@ import (
 	"fmt"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/bench/sim"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // l1Cache replays a Policy: l1.Manager over an allocator.Allocator on a
 // region that reserves no memory.
+//
+// Leases. AppendReadPrefix and ReserveWrite hand out a lease per key,
+// which FinishRead and FinishWrite take back; the replay keeps them in
+// the flight (flight.readLeases, flight.writeLeases), in the order of the
+// keys it will finish.
+//
+// Chain order. The prefix-aware eviction policy (l1.EvictPrefix) ranks a
+// chain's later blocks below its earlier ones, so the store passes each
+// key's position in its request's chain to ReserveWriteChain.
 type l1Cache struct {
-	m     *l1.Manager[int32]
-	a     *allocator.Allocator
-	size  int64 // bytes asked per block
-	unit  int64 // aligned bytes per block
-	o     Options
-	res   *Result
-	last  []l1.Result // the last store's answer, for observe
-	fired int64
-	frag  float64 // sums for the means
-	use   float64
-	nobs  int64
-	// partial is the Policy's Partial; blockTokens the trace's tokens per
-	// block; pos the positions buffer of the stores.
-	partial     bool
-	blockTokens int64
-	pos         []uint32
+	m    *l1.Manager[int32]
+	a    *allocator.Allocator
+	ctl  sim.Controller
+	size int64 // bytes asked per block
+	unit int64 // aligned bytes per block
+	res  *Result
+	last []l1.Result // the last store's answer, for observe
+	// fired counts the controller's ticks that evicted.
+	fired     int64
+	frag, use sim.Gauge
+	// prefix is the policy's l1.EvictPrefix; partial its Partial;
+	// blockTokens the trace's tokens per block; pos the positions buffer
+	// of the stores.
+	prefix, partial bool
+	blockTokens     int64
+	pos             []uint32
 }
 
-// newL1Cache builds the allocator and the manager of p for o.
-func newL1Cache(p Policy, o Options, clock *int64, res *Result) (*l1Cache, error) {
+// newL1Cache builds the allocator and the manager of p for o, on clock.
+func newL1Cache(p sim.Policy, o Options, blockTokens int64, clock *sim.Clock, res *Result) (*l1Cache, error) {
 	align := o.Align
 	if align == 0 {
 		align = allocator.DefaultAlign
@@ -51,22 +61,36 @@ func newL1Cache(p Policy, o Options, clock *int64, res *Result) (*l1Cache, error
 		r.Close()
 		return nil, err
 	}
-	m, err := newManager(a, p.config(func() int64 { return *clock }))
+	m, err := sim.NewManager[int32](p, a, l1.Config{Now: clock.Time})
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
 	res.PoolBytes = pool
-	return &l1Cache{m: m, a: a, size: o.BlockSize, unit: unit, o: o, res: res}, nil
+	return &l1Cache{
+		m: m, a: a, size: o.BlockSize, unit: unit, res: res,
+		ctl:    sim.Controller{Every: o.SweepEvery, Watermark: o.Watermark, Ratio: o.SweepRatio, Measure: sim.Bytes},
+		prefix: p.Eviction == l1.EvictPrefix, partial: p.Partial, blockTokens: blockTokens,
+	}, nil
 }
 
+// lookup read-locks the longest readable prefix in one AppendReadPrefix,
+// which stops at the first miss, so nothing behind it is locked or made
+// more recently used.
 func (c *l1Cache) lookup(f *flight) error {
-	n, leases, err := readPrefix(c.m, f.req.Blocks, f.readLeases)
+	leases, n, err := c.m.AppendReadPrefix(f.readLeases, f.req.Blocks, 1)
 	f.hits, f.readLeases = n, leases
 	c.res.L1Calls++
 	return err
 }
 
+// store reserves the blocks after the hits in one AppendReserveWriteChain
+// in ModeNew, into a buffer it reuses: blocks that exist (resident behind
+// a miss, or being written by another request) are left alone. Under the
+// prefix-aware policy, or when it marks the request's last block with the
+// partial hint (its tokens do not fill it), it passes each key's chain
+// position, the last key's with l1.Partial; otherwise none, as
+// ReserveWrite does.
 func (c *l1Cache) store(f *flight) error {
 	c.last = c.last[:0]
 	tail := f.req.Blocks[f.hits:]
@@ -75,8 +99,18 @@ func (c *l1Cache) store(f *flight) error {
 	}
 	r := f.req
 	partial := c.partial && r.Input < int64(len(r.Blocks))*c.blockTokens
-	rs, pos, err := reserveWrite(c.m, c.last[:0], tail, f.hits, c.size, partial, c.pos)
-	c.pos = pos
+	var pos []uint32
+	if c.prefix || partial {
+		c.pos = c.pos[:0]
+		for i := range tail {
+			c.pos = append(c.pos, uint32(f.hits+i))
+		}
+		if partial {
+			c.pos[len(c.pos)-1] |= l1.Partial
+		}
+		pos = c.pos
+	}
+	rs, err := c.m.AppendReserveWriteChain(c.last[:0], tail, pos, nil, c.size, l1.ModeNew)
 	c.res.L1Calls++
 	if err != nil {
 		return err
@@ -84,7 +118,7 @@ func (c *l1Cache) store(f *flight) error {
 	for i, r := range rs {
 		if r.Status == l1.OK {
 			f.granted = append(f.granted, tail[i])
-			f.writeLeases = append(f.writeLeases, leaseOf(r))
+			f.writeLeases = append(f.writeLeases, r.Lease)
 		}
 	}
 	c.last = rs
@@ -102,36 +136,15 @@ func (c *l1Cache) observe(f *flight) {
 		}
 	}
 	st := c.a.Stats()
-	if ok+oom > 0 {
-		c.res.Calls++
-		c.res.Requested += ok + oom
-		c.res.Granted += ok
-		c.res.OOMKeys += oom
-		if oom > 0 {
-			c.res.FailedCalls++
-			// The bytes free before on-demand eviction gave up: free now
-			// plus what the call was granted.
-			if st.Free+ok*c.unit >= (ok+oom)*c.unit {
-				c.res.FailedWithFree++
-			}
-		}
-	}
-	frag := 0.0
-	if st.Free > 0 {
-		frag = 1 - float64(st.LargestFree)/float64(st.Free)
-	}
-	use := float64(st.Used) / float64(st.Capacity)
-	c.frag += frag
-	c.use += use
-	c.nobs++
-	c.res.PeakFrag = max(c.res.PeakFrag, frag)
-	c.res.PeakUsage = max(c.res.PeakUsage, use)
+	c.res.Add(ok, oom, c.unit, st.Free)
+	c.frag.Add(st.Fragmentation())
+	c.use.Add(float64(st.Used) / float64(st.Capacity))
 }
 
 func (c *l1Cache) finish(f *flight) ([]int32, error) {
 	var stored []int32
 	if len(f.granted) > 0 {
-		sts, err := finishWrite(c.m, f.granted, f.writeLeases)
+		sts, err := c.m.FinishWrite(f.granted, f.writeLeases)
 		c.res.L1Calls++
 		if err != nil {
 			return nil, err
@@ -157,7 +170,7 @@ func (c *l1Cache) finish(f *flight) ([]int32, error) {
 		}
 	}
 	if f.hits > 0 {
-		sts, err := finishRead(c.m, f.req.Blocks[:f.hits], f.readLeases)
+		sts, err := c.m.FinishRead(f.req.Blocks[:f.hits], f.readLeases, 1)
 		c.res.L1Calls++
 		if err != nil {
 			return nil, err
@@ -172,28 +185,26 @@ func (c *l1Cache) finish(f *flight) ([]int32, error) {
 }
 
 func (c *l1Cache) sweep() error {
-	used, capacity := usage(c.m)
-	c.res.L1Calls++
-	if float64(used) < c.o.Watermark*float64(capacity) {
-		return nil
-	}
-	n, err := evictTo(c.m, float64(used)/float64(capacity)*(1-c.o.SweepRatio))
-	c.res.L1Calls++
-	if n > 0 {
+	t, err := c.ctl.Tick(c.m)
+	c.res.L1Calls += int64(t.Calls)
+	if t.Evicted > 0 {
 		c.fired++
 	}
 	return err
 }
 
-func (c *l1Cache) readable(b int32) bool { return readable(c.m, b) }
+// readable reports whether block b is resident and not being written.
+func (c *l1Cache) readable(b int32) bool {
+	s, ok := c.m.State(b)
+	return ok && !s.WriteLocked
+}
 
 func (c *l1Cache) close(res *Result) error {
-	st := stats(c.m)
+	st := c.m.Stats()
 	res.AllocCalls, res.Evictions, res.OnDemandEvictions = st.AllocCalls, st.Evictions, st.OnDemandEvictions
 	res.SweepsFired = c.fired
-	if c.nobs > 0 {
-		res.MeanFrag, res.MeanUsage = c.frag/float64(c.nobs), c.use/float64(c.nobs)
-	}
+	res.MeanFrag, res.PeakFrag = c.frag.Mean(), c.frag.Peak
+	res.MeanUsage, res.PeakUsage = c.use.Mean(), c.use.Peak
 	var errs []error
 	if st.Held != st.Used {
 		errs = append(errs, fmt.Errorf("trace: l1 holds %d bytes but the allocator has %d in use", st.Held, st.Used))
@@ -204,7 +215,7 @@ func (c *l1Cache) close(res *Result) error {
 	if err := c.a.Verify(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := closeManager(c.m); err != nil {
+	if err := c.m.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.a.Close(); err != nil {

@@ -4,22 +4,22 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
-// WritePlot draws hit rate against pool size, one line per policy and one
-// each for the ideal LRU and Belady bounds, from the tables of one trace
-// (one table per pool size), and writes it to w as format "svg" or "png".
-func WritePlot(w io.Writer, format string, tables []*Table) error {
+// hitRatePlot draws hit rate against pool size, one line per policy and
+// one each for the ideal LRU and Belady bounds, from the tables of one
+// trace (one table per pool size).
+func hitRatePlot(tables []*Table) (*plot.Plot, error) {
 	if len(tables) == 0 {
-		return fmt.Errorf("trace: nothing to plot")
+		return nil, fmt.Errorf("trace: nothing to plot")
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: block hit rate by pool size", filepath.Base(tables[0].Trace.Name))
@@ -33,54 +33,48 @@ func WritePlot(w io.Writer, format string, tables []*Table) error {
 		}
 		return xys
 	}
-	add := func(name string, xys plotter.XYs, c color.Color, dashes []vg.Length, width vg.Length, shape draw.GlyphDrawer) error {
-		l, pts, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return fmt.Errorf("trace: plot %s: %v", name, err)
-		}
-		l.Color, l.Dashes, l.Width = c, dashes, width
-		pts.Color, pts.Shape = c, shape
-		p.Add(l, pts)
-		p.Legend.Add(name, l, pts)
-		return nil
+	bound := func(dashes []vg.Length, shape draw.GlyphDrawer) sim.LineStyle {
+		return sim.LineStyle{Color: color.Black, Dashes: dashes, Width: vg.Points(2), Shape: shape}
 	}
-	black := color.Black
-	if err := add(BeladyName, series(func(t *Table) *Result { return t.Belady }), black, nil, vg.Points(2), draw.BoxGlyph{}); err != nil {
-		return err
+	if err := sim.AddLine(p, BeladyName, series(func(t *Table) *Result { return t.Belady }), bound(nil, draw.BoxGlyph{}), true); err != nil {
+		return nil, err
 	}
-	if err := add(LRUName, series(func(t *Table) *Result { return t.LRU }), black, []vg.Length{vg.Points(6), vg.Points(3)}, vg.Points(2), draw.TriangleGlyph{}); err != nil {
-		return err
+	if err := sim.AddLine(p, LRUName, series(func(t *Table) *Result { return t.LRU }), bound([]vg.Length{vg.Points(6), vg.Points(3)}, draw.TriangleGlyph{}), true); err != nil {
+		return nil, err
 	}
 	for j, r := range tables[0].Policies {
-		if err := add(r.Policy, series(func(t *Table) *Result { return t.Policies[j] }), plotutil.Color(j), plotutil.Dashes(j+1), vg.Points(1.2), plotutil.Shape(j)); err != nil {
-			return err
+		if err := sim.AddLine(p, r.Policy, series(func(t *Table) *Result { return t.Policies[j] }), sim.Palette(j, j+1, true), true); err != nil {
+			return nil, err
 		}
 	}
 	p.Y.Min = 0
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.YOffs = vg.Points(20)
-	wt, err := p.WriterTo(8*vg.Inch, 6*vg.Inch, format)
+	return p, nil
+}
+
+// The hit-rate plot's size.
+const (
+	plotWidth  = 8 * vg.Inch
+	plotHeight = 6 * vg.Inch
+)
+
+// WritePlot writes the hit-rate plot of the tables of one trace (one table
+// per pool size) to w as format "svg" or "png".
+func WritePlot(w io.Writer, format string, tables []*Table) error {
+	p, err := hitRatePlot(tables)
 	if err != nil {
 		return err
 	}
-	_, err = wt.WriteTo(w)
-	return err
+	return sim.WriteFigure(w, format, plotWidth, plotHeight, p)
 }
 
 // WritePlotFile is WritePlot to a file whose extension, .svg or .png, is
 // the format.
 func WritePlotFile(path string, tables []*Table) error {
-	ext := filepath.Ext(path)
-	if ext != ".svg" && ext != ".png" {
-		return fmt.Errorf("trace: %s: want a .svg or .png file", path)
-	}
-	f, err := os.Create(path)
+	p, err := hitRatePlot(tables)
 	if err != nil {
 		return err
 	}
-	if err := WritePlot(f, ext[1:], tables); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return sim.WriteFigureFile(path, plotWidth, plotHeight, p)
 }

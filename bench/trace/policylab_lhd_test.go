@@ -1,6 +1,10 @@
 package trace
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
+)
 
 // labLHD is LHD, least hit density (Beckmann et al., NSDI '18): blocks
 // fall in classes (chain position, partial last block, use count), and per
@@ -9,7 +13,7 @@ import "math/rand/v2"
 // hit still to come over the expected slot-time until the block leaves.
 // Eviction samples 64 resident blocks and takes the least dense.
 type labLHD struct {
-	now    *int64
+	now    *sim.Clock
 	rng    *rand.Rand
 	last   []int64 // per block: last use (ns)
 	class  []uint8
@@ -31,7 +35,7 @@ const (
 	lhdDecay   = 0.9
 )
 
-func newLabLHD(distinct int, now *int64) *labLHD {
+func newLabLHD(distinct int, now *sim.Clock) *labLHD {
 	l := &labLHD{now: now, rng: rand.New(rand.NewPCG(1, 2)), last: make([]int64, distinct), class: make([]uint8, distinct),
 		uses: make([]uint8, distinct), pos: make([]int32, distinct),
 		hits: make([][lhdBins]float64, lhdClasses), evicts: make([][lhdBins]float64, lhdClasses), dens: make([][lhdBins]float64, lhdClasses)}
@@ -106,7 +110,7 @@ func (l *labLHD) event() {
 }
 
 func (l *labLHD) insert(b int32, m labMeta) {
-	l.last[b] = *l.now
+	l.last[b] = int64(l.now.Now())
 	l.uses[b] = 0
 	// The class keeps the block's place and partial flag; a use moves it
 	// to the next use count.
@@ -117,20 +121,20 @@ func (l *labLHD) insert(b int32, m labMeta) {
 
 func (l *labLHD) hit(b int32) {
 	c := l.class[b]
-	l.hits[c][lhdBin(*l.now-l.last[b])]++
+	l.hits[c][lhdBin(int64(l.now.Now())-l.last[b])]++
 	l.event()
 	if l.uses[b] < 2 {
 		l.uses[b]++
 		l.class[b] = uint8(int(c) - int(c)%3 + int(l.uses[b]))
 	}
-	l.last[b] = *l.now
+	l.last[b] = int64(l.now.Now())
 }
 
 func (l *labLHD) victim() int32 {
 	best, bestD := int32(-1), 0.0
 	for range lhdSample {
 		b := l.res[l.rng.IntN(len(l.res))]
-		age := *l.now - l.last[b]
+		age := int64(l.now.Now()) - l.last[b]
 		d := -float64(age) // before any data: the oldest
 		if l.ready {
 			d = l.dens[l.class[b]][lhdBin(age)]
@@ -139,7 +143,7 @@ func (l *labLHD) victim() int32 {
 			best, bestD = b, d
 		}
 	}
-	l.evicts[l.class[best]][lhdBin(*l.now-l.last[best])]++
+	l.evicts[l.class[best]][lhdBin(int64(l.now.Now())-l.last[best])]++
 	l.event()
 	i := l.pos[best]
 	last := l.res[len(l.res)-1]

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // The policy lab: allocator-free models of candidate eviction policies,
@@ -446,7 +448,7 @@ func (c *labCache) observe(*flight)         {}
 func (c *labCache) close(res *Result) error { res.Evictions = c.evictions; return nil }
 
 // labPolicies are the lab's candidates, by name.
-func labPolicies(tr *Trace, slots int, clock *int64) []struct {
+func labPolicies(tr *Trace, slots int, clock *sim.Clock) []struct {
 	name string
 	pol  func() labPolicy
 } {
@@ -511,9 +513,9 @@ func TestPolicyLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Printf("pool %.2f (%d slots): ideal LRU %.2f%% prefill %d; Belady %.2f%%\n", frac, o.Slots, 100*lru.HitRate(), lru.EvictPrefill, 100*bel.HitRate())
-		var clock int64
+		var clock sim.Clock
 		for _, p := range labPolicies(tr, int(o.Slots), &clock) {
-			clock = 0
+			clock = sim.Clock{}
 			res := &Result{Policy: p.name}
 			c := &labCache{tr: tr, slots: int(o.Slots), pol: p.pol(), resident: make([]int8, tr.Distinct), meta: map[*flight][]labMeta{}}
 			if err := replay(tr, c, o, false, &clock, res); err != nil {

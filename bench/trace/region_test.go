@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // TestOutcomeIndependentOfBlockSize replays the start of the conversation
@@ -22,7 +24,7 @@ func TestOutcomeIndependentOfBlockSize(t *testing.T) {
 	require.EqualValues(t, 5760, big.Slots)
 	small := big
 	small.BlockSize = 4096
-	for _, p := range []Policy{Policies[0], Policies[2], Policies[3]} {
+	for _, p := range []sim.Policy{Policies[0], Policies[2], Policies[3]} {
 		a, err := Run(tr, p, small)
 		require.NoError(t, err)
 		b, err := Run(tr, p, big)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 func parseString(t *testing.T, s string) *Trace {
@@ -174,7 +176,7 @@ const fragTrace = `{"timestamp": 100, "input_length": 512, "output_length": 1, "
 func TestPeriodicFailsWithFree(t *testing.T) {
 	tr := parseString(t, fragTrace)
 	o := Options{Slots: 4, BlockSize: 4096, PrefillRate: 1e6, Watermark: 0.5, SweepRatio: 0.5}
-	pol := func(name string) Policy {
+	pol := func(name string) sim.Policy {
 		ps, err := SelectPolicies(name)
 		require.NoError(t, err)
 		return ps[0]

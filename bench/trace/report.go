@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // Columns are the report's column headings, in order; Row formats one
@@ -72,18 +72,18 @@ func (t *Table) Heading() string {
 // humanSize writes a byte count in the largest IEC unit it reaches, with
 // two decimals when not whole ("1.12GiB").
 func humanSize(b int64) string {
-	for _, u := range sizeUnits {
-		if b >= u.mult {
-			if b%u.mult == 0 {
-				return strconv.FormatInt(b/u.mult, 10) + u.suffix
+	for _, u := range sim.SizeUnits {
+		if b >= u.Mult {
+			if b%u.Mult == 0 {
+				return strconv.FormatInt(b/u.Mult, 10) + u.Suffix
 			}
-			return strconv.FormatFloat(float64(b)/float64(u.mult), 'f', 2, 64) + u.suffix
+			return strconv.FormatFloat(float64(b)/float64(u.Mult), 'f', 2, 64) + u.Suffix
 		}
 	}
 	return strconv.FormatInt(b, 10) + "B"
 }
 
-func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) + "%" }
+func pct(f float64) string { return sim.Percent(f, 2) }
 
 func pp(f float64) string {
 	s := strconv.FormatFloat(100*f, 'f', 2, 64)
@@ -95,19 +95,20 @@ func pp(f float64) string {
 
 func times(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "×" }
 
+// table returns t's rows under Columns.
+func (t *Table) table() *sim.Table {
+	st := &sim.Table{Columns: Columns}
+	for _, r := range t.Rows() {
+		st.Rows = append(st.Rows, t.Row(r))
+	}
+	return st
+}
+
 // WriteText writes one aligned table per pool size.
 func WriteText(w io.Writer, tables []*Table) error {
 	for _, t := range tables {
 		fmt.Fprintf(w, "== %s\n", t.Heading())
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(Columns, "\t")+"\t")
-		for _, r := range t.Rows() {
-			fmt.Fprintln(tw, strings.Join(t.Row(r), "\t")+"\t")
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintln(w); err != nil {
+		if err := t.table().WriteText(w); err != nil {
 			return err
 		}
 	}
@@ -117,16 +118,12 @@ func WriteText(w io.Writer, tables []*Table) error {
 // WriteMarkdown writes the same tables in markdown, each under a level-3
 // heading, after preamble (if any) and a blank line.
 func WriteMarkdown(w io.Writer, tables []*Table, preamble string) error {
-	if preamble != "" {
-		fmt.Fprintf(w, "%s\n\n", strings.TrimRight(preamble, "\n"))
+	if err := sim.WritePreamble(w, preamble); err != nil {
+		return err
 	}
 	for _, t := range tables {
 		fmt.Fprintf(w, "### %s\n\n", t.Heading())
-		fmt.Fprintf(w, "| %s |\n|---|%s\n", strings.Join(Columns, " | "), strings.Repeat("--:|", len(Columns)-1))
-		for _, r := range t.Rows() {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(t.Row(r), " | "))
-		}
-		if _, err := fmt.Fprintln(w); err != nil {
+		if err := t.table().WriteMarkdown(w); err != nil {
 			return err
 		}
 	}
@@ -138,13 +135,11 @@ func WriteMarkdown(w io.Writer, tables []*Table, preamble string) error {
 func WritePhases(w io.Writer, tables []*Table) error {
 	for _, t := range tables {
 		fmt.Fprintf(w, "== ns per block reference by phase: %s\n", t.Heading())
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		head := []string{"policy", "calls/request"}
+		st := &sim.Table{Columns: []string{"policy", "calls/request"}}
 		for p := range NumPhases {
-			head = append(head, p.String())
+			st.Columns = append(st.Columns, p.String())
 		}
-		head = append(head, "total")
-		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+		st.Columns = append(st.Columns, "total")
 		for _, r := range t.Rows() {
 			cells := []string{r.Policy, strconv.FormatFloat(float64(r.L1Calls)/float64(max(r.Requests, 1)), 'f', 1, 64)}
 			for p := range NumPhases {
@@ -152,12 +147,11 @@ func WritePhases(w io.Writer, tables []*Table) error {
 				cells = append(cells, fmt.Sprintf("%.0f (%s)", ns, pct(float64(r.Phases[p])/float64(max(r.Busy, 1)))))
 			}
 			cells = append(cells, strconv.FormatFloat(r.NsPerBlockOp(), 'f', 0, 64))
-			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+			st.Rows = append(st.Rows, cells)
 		}
-		if err := tw.Flush(); err != nil {
+		if err := st.WriteText(w); err != nil {
 			return err
 		}
-		fmt.Fprintln(w)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
 // Pool is a pool size: a fraction of the trace's distinct blocks, or a
@@ -21,7 +22,7 @@ type Pool struct {
 // String returns the fraction ("0.25") or the byte size ("4GiB").
 func (p Pool) String() string {
 	if p.Bytes > 0 {
-		return formatSize(p.Bytes)
+		return sim.FormatSize(p.Bytes)
 	}
 	return strconv.FormatFloat(p.Fraction, 'g', -1, 64)
 }
@@ -31,10 +32,10 @@ func (p Pool) String() string {
 // ("4GiB"). Errors wrap ErrOptions.
 func ParsePool(s string) (Pool, error) {
 	s = strings.TrimSpace(s)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			n, err := strconv.ParseFloat(strings.TrimSuffix(s, u.suffix), 64)
-			b := n * float64(u.mult)
+	for _, u := range sim.SizeUnits {
+		if strings.HasSuffix(s, u.Suffix) {
+			n, err := strconv.ParseFloat(strings.TrimSuffix(s, u.Suffix), 64)
+			b := n * float64(u.Mult)
 			if err != nil || !(b >= 1) || b >= math.MaxInt64 || b != math.Trunc(b) {
 				return Pool{}, fmt.Errorf("%w: pool %q: not a positive whole number of bytes", ErrOptions, s)
 			}
@@ -59,20 +60,6 @@ func ParsePools(s string) ([]Pool, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-
-func formatSize(b int64) string {
-	for _, u := range sizeUnits {
-		if b >= u.mult && b%u.mult == 0 {
-			return strconv.FormatInt(b/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(b, 10) + "B"
 }
 
 // Unit returns the bytes one block takes in the pool: the block size
@@ -107,19 +94,18 @@ func (o Options) requests(tr *Trace) []Request {
 
 // Run replays tr through policy p, l1 over a fresh allocator of o.Slots
 // blocks, on simulated time.
-func Run(tr *Trace, p Policy, o Options) (*Result, error) {
+func Run(tr *Trace, p sim.Policy, o Options) (*Result, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Trace: tr.Name, Policy: p.Name, Kind: KindL1, Slots: o.Slots}
-	var clock int64
-	c, err := newL1Cache(p, o, &clock, res)
+	var clock sim.Clock
+	c, err := newL1Cache(p, o, tr.BlockTokens, &clock, res)
 	if err != nil {
 		return nil, err
 	}
-	c.partial, c.blockTokens = p.Partial, tr.BlockTokens
-	if err := replay(tr, c, o, p.Eviction == Periodic, &clock, res); err != nil {
+	if err := replay(tr, c, o, p.Control == sim.Periodic, &clock, res); err != nil {
 		return nil, fmt.Errorf("trace: %s under %s: %w", tr.Name, p.Name, err)
 	}
 	return res, nil
@@ -138,7 +124,7 @@ func RunLRU(tr *Trace, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Trace: tr.Name, Policy: LRUName, Kind: KindLRU, Slots: o.Slots, PoolBytes: o.Slots * o.Unit()}
-	var clock int64
+	var clock sim.Clock
 	if err := replay(tr, newLRUCache(o.Slots), o, false, &clock, res); err != nil {
 		return nil, err
 	}
@@ -152,8 +138,8 @@ func RunBelady(tr *Trace, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Trace: tr.Name, Policy: BeladyName, Kind: KindBelady, Slots: o.Slots, PoolBytes: o.Slots * o.Unit()}
-	var clock int64
-	arrival := func(r *Request) int64 { return int64(float64(r.Arrival) / o.Rate) }
+	var clock sim.Clock
+	arrival := func(r *Request) time.Duration { return time.Duration(float64(r.Arrival) / o.Rate) }
 	c := newBeladyCache(tr, o.requests(tr), o.Slots, arrival, &clock)
 	if err := replay(tr, c, o, false, &clock, res); err != nil {
 		return nil, err
@@ -180,8 +166,8 @@ type Table struct {
 // the ideal LRU it is compared with alike. All rounds of a row must have
 // the same outcome, or Sweep fails (the replay is deterministic); the row
 // keeps the round whose cache calls took the least wall time.
-func Sweep(tr *Trace, pools []Pool, policies []Policy, o Options, jobs, rounds int) ([]*Table, error) {
-	jobs, rounds = max(jobs, 1), max(rounds, 1)
+func Sweep(tr *Trace, pools []Pool, policies []sim.Policy, o Options, jobs, rounds int) ([]*Table, error) {
+	rounds = max(rounds, 1)
 	tables := make([]*Table, len(pools))
 	type row struct {
 		run  func() (*Result, error)
@@ -202,41 +188,19 @@ func Sweep(tr *Trace, pools []Pool, policies []Policy, o Options, jobs, rounds i
 			rows = append(rows, row{func() (*Result, error) { return Run(tr, pol, po) }, &t.Policies[j]})
 		}
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  int
-	)
-	total := rounds * len(rows)
-	for range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next == total || first != nil {
-					mu.Unlock()
-					return
-				}
-				rw := rows[next%len(rows)]
-				next++
-				mu.Unlock()
-				r, err := rw.run()
-				mu.Lock()
-				if err == nil {
-					err = keepFastest(rw.best, r)
-				}
-				if err != nil && first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	var mu sync.Mutex
+	err := sim.Parallel(jobs, rounds*len(rows), func(i int) error {
+		rw := rows[i%len(rows)]
+		r, err := rw.run()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return keepFastest(rw.best, r)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return tables, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -42,9 +43,10 @@ const (
 	OutOfMemory
 	StaleLease
 	Skipped
+	WriteLapsed
 )
 
-var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE", "SKIPPED"}
+var statusNames = [...]string{"OK", "KEY_NOT_EXIST", "KEY_NOT_READABLE", "KEY_NOT_WRITABLE", "KEY_IN_WRONG_STATE", "KEY_IS_LOCKED", "OUT_OF_MEMORY", "STALE_LEASE", "SKIPPED", "WRITE_LAPSED"}
 
 // String returns LMCache's name, as l1.Status.String does.
 func (s Status) String() string {
@@ -91,13 +93,16 @@ type ManagerConfig struct {
 	AllOrNothing  bool // l1.PrefixNone
 	EvictOnDemand bool
 	// ReuseVictims: the manager runs over the allocator itself (no
-	// wrapper), so on-demand eviction with Scattered placement hands a
-	// victim's block to the batch (allocator.Reissue) when it is one
-	// object's size and adds exactly one object to the free space.
+	// wrapper), so on-demand eviction with Scattered placement hands the
+	// batch, once the victims are chosen, each victim's block that is one
+	// object's size and starts a whole number of objects into its free
+	// run (allocator.Reissue; see evictFor).
 	ReuseVictims bool
 	Eviction     Policy
 	WriteTTL     time.Duration
 	ReadTTL      time.Duration
+	// Quarantine is l1.Config.QuarantineLapsedWrites.
+	Quarantine bool
 }
 
 // lock is a hold count and one expiry: LMCache's TTLLock. An expiry of
@@ -179,7 +184,36 @@ type ModelEntry[K comparable] struct {
 // ManagerCounters mirrors the strategy-independent l1.Counters.
 type ManagerCounters struct {
 	WriteReservations, PartialGrants, FailedReservations, OOMKeys uint64
-	Evictions, OnDemandEvictions, Expired                         uint64
+	Evictions, OnDemandEvictions, Expired, Quarantines            uint64
+	// Lookups mirrors l1.Counters.Lookups, by l1.LookupKind.
+	Lookups [NumLookupKinds]LookupCounts
+}
+
+// LookupKind mirrors l1.LookupKind.
+type LookupKind uint8
+
+// The lookup kinds, in l1's order.
+const (
+	LookupRead LookupKind = iota
+	LookupReadPrefix
+	LookupUnsafeRead
+	LookupWrite
+	NumLookupKinds
+)
+
+// LookupCounts mirrors l1.LookupCounts.
+type LookupCounts struct {
+	Calls, Hits, Misses, Skipped uint64
+}
+
+// count adds one call of kind k that looked up n keys: hits hits, the
+// first miss misses (at most one for a prefix lookup), the rest skipped.
+func (m *Manager[K]) count(k LookupKind, n, hits, misses int) {
+	c := &m.Counters.Lookups[k]
+	c.Calls++
+	c.Hits += uint64(hits)
+	c.Misses += uint64(misses)
+	c.Skipped += uint64(n - hits - misses)
 }
 
 // Manager models l1.Manager over the memory model Mem.
@@ -197,12 +231,21 @@ type Manager[K comparable] struct {
 	pol      policyState[K]
 	gen      Lease
 	closed   bool
+	// quarantine holds the blocks of lapsed writes, by lease, under
+	// Cfg.Quarantine: still taken in Mem, in no object.
+	quarantine map[Lease]Quarantined[K]
+}
+
+// Quarantined is one lapsed write of the quarantine: its key and block.
+type Quarantined[K comparable] struct {
+	Key   K
+	Block allocator.Block
 }
 
 // NewManager models a fresh manager over mem, which must model an empty
 // allocator.
 func NewManager[K comparable](mem *Alloc, cfg ManagerConfig) *Manager[K] {
-	return &Manager[K]{Mem: mem, Cfg: cfg, objects: map[K]*ObjectModel{}}
+	return &Manager[K]{Mem: mem, Cfg: cfg, objects: map[K]*ObjectModel{}, quarantine: map[Lease]Quarantined[K]{}}
 }
 
 // AddClock returns the clock reading c moved by d, either way, saturated
@@ -261,6 +304,18 @@ func (m *Manager[K]) Used() int64 {
 	return n
 }
 
+// Quarantine returns the number of quarantined writes and their bytes,
+// like l1's Stats.QuarantinedObjects and QuarantinedBytes.
+func (m *Manager[K]) Quarantine() (objects int, bytes int64) {
+	for _, q := range m.quarantine {
+		bytes += q.Block.Size
+	}
+	return len(m.quarantine), bytes
+}
+
+// QuarantinedWrites returns the quarantine, by lease, without sweeping.
+func (m *Manager[K]) QuarantinedWrites() map[Lease]Quarantined[K] { return maps.Clone(m.quarantine) }
+
 // WriteLocked and TemporaryReadLocked count what l1's Stats reports
 // without sweeping: objects with a write lock (lapsed or not) and
 // temporary objects with read holds.
@@ -317,6 +372,13 @@ func (m *Manager[K]) Sweep() {
 	var lapsed []K
 	for k, o := range m.objects {
 		switch {
+		case o.write.lapsed(m.Now) && m.Cfg.Quarantine:
+			// The writer may still be writing: the key goes, the block
+			// stays taken until the writer lets go.
+			m.quarantine[o.WLease] = Quarantined[K]{k, o.Block}
+			delete(m.objects, k)
+			m.Counters.Expired++
+			m.Counters.Quarantines++
 		case o.write.lapsed(m.Now), o.Temporary && o.read.lapsed(m.Now):
 			m.remove(k)
 			m.Counters.Expired++
@@ -401,8 +463,12 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 	out := make([]Result, len(keys))
 	var need, relock []int
 	first := firsts(keys)
+	present := 0
 	for i, k := range keys {
 		o, exists := m.objects[k]
+		if exists {
+			present++ // a write-side hit: the key was there before the call
+		}
 		switch {
 		case first[k] != i:
 			out[i].Status = KeyNotWritable
@@ -454,6 +520,7 @@ func (m *Manager[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode M
 		out[i] = Result{OK, o.Block, o.WLease}
 	}
 	m.Counters.WriteReservations += uint64(len(relock) + len(blocks))
+	m.count(LookupWrite, len(keys), present, len(keys)-present)
 	return out, nil
 }
 
@@ -480,29 +547,12 @@ func (m *Manager[K]) allocate(size int64, n int, request map[K]int) []allocator.
 // evictFor evicts evictable objects not named in the request, least
 // recently used first, until n objects fit. The check after each eviction
 // is l1's: Fit when placement is not Contiguous, else a retry of the batch
-// whenever free bytes would allow it.
-//
-// With ReuseVictims and Scattered placement, a victim whose block is one
-// object's size and whose release adds exactly one object to the free
-// space (Σ⌊run/size⌋ over the free runs, the reused blocks counted live)
-// is reused: the batch is the reused blocks, in eviction order, then the
-// rest planned over the free space without them.
+// whenever free bytes would allow it. The victims are those of this plain
+// loop whatever the memory, reused blocks or not.
 func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator.Block, bool) {
 	useFit := m.Cfg.Placement != allocator.Contiguous
 	reuse := m.Cfg.ReuseVictims && m.Cfg.Placement == allocator.Scattered
-	var reused []allocator.Block
-	// free is the model's memory with the reused blocks still live.
-	free := func() *Alloc {
-		if len(reused) == 0 {
-			return m.Mem
-		}
-		c := m.Mem.Clone()
-		c.NoGen = true
-		if err := c.Take(reused); err != nil {
-			panic("reference: reused blocks overlap: " + err.Error())
-		}
-		return c
-	}
+	var victims []allocator.Block
 	var aside []s3Entry[K]
 	defer func() { m.restore(aside) }()
 	for {
@@ -510,28 +560,14 @@ func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator
 		if !ok {
 			break
 		}
-		b, before := m.objects[k].Block, 0
-		if reuse {
-			before = free().MaxSlots(size, math.MaxInt)
-		}
+		victims = append(victims, m.objects[k].Block)
 		m.evict(k)
 		m.Counters.OnDemandEvictions++
-		if reuse && b.Size == m.Mem.Units(size)*m.Mem.Align && free().MaxSlots(size, math.MaxInt)-before == 1 {
-			reused = append(reused, b)
-		}
-		if useFit && free().MaxSlots(size, n)+len(reused) >= n {
-			if len(reused) == 0 {
-				break
+		if useFit && m.Mem.MaxSlots(size, n) >= n {
+			if reuse {
+				return m.reuse(size, n, victims), true
 			}
-			rest, ok := free().PlanBatch(size, n-len(reused), allocator.Scattered)
-			if !ok {
-				return nil, false
-			}
-			out := append(slices.Clone(reused), rest...)
-			for i := range out {
-				out[i].Gen = m.Mem.nextGen(i)
-			}
-			return out, true
+			break
 		}
 		if !useFit && m.Mem.FreeBytes()/size >= int64(n) {
 			if bs, ok := m.Mem.PlanBatch(size, n, m.Cfg.Placement); ok {
@@ -540,6 +576,41 @@ func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator
 		}
 	}
 	return m.Mem.PlanBatch(size, n, m.Cfg.Placement)
+}
+
+// reuse plans a scattered batch of n objects of size bytes after the
+// victims, whose blocks are now free, made room for it, as l1 does with
+// ReuseVictims: a victim's block that is one object's size and starts a
+// whole number of objects into its free run, where carving the run from
+// its front could put an object, goes to the batch as it is (at most n of
+// them, in eviction order); the rest are planned over the free space
+// without those blocks. Reuse never changes how many objects fit.
+func (m *Manager[K]) reuse(size int64, n int, victims []allocator.Block) []allocator.Block {
+	z := m.Mem.Units(size) * m.Mem.Align
+	runs := m.Mem.Runs()
+	var reused []allocator.Block
+	for _, b := range victims {
+		for _, x := range runs {
+			start, end := x[0]*m.Mem.Align, (x[0]+x[1])*m.Mem.Align
+			if b.Size == z && len(reused) < n && start <= b.Offset && b.Offset < end && (b.Offset-start)%z == 0 {
+				reused = append(reused, b)
+			}
+		}
+	}
+	free := m.Mem.Clone()
+	free.NoGen = true
+	if err := free.Take(reused); err != nil {
+		panic("reference: reused blocks overlap: " + err.Error())
+	}
+	rest, ok := free.PlanBatch(size, n-len(reused), allocator.Scattered)
+	if !ok {
+		panic("reference: reusing victims' blocks lost room")
+	}
+	out := append(reused, rest...)
+	for i := range out {
+		out[i].Gen = m.Mem.nextGen(i)
+	}
+	return out
 }
 
 // firsts maps each key to the index of its first occurrence.
@@ -570,6 +641,8 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
+		case m.unquarantine(k, leases[i]):
+			out[i] = WriteLapsed
 		case !ok:
 			out[i] = KeyNotExist
 		case !o.write.held(m.Now) || o.read.held(m.Now):
@@ -584,8 +657,8 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	return out, nil
 }
 
-// readLock takes read holds, starting a new epoch when none was held.
-func (m *Manager[K]) readLock(o *ObjectModel, locks int) {
+// readLockOne takes read holds, starting a new epoch when none was held.
+func (m *Manager[K]) readLockOne(o *ObjectModel, locks int) {
 	if !o.read.held(m.Now) {
 		o.RLease = m.nextLease()
 	}
@@ -607,6 +680,8 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
+		case m.unquarantine(k, leases[i]):
+			out[i].Status = WriteLapsed
 		case !ok:
 			out[i].Status = KeyNotExist
 		case !o.write.held(m.Now) || o.read.held(m.Now):
@@ -616,11 +691,24 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 		default:
 			o.write, o.Finished = lock{}, true
 			m.touch(o)
-			m.readLock(o, locks)
+			m.readLockOne(o, locks)
 			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
 	return out, nil
+}
+
+// unquarantine releases the quarantined write that lease l names, if it is
+// key's, and reports whether there was one: the owner of a lapsed write
+// lets go, whatever the key holds now.
+func (m *Manager[K]) unquarantine(key K, l Lease) bool {
+	q, ok := m.quarantine[l]
+	if !ok || q.Key != key {
+		return false
+	}
+	m.Mem.Release([]allocator.Block{q.Block})
+	delete(m.quarantine, l)
+	return true
 }
 
 // AbortWrite models l1.Manager.AbortWrite.
@@ -636,6 +724,8 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
+		case m.unquarantine(k, leases[i]):
+			out[i] = OK
 		case !ok:
 			out[i] = KeyNotExist
 		case !o.write.held(m.Now):
@@ -658,6 +748,20 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
+	out := m.readLock(keys, locks)
+	hits := 0
+	for _, r := range out {
+		if r.Status == OK {
+			hits++
+		}
+	}
+	m.count(LookupRead, len(keys), hits, len(keys)-hits)
+	return out, nil
+}
+
+// readLock read-locks every readable key, as ReserveRead does, after the
+// sweep and without counting.
+func (m *Manager[K]) readLock(keys []K, locks int) []Result {
 	out := make([]Result, len(keys))
 	for i, k := range keys {
 		o, ok := m.objects[k]
@@ -667,13 +771,13 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 		case o.write.held(m.Now):
 			out[i].Status = KeyNotReadable
 		default:
-			m.readLock(o, locks)
+			m.readLockOne(o, locks)
 			m.hit(o)
 			m.touch(o)
 			out[i] = Result{OK, o.Block, o.RLease}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ReserveReadPrefix models l1.Manager.ReserveReadPrefix: ReserveRead of
@@ -696,12 +800,13 @@ func (m *Manager[K]) ReserveReadPrefix(keys []K, locks int) ([]Result, int, erro
 		}
 	}
 	if n > 0 {
-		rs, err := m.ReserveRead(keys[:n], locks)
-		if err != nil {
-			return nil, 0, err
-		}
-		copy(out, rs)
+		copy(out, m.readLock(keys[:n], locks))
 	}
+	misses := 0
+	if n < len(keys) {
+		misses = 1
+	}
+	m.count(LookupReadPrefix, len(keys), n, misses)
 	if n < len(keys) {
 		out[n].Status = KeyNotReadable
 		if _, ok := m.objects[keys[n]]; !ok {
@@ -721,6 +826,7 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Result, len(keys))
+	hits := 0
 	for i, k := range keys {
 		o, ok := m.objects[k]
 		switch {
@@ -730,8 +836,10 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 			out[i].Status = KeyNotReadable
 		default:
 			out[i] = Result{OK, o.Block, o.RLease}
+			hits++
 		}
 	}
+	m.count(LookupUnsafeRead, len(keys), hits, len(keys)-hits)
 	return out, nil
 }
 
@@ -800,9 +908,14 @@ func (m *Manager[K]) Clear(force bool) int {
 	return n
 }
 
-// Close models l1.Manager.Close.
+// Close models l1.Manager.Close: it frees every object and the
+// quarantine.
 func (m *Manager[K]) Close() {
 	m.Clear(true)
+	for l, q := range m.quarantine {
+		m.Mem.Release([]allocator.Block{q.Block})
+		delete(m.quarantine, l)
+	}
 	m.closed = true
 }
 
@@ -859,6 +972,7 @@ func (m *Manager[K]) Clone() *Manager[K] {
 		cp := *o
 		c.objects[k] = &cp
 	}
+	c.quarantine = maps.Clone(m.quarantine)
 	m.clonePolicy(&c)
 	return &c
 }

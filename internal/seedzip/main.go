@@ -1,10 +1,13 @@
-// Seedzip turns a directory of Go fuzz corpus files into a libFuzzer seed
-// corpus zip, as ClusterFuzzLite and OSS-Fuzz take it
-// (<Target>_seed_corpus.zip next to the fuzzer binary).
+// Seedzip converts between Go's fuzz corpus and libFuzzer's inputs. It
+// turns a directory of Go fuzz corpus files into a libFuzzer seed corpus
+// zip, as ClusterFuzzLite and OSS-Fuzz take it (<Target>_seed_corpus.zip
+// next to the fuzzer binary), and one libFuzzer input (a crash) back into
+// a Go corpus file that go test replays.
 //
 // Usage:
 //
-//	seedzip [-layout v2|raw] -o OUT.zip DIR
+//	seedzip [-layout consumer|v2|raw] -o OUT.zip DIR
+//	seedzip [-layout consumer|v2|raw] -go DIR INPUT
 //
 // Go writes its corpus (testdata/fuzz/<Target>/*) in the "go test fuzz v1"
 // format: a header line, then one Go literal per argument of the fuzz
@@ -12,29 +15,47 @@
 // raw bytes instead, so every file is decoded and re-encoded in the layout
 // the binary's harness decodes:
 //
-//   - v2 (default): the layout of compile_native_go_fuzzer_v2's harness
-//     (go-118-fuzz-build v2, input.Source.FillAndCall): the fixed-size
-//     arguments first, in order, big-endian (ints and uints by their size,
-//     int and uint as 8 bytes, bool as 1, floats as their IEEE bits); then
-//     one weight byte per []byte or string argument; then those
-//     arguments' bytes, the last taking all that is left. Only one
-//     []byte or string argument is supported: the split between several
-//     depends on the weights and cannot always be reproduced exactly.
-//     kvalloc's fuzz targets each take one []byte, so a seed is one zero
-//     weight byte and the payload.
+//   - consumer (default): the layout of go-118-fuzz-build's harness as the
+//     Go module proxy serves it (the version .clusterfuzzlite/build.sh
+//     pins), which reads each argument with go-fuzz-headers'
+//     ConsumeFuzzer: a []byte or string is a 4-byte big-endian length,
+//     then that many bytes (a length of 0 means 30, one other than the
+//     bytes left is taken modulo them); fixed-size arguments are read in
+//     order (ints by their size, int and uint as 8 bytes and a byte-order
+//     flag). Only inputs of one []byte or string argument are supported,
+//     and an empty one cannot be expressed: with nothing after the length
+//     the harness never calls the target, so it is encoded as the bare
+//     length.
+//   - v2: the layout of OSS-Fuzz's go-118-fuzz-build_v2 image builder
+//     (input.Source.FillAndCall), as its documentation describes it; not
+//     used by build.sh and not checked against that builder here: the
+//     fixed-size arguments first, in order, big-endian (ints and uints by
+//     their size, int and uint as 8 bytes, bool as 1, floats as their
+//     IEEE bits); then one weight byte per []byte or string argument; then
+//     those arguments' bytes, the last taking all that is left. Only one
+//     []byte or string argument is supported.
 //   - raw: the concatenated bytes of a single []byte or string argument,
 //     for harnesses that pass libFuzzer's input through unchanged.
 //
+// With -go, INPUT is one libFuzzer input of a target that takes one
+// []byte; seedzip decodes it in the layout and writes the payload to DIR
+// as a Go corpus file named, as go test names a crasher, by the first 16
+// hex digits of its SHA-256, then prints the file's path. go test
+// replays it from then on (go test -run '^FuzzX/^NAME$' ./pkg/).
+//
 // Entries keep their corpus file names and a fixed modification time, so
 // the same corpus always gives the same zip. Seedzip exits 1 when a file
-// cannot be decoded or encoded (naming it), or when DIR holds no corpus
-// file, and 2 on a usage error.
+// cannot be decoded or encoded (naming it), when DIR holds no corpus
+// file, or when INPUT is one on which the harness never calls the target,
+// and 2 on a usage error.
 package main
 
 import (
 	"archive/zip"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,10 +79,12 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("seedzip", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	layout := fs.String("layout", "v2", "input layout of the harness: v2 or raw")
+	layout := fs.String("layout", "consumer", "input layout of the harness: consumer, v2 or raw")
 	out := fs.String("o", "", "the zip to write")
+	goDir := fs.String("go", "", "write the libFuzzer input INPUT to this directory as a Go corpus file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: seedzip [-layout v2|raw] -o OUT.zip DIR\n\n")
+		fmt.Fprintf(fs.Output(), "usage: seedzip [-layout consumer|v2|raw] -o OUT.zip DIR\n"+
+			"       seedzip [-layout consumer|v2|raw] -go DIR INPUT\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -70,9 +93,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fs.NArg() != 1 || *out == "" || (*layout != "v2" && *layout != "raw") {
+	if fs.NArg() != 1 || (*out == "") == (*goDir == "") || !slices.Contains(layouts, *layout) {
 		fs.Usage()
 		return 2
+	}
+	if *goDir != "" {
+		path, err := writeGoFile(*goDir, fs.Arg(0), *layout)
+		if err != nil {
+			fmt.Fprintf(stderr, "seedzip: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, path)
+		return 0
 	}
 	n, err := writeZip(*out, fs.Arg(0), *layout)
 	if err != nil {
@@ -82,6 +114,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "seedzip: %d seeds from %s in %s\n", n, fs.Arg(0), *out)
 	return 0
 }
+
+// layouts are the harness layouts Encode and DecodeInput know.
+var layouts = []string{"consumer", "v2", "raw"}
 
 // writeZip encodes every corpus file of dir into the zip at path.
 func writeZip(path, dir, layout string) (int, error) {
@@ -369,6 +404,15 @@ func Encode(vals []any, layout string) ([]byte, error) {
 		return nil, fmt.Errorf("%d []byte or string arguments; only one can be laid out exactly", nDynamic)
 	}
 	switch layout {
+	case "consumer":
+		if len(fixed) > 0 || nDynamic != 1 {
+			return nil, fmt.Errorf("layout consumer takes exactly one []byte or string argument")
+		}
+		if uint64(len(dynamic)) > math.MaxUint32 {
+			return nil, fmt.Errorf("payload of %d bytes does not fit a 4-byte length", len(dynamic))
+		}
+		out := binary.BigEndian.AppendUint32(nil, uint32(len(dynamic)))
+		return append(out, dynamic...), nil
 	case "raw":
 		if len(fixed) > 0 || nDynamic != 1 {
 			return nil, fmt.Errorf("layout raw takes exactly one []byte or string argument")
@@ -383,4 +427,68 @@ func Encode(vals []any, layout string) ([]byte, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown layout %q", layout)
+}
+
+// errNotRun is DecodeInput's answer for an input the harness never passes
+// to the target.
+var errNotRun = errors.New("the harness never calls the target on this input")
+
+// DecodeInput returns the one []byte argument the harness of layout hands
+// the target for the libFuzzer input in, the inverse of Encode for such
+// targets. Under consumer it follows go-fuzz-headers' GetBytes exactly,
+// so any input libFuzzer made, not only Encode's, decodes to what the
+// target saw.
+func DecodeInput(in []byte, layout string) ([]byte, error) {
+	switch layout {
+	case "consumer":
+		if len(in) < 4 {
+			return nil, fmt.Errorf("%w: %d bytes, fewer than the 4-byte length", errNotRun, len(in))
+		}
+		n := binary.BigEndian.Uint32(in)
+		left := uint32(len(in) - 4)
+		if left == 0 {
+			return nil, fmt.Errorf("%w: nothing after the length", errNotRun)
+		}
+		if n == 0 {
+			n = 30
+		}
+		if n != left {
+			n %= left
+		}
+		return slices.Clone(in[4 : 4+n]), nil
+	case "v2":
+		if len(in) == 0 {
+			return nil, fmt.Errorf("%w: no weight byte", errNotRun)
+		}
+		return slices.Clone(in[1:]), nil
+	case "raw":
+		return slices.Clone(in), nil
+	}
+	return nil, fmt.Errorf("unknown layout %q", layout)
+}
+
+// GoFile renders one []byte argument as a corpus file in Go's format.
+func GoFile(payload []byte) []byte {
+	return fmt.Appendf(nil, "%s\n[]byte(%q)\n", header, payload)
+}
+
+// writeGoFile decodes the libFuzzer input at input and writes it to dir
+// as a Go corpus file named as go test names a crasher; it returns the
+// file's path.
+func writeGoFile(dir, input, layout string) (string, error) {
+	in, err := os.ReadFile(input)
+	if err != nil {
+		return "", err
+	}
+	payload, err := DecodeInput(in, layout)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", input, err)
+	}
+	file := GoFile(payload)
+	sum := sha256.Sum256(file)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, hex.EncodeToString(sum[:])[:16])
+	return path, os.WriteFile(path, file, 0o644)
 }

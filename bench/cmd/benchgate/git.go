@@ -18,7 +18,6 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/kvalloc/kvalloc/bench/internal/gate"
-	"github.com/kvalloc/kvalloc/bench/internal/proftop"
 )
 
 // A side is one benchmark binary and the directory it runs in (the
@@ -358,58 +357,6 @@ func (g *gitGate) profileDiff(ctx context.Context, base, head side, rep *gate.Re
 		}
 	}
 	return writeProfileDiff(g.stdout, profs[0], profs[1], benchtime, 10)
-}
-
-// writeProfileDiff prints the n functions whose flat CPU time differs
-// most between base and head.
-func writeProfileDiff(w io.Writer, base, head *profile.Profile, benchtime string, n int) error {
-	bt, err := proftop.Functions(base, "")
-	if err != nil {
-		return err
-	}
-	ht, err := proftop.Functions(head, "")
-	if err != nil {
-		return err
-	}
-	diff, err := proftop.Diff(base, head, "")
-	if err != nil {
-		return err
-	}
-	bm, hm := bt.Map(), ht.Map()
-	// The code under test first, then the runtime: a regression in Free
-	// must not rank below runtime.memclrNoHeapPointers, whose share moves
-	// with when the heap grows and how often the GC runs.
-	var code, rt []proftop.Func
-	for _, f := range diff.ByAbsFlatCodeFirst() {
-		if proftop.IsRuntime(f.Name) {
-			rt = append(rt, f)
-		} else {
-			code = append(code, f)
-		}
-	}
-	nRT := min(len(rt), max(3, n-len(code)))
-	code, rt = code[:min(len(code), n)], rt[:nRT]
-	unit := diff.Unit
-	fmt.Fprintf(w, "\nCPU profile, head - base, largest flat differences, the code under test first (%s, -test.benchtime=%s; base total %s, head total %s):\n",
-		diff.Type, benchtime, proftop.FormatValue(bt.Total, unit), proftop.FormatValue(ht.Total, unit))
-	fmt.Fprintf(w, "%10s %10s %10s  %s\n", "delta", "base", "head", "function")
-	line := func(f proftop.Func) {
-		d := proftop.FormatValue(f.Flat, unit)
-		if f.Flat > 0 {
-			d = "+" + d
-		}
-		fmt.Fprintf(w, "%10s %10s %10s  %s\n", d, proftop.FormatValue(bm[f.Name].Flat, unit), proftop.FormatValue(hm[f.Name].Flat, unit), proftop.ShortName(f.Name))
-	}
-	for _, f := range code {
-		line(f)
-	}
-	if len(rt) > 0 {
-		fmt.Fprintf(w, "runtime and standard library internals (allocation, GC, scheduling):\n")
-		for _, f := range rt {
-			line(f)
-		}
-	}
-	return nil
 }
 
 // gitOutput runs git in dir ("" for the current directory) and returns

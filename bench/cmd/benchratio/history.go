@@ -1,16 +1,55 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/kvalloc/kvalloc/bench/internal/history"
 )
+
+// now is the clock of the dates -record writes; tests replace it.
+var now = time.Now
+
+// record is -record DIR: it appends the results file path to the history
+// dir under commit (git HEAD when empty).
+func record(dir, commit string, dirty bool, path string, stdout, stderr io.Writer) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "benchratio: %v\n", err)
+		return 2
+	}
+	m := history.Meta{Commit: commit, Dirty: dirty, Date: now().UTC().Truncate(time.Second)}
+	if m.Commit == "" {
+		m.Commit, m.Dirty = gitState()
+	}
+	file, err := history.Append(dir, m, data)
+	if err != nil {
+		fmt.Fprintf(stderr, "benchratio: -record %s: %v\n", path, err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "benchratio: appended %s to %s\n", path, file)
+	return 0
+}
+
+// gitState returns HEAD and whether tracked files differ from it, or
+// "unknown" outside a git checkout.
+func gitState() (string, bool) {
+	ctx := context.Background()
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--verify", "HEAD").Output()
+	if err != nil {
+		return "unknown", false
+	}
+	status, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
+	return strings.TrimSpace(string(out)), err == nil && len(strings.TrimSpace(string(status))) > 0
+}
 
 // plotHistory is -history DIR -plot OUT: every target with a bound, its
 // ratio in every run of the history, drawn over the runs.

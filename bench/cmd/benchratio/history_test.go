@@ -59,3 +59,55 @@ func TestPlotHistory(t *testing.T) {
 		t.Errorf("-history without -plot: exit %d, want 2", code)
 	}
 }
+
+// TestRecordTwiceIsTwoRuns: -record appends each run to the commit's file,
+// with its date and dirty flag, after printing the ratios as usual.
+func TestRecordTwiceIsTwoRuns(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "bench.txt")
+	if err := os.WriteFile(in, []byte("BenchmarkFloor/bump-2 \t 10\t 5 ns/op\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hist := filepath.Join(dir, "history")
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	defer func() { now = time.Now }()
+	for i := range 2 {
+		var out, errOut bytes.Buffer
+		now = func() time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+		if code := run([]string{"-record", hist, "-commit", "c0ffee", fmt.Sprintf("-dirty=%t", i == 1), in}, &out, &errOut); code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		if !strings.Contains(out.String(), "Floor/bump") || !strings.Contains(out.String(), "c0ffee.txt") {
+			t.Errorf("stdout %q", out.String())
+		}
+	}
+	runs, err := history.Read(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Commit != "c0ffee" || !runs[1].Date.Equal(t0.Add(time.Minute)) || runs[0].Dirty || !runs[1].Dirty {
+		t.Errorf("runs %+v", runs)
+	}
+}
+
+func TestRecordUsageAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "bench.txt")
+	os.WriteFile(in, []byte("BenchmarkFloor/bump-2 \t 10\t 5 ns/op\n"), 0o644)
+	for _, args := range [][]string{
+		{"-commit", "x", in},                            // -commit without -record
+		{"-record", dir, "-dirty", in},                  // -dirty without -commit
+		{"-record", dir, "-commit", "x", in, in},        // two files
+		{"-record", dir, "-commit", "x"},                // none
+		{"-record", dir, "-history", dir, "-plot", dir}, // with -history
+		{"-record", dir, "-commit", "not a hash", in},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.txt")); err == nil {
+		t.Error("a refused call wrote the history")
+	}
+}

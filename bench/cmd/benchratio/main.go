@@ -3,7 +3,9 @@
 //
 // Usage:
 //
-//	benchratio [-strict] bench.txt...
+//	benchratio [-strict] [-md FILE] [-record DIR [-commit SHA [-dirty]]] bench.txt...
+//	benchratio -history DIR -plot OUT
+//	benchratio -targets
 //
 // It reads Go benchmark results (the output of `go test -bench`, as `make
 // bench` writes to bench/out/bench.txt) with golang.org/x/perf/benchfmt,
@@ -29,20 +31,42 @@
 //	-md FILE
 //		Also write the table, with results, as markdown to FILE (make
 //		bench writes bench/out/ratios.md).
+//	-record DIR
+//		Also append the run, its one input file, to the benchmark
+//		history DIR (see package
+//		github.com/kvalloc/kvalloc/bench/internal/history): to
+//		DIR/COMMIT.txt, after the configuration lines
+//
+//			commit: <full hash of the commit measured>
+//			date: <now, RFC 3339, UTC>
+//			dirty: <true when the tree had uncommitted changes to tracked files>
+//
+//		so every result carries its commit and run. make bench
+//		records every suite in BENCH_HISTORY (bench/history,
+//		untracked; CI keeps it as an artifact).
+//	-commit SHA
+//		With -record: the commit to file the run under (default:
+//		git rev-parse HEAD, and the dirty flag from git status;
+//		outside git, "unknown"). make bench records HEAD when it
+//		builds the benchmarks and passes it, so that a commit made
+//		during the run does not take the results.
+//	-dirty
+//		With -commit: the tree had uncommitted changes to tracked
+//		files.
 //	-history DIR -plot OUT
-//		Read a benchmark history (bench/internal/history: the runs
-//		make bench appends to bench/history/, keyed by commit),
-//		compute every target's ratio in every run, and draw each
-//		over the runs into OUT/NAME.svg and OUT/NAME.png, with
-//		OUT/history.md as the table of the same numbers. A slow
-//		drift that no pairwise gate sees shows there.
+//		Read a benchmark history, compute every target's ratio in
+//		every run, and draw each over the runs into OUT/NAME.svg and
+//		OUT/NAME.png, with OUT/history.md as the table of the same
+//		numbers. A slow drift that no pairwise gate sees shows there
+//		(make bench-history).
 //	-targets
 //		Print the targets alone, from the definitions below, as the
 //		markdown table README.md carries, and read no input. The
 //		README's copy is checked by TestReadmeTargets, so it cannot
 //		drift from these definitions; the results live in bench/out.
 //
-// Benchratio exits 2 on a usage error or unreadable input.
+// Benchratio exits 2 on a usage error, unreadable input or a history it
+// cannot write.
 package main
 
 import (
@@ -72,8 +96,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	targetsOnly := fs.Bool("targets", false, "print the targets as a markdown table and exit")
 	historyDir := fs.String("history", "", "plot every target's ratio over the runs in history `DIR` (with -plot)")
 	plotDir := fs.String("plot", "", "with -history: write the plots and history.md to `DIR`")
+	recordDir := fs.String("record", "", "also append the input to the history `DIR`")
+	commit := fs.String("commit", "", "with -record: file the run under `SHA` (default: git HEAD)")
+	dirty := fs.Bool("dirty", false, "with -commit: the tree had uncommitted changes")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: benchratio [-strict] [-md FILE] bench.txt...\n       benchratio -targets\n       benchratio -history DIR -plot OUT\n\n")
+		fmt.Fprintf(fs.Output(), "usage: benchratio [-strict] [-md FILE] [-record DIR [-commit SHA [-dirty]]] bench.txt...\n       benchratio -history DIR -plot OUT\n       benchratio -targets\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,8 +109,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if *recordDir == "" && (*commit != "" || *dirty) || *commit == "" && *dirty {
+		fmt.Fprintf(stderr, "benchratio: -commit goes with -record, -dirty with -commit\n")
+		return 2
+	}
+	if *recordDir != "" && fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "benchratio: -record takes one results file, got %d\n", fs.NArg())
+		return 2
+	}
 	if *historyDir != "" || *plotDir != "" {
-		if *historyDir == "" || *plotDir == "" || fs.NArg() > 0 {
+		if *historyDir == "" || *plotDir == "" || fs.NArg() > 0 || *recordDir != "" {
 			fmt.Fprintf(stderr, "benchratio: -history and -plot go together, without input files\n")
 			return 2
 		}
@@ -122,6 +157,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := os.WriteFile(*mdPath, []byte(resultsMarkdown(rows, s)), 0o644); err != nil {
 			fmt.Fprintf(stderr, "benchratio: %v\n", err)
 			return 2
+		}
+	}
+	if *recordDir != "" {
+		if code := record(*recordDir, *commit, *dirty, fs.Arg(0), stdout, stderr); code != 0 {
+			return code
 		}
 	}
 	if *strict && slices.ContainsFunc(rows, func(r row) bool { return r.verdict == verdictMiss }) {
@@ -213,12 +253,15 @@ func (m measure) String() string { return m.name + " " + m.unit }
 
 // A target compares a measure with a floor (ratio = num / den) or, when den
 // is zero, checks the measure itself (ratio = num). An op of "" makes the
-// row informative only.
+// row informative only; such a row with report set is a number kvalloc
+// tracks without a bound (how a path scales with a second core), and the
+// README's table lists it as "reported".
 type target struct {
 	num, den measure
 	op       string // "<=", ">=", "==" or "" for info
 	bound    float64
 	note     string
+	report   bool
 }
 
 type verdict string
@@ -267,14 +310,33 @@ var targets = []target{
 	{num: m("EvictOnDemand/victims=scattered", "ns/op"), den: m("EvictOnDemand/victims=adjacent", "ns/op"), op: "<=", bound: 2},
 	{num: m("EvictPastLocked/cold=temporary", "ns/op"), den: m("EvictPastLocked/cold=none", "ns/op"), op: "<=", bound: 1.5},
 	{num: m("EvictPastLocked/cold=read-locked", "ns/op"), den: m("EvictPastLocked/cold=none", "ns/op"), op: "<=", bound: 1.5},
+	// A store batch of 57 chains × 100 keys, chain-major: ranking by
+	// chain position costs what LRU's append does, whatever the order.
+	{num: m("PolicyBatch/policy=prefix/op=finish-write", "ns/op"), den: m("PolicyBatch/policy=lru/op=finish-write", "ns/op"), op: "<=", bound: 1.5},
+	{num: m("PolicyBatch/policy=prefix/op=read", "ns/op"), den: m("PolicyBatch/policy=lru/op=read", "ns/op"), op: "<=", bound: 1.5},
 	{num: m("Fill/region=pinned", "GB/s"), den: m("Floor/copy", "GB/s"), op: ">=", bound: 0.9},
 	{num: m("Allocate/region=heap", "allocs/op"), op: "==", bound: 0},
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
 	{num: m("SegmentPin/pin=mlock/workers=2", "first-ns"), den: m("SegmentPin/pin=mlock/workers=2", "full-ns"), op: "<=", bound: 0.1},
 	{num: m("SegmentPin/pin=mlock/workers=2", "GiB/s"), den: m("SegmentPin/pin=mlock/workers=1", "GiB/s"), op: ">=", bound: 1.6},
+	// Contention: ops/s on two cores ÷ on one, one manager or allocator
+	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
+	// "Contention").
+	{num: m("Contention/op=lookup/procs=2", "ops/s"), den: m("Contention/op=lookup/procs=1", "ops/s"), report: true,
+		note: "ReserveReadPrefix + FinishRead"},
+	{num: m("Contention/op=store/procs=2", "ops/s"), den: m("Contention/op=store/procs=1", "ops/s"), report: true,
+		note: "ReserveWrite + FinishWrite, evicting"},
+	{num: m("Contention/op=allocate/procs=2", "ops/s"), den: m("Contention/op=allocate/procs=1", "ops/s"), report: true,
+		note: "Allocate + Free"},
+	{num: m("Contention/op=mutex/procs=2", "ops/s"), den: m("Contention/op=mutex/procs=1", "ops/s"), report: true,
+		note: "one shared mutex: the floor of a one-lock design"},
+	{num: m("Contention/op=ceiling/procs=2", "ops/s"), den: m("Contention/op=ceiling/procs=1", "ops/s"), report: true,
+		note: "nothing shared: this run's ceiling for the rows above"},
 	// The Python client's 5700-key 8 MiB cycle against the Go client's,
 	// on one daemon.
 	{num: m(pyClient+"/client=python/op=cycle", "ns/op"), den: m(pyClient+"/client=go/op=cycle", "ns/op"), op: "<=", bound: 2},
+	{num: m(pyClient+"/client=python/op=ping", "ns/op"), den: m(pyClient+"/client=go/op=ping", "ns/op"), report: true,
+		note: "Python's per-call overhead against an empty round trip"},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -306,8 +368,6 @@ var targets = []target{
 	{num: m("SegmentPin/pin=none/workers=2", "GiB/s"), den: m("SegmentPin/pin=none/workers=1", "GiB/s")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "first-ns"), den: m("SegmentPin/pin=cuda/workers=2", "full-ns")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
-	{num: m(pyClient+"/client=python/op=ping", "ns/op"), den: m(pyClient+"/client=go/op=ping", "ns/op"),
-		note: "Python's per-call overhead against an empty round trip"},
 	{num: m(pyClient+"/client=python/op=cycle-list", "ns/op"), den: m(pyClient+"/client=python/op=cycle", "ns/op"),
 		note: "keys encoded by every call, not once per cycle"},
 }
@@ -387,13 +447,7 @@ func writeTable(w io.Writer, rows []row, s samples) error {
 		if r.den.name != "" {
 			name += "  ÷  " + r.den.name
 		}
-		goal := "—"
-		if r.op != "" {
-			goal = opSymbol(r.op) + " " + formatNum(r.bound)
-			if r.den.name != "" {
-				goal += "×"
-			}
-		}
+		goal := r.goal()
 		if r.verdict == verdictMissing {
 			fmt.Fprintf(tw, "%s\t—\t—\t—\t%s\t%s: %s\n", name, goal, r.verdict, r.why)
 			continue
@@ -434,8 +488,12 @@ func formatNum(v float64) string {
 	return fmt.Sprintf("%.3g", v)
 }
 
-// goal is the target of r as text, such as "≤ 3×", or "—" for info rows.
+// goal is the target of r as text, such as "≤ 3×", "reported" for a
+// reported row, or "—" for info rows.
 func (t target) goal() string {
+	if t.op == "" && t.report {
+		return "reported"
+	}
 	if t.op == "" {
 		return "—"
 	}
@@ -446,13 +504,14 @@ func (t target) goal() string {
 	return g
 }
 
-// targetsMarkdown is the markdown table of the targets with a bound, in
-// definition order: what README.md shows under "Where it stands".
+// targetsMarkdown is the markdown table of the targets with a bound and
+// the reported rows, in definition order: what README.md shows under
+// "Where it stands".
 func targetsMarkdown(ts []target) string {
 	var b strings.Builder
 	b.WriteString("| measure | ÷ floor | target |\n|---|---|--:|\n")
 	for _, t := range ts {
-		if t.op == "" {
+		if t.op == "" && !t.report {
 			continue
 		}
 		den := "—"

@@ -286,6 +286,9 @@ func TestTargetsFlagAndMarkdown(t *testing.T) {
 	if strings.Contains(out.String(), "L1CycleParallel") {
 		t.Errorf("-targets lists an info row:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "| `Contention/op=lookup/procs=2` ops/s | `Contention/op=lookup/procs=1` ops/s | reported (ReserveReadPrefix + FinishRead) |") {
+		t.Errorf("-targets lacks the reported lookup row:\n%s", out.String())
+	}
 	if code := run([]string{"-targets", "x.txt"}, &out, &errOut); code != 2 {
 		t.Errorf("-targets with input: exit %d, want 2", code)
 	}
@@ -307,5 +310,40 @@ func TestTargetsFlagAndMarkdown(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("ratios.md lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestReportedRows: a reported row computes its ratio, neither passes nor
+// misses (so -strict ignores it), and says "reported".
+func TestReportedRows(t *testing.T) {
+	in := "BenchmarkContention/op=store/procs=1-2 \t 100 \t 1000 ns/op \t 1000000 ops/s\n" +
+		"BenchmarkContention/op=store/procs=2-2 \t 100 \t 800 ns/op \t 1250000 ops/s\n"
+	s := samples{}
+	if err := s.read(strings.NewReader(in), "in"); err != nil {
+		t.Fatal(err)
+	}
+	var r row
+	for _, x := range evaluate(s, targets) {
+		if x.num.name == "Contention/op=store/procs=2" {
+			r = x
+		}
+	}
+	if r.verdict != verdictInfo || r.ratio != 1.25 {
+		t.Fatalf("store row: verdict %s, ratio %v; want info, 1.25", r.verdict, r.ratio)
+	}
+	var out bytes.Buffer
+	if err := writeTable(&out, []row{r}, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "1.25×  reported  info") {
+		t.Errorf("table row:\n%s", out.String())
+	}
+	path := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	if code := run([]string{"-strict", path}, &out, &errOut); code != 0 {
+		t.Errorf("-strict with only reported rows present: exit %d", code)
 	}
 }

@@ -54,6 +54,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvalloc/kvalloc/bench/sim"
 	"github.com/kvalloc/kvalloc/bench/trace"
 )
 
@@ -75,9 +76,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	blockTokens := fs.Int64("block-tokens", trace.DefaultBlockTokens, "tokens per block of the trace")
 	prefill := fs.Float64("prefill-rate", trace.DefaultPrefillRate, "modelled prefill speed, tokens per second")
 	rate := fs.Float64("rate", 1, "arrival-rate multiplier")
-	every := fs.Duration("sweep-every", trace.DefaultSweepEvery, "period of the periodic controller")
-	watermark := fs.Float64("watermark", trace.DefaultWatermark, "usage at which the periodic controller evicts")
-	ratio := fs.Float64("sweep-ratio", trace.DefaultSweepRatio, "share of the objects the periodic controller evicts")
+	every := fs.Duration("sweep-every", sim.DefaultSweepEvery, "period of the periodic controller")
+	watermark := fs.Float64("watermark", sim.DefaultWatermark, "usage at which the periodic controller evicts")
+	ratio := fs.Float64("sweep-ratio", sim.DefaultSweepRatio, "share of the objects the periodic controller evicts")
 	maxReq := fs.Int("max-requests", 0, "replay only the first N requests (0: all)")
 	out := fs.String("out", "", "directory for NAME.md and the plots; empty: none")
 	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "concurrent replays")

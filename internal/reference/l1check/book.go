@@ -1,6 +1,10 @@
 package l1check
 
-import "github.com/kvalloc/kvalloc/l1"
+import (
+	"slices"
+
+	"github.com/kvalloc/kvalloc/l1"
+)
 
 // Book holds the leases each actor got: the write lease of each key it
 // reserved and the read lease of each key it read-locked, the last ones it
@@ -8,6 +12,16 @@ import "github.com/kvalloc/kvalloc/l1"
 // another actor locked the key, they are stale.
 type Book struct {
 	Write, Read map[actorKey]l1.Lease
+	// Writes is every write lease each actor got, by actor, in order, the
+	// ones Write no longer holds included: what a node pool's owner
+	// records per connection, and aborts when the connection ends.
+	Writes [Actors][]KeyLease
+}
+
+// KeyLease is a key and a lease an actor got for it.
+type KeyLease struct {
+	Key   Key
+	Lease l1.Lease
 }
 
 type actorKey struct {
@@ -28,6 +42,9 @@ func (b *Book) Clone() *Book {
 	}
 	for k, v := range b.Read {
 		c.Read[k] = v
+	}
+	for i, w := range b.Writes {
+		c.Writes[i] = slices.Clone(w)
 	}
 	return c
 }
@@ -75,6 +92,9 @@ func (b *Book) Record(op Op, res []l1.Result, err error) {
 	for i, r := range res {
 		if r.Status == l1.OK {
 			book[actorKey{op.Actor, op.Keys[i]}] = r.Lease
+			if op.Kind == OpReserveWrite {
+				b.Writes[op.Actor] = append(b.Writes[op.Actor], KeyLease{op.Keys[i], r.Lease})
+			}
 		}
 	}
 }

@@ -25,6 +25,8 @@ type Outcome struct {
 	// Read without reclaiming expired objects: Usage and Stats.
 	Held, Capacity                       int64
 	Objects, WriteLocked, TempReadLocked int
+	Quarantined                          int
+	QuarantinedBytes                     int64
 	Counters                             reference.ManagerCounters
 	// Read after reclaiming, only when the Op observes: every object in
 	// LRU order, and the free extents.
@@ -133,10 +135,8 @@ func (s *System) Do(op Op) Outcome {
 	st := m.Stats()
 	o.Held, o.Capacity = m.Usage()
 	o.Objects, o.WriteLocked, o.TempReadLocked = st.Objects, st.WriteLocked, st.TemporaryReadLocked
-	o.Counters = reference.ManagerCounters{
-		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
-		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
-	}
+	o.Quarantined, o.QuarantinedBytes = st.QuarantinedObjects, st.QuarantinedBytes
+	o.Counters = counters(st)
 	if op.Observe {
 		for _, e := range m.Snapshot() {
 			o.States = append(o.States, reference.ModelEntry[Key]{Key: e.Key, ModelState: s.stateOf(e.ObjectState)})
@@ -204,6 +204,7 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	book.Record(op, o.Results, err)
 	o.Held, o.Capacity = md.Used(), md.Mem.Capacity()
 	o.Objects, o.WriteLocked, o.TempReadLocked = md.Len(), md.WriteLocked(), md.TemporaryReadLocked()
+	o.Quarantined, o.QuarantinedBytes = md.Quarantine()
 	o.Counters = md.Counters
 	if op.Observe {
 		o.States = md.Snapshot()
@@ -241,6 +242,8 @@ func CompareOutcome(got, want Outcome) error {
 	case got.Objects != want.Objects || got.WriteLocked != want.WriteLocked || got.TempReadLocked != want.TempReadLocked:
 		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
 			got.Objects, got.WriteLocked, got.TempReadLocked, want.Objects, want.WriteLocked, want.TempReadLocked)
+	case got.Quarantined != want.Quarantined || got.QuarantinedBytes != want.QuarantinedBytes:
+		return fmt.Errorf("Stats: %d writes quarantined in %d bytes, model %d in %d", got.Quarantined, got.QuarantinedBytes, want.Quarantined, want.QuarantinedBytes)
 	case got.Counters != want.Counters:
 		return fmt.Errorf("Stats counters %+v, model %+v", got.Counters, want.Counters)
 	case !slices.Equal(got.States, want.States):

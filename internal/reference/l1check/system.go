@@ -10,7 +10,8 @@
 // ReserveWrite changed, and the Check* functions state the ReserveWrite
 // contracts on that record using only the real system's own observations,
 // not the model: prefix maximality, request-order locking, tail OOM
-// statuses, no leak, and rejected calls changing nothing.
+// statuses, no leak, no extra victim of on-demand eviction, and rejected
+// calls changing nothing.
 //
 // Every part of a System can be replaced through a Variant, which is how
 // the tests substitute the broken implementations of package mutant and
@@ -70,11 +71,13 @@ type Setup struct {
 	Eviction l1.EvictionPolicy
 	// WriteTTL and ReadTTL; 0 means l1's defaults.
 	WriteTTL, ReadTTL time.Duration
+	// Quarantine is l1.Config.QuarantineLapsedWrites.
+	Quarantine bool
 }
 
 // String describes the setup in one line.
 func (s Setup) String() string {
-	return fmt.Sprintf("{%d×%dB %v prefix=%v evict=%v policy=%v wttl=%v rttl=%v}", s.Units, s.Align, s.Placement, s.Prefix, s.EvictOnDemand, s.Eviction, s.WriteTTL, s.ReadTTL)
+	return fmt.Sprintf("{%d×%dB %v prefix=%v evict=%v policy=%v wttl=%v rttl=%v quarantine=%v}", s.Units, s.Align, s.Placement, s.Prefix, s.EvictOnDemand, s.Eviction, s.WriteTTL, s.ReadTTL, s.Quarantine)
 }
 
 // Variant replaces parts of a System. The zero Variant is the real thing.
@@ -132,7 +135,7 @@ func New(s Setup, v Variant) (*System, error) {
 	}
 	cfg := l1.Config{
 		Placement: s.Placement, Prefix: s.Prefix, EvictOnDemand: s.EvictOnDemand, Eviction: s.Eviction,
-		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Now: sys.clock,
+		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, QuarantineLapsedWrites: s.Quarantine, Now: sys.clock,
 	}
 	if v.Config != nil {
 		v.Config(&cfg)
@@ -153,7 +156,7 @@ func New(s Setup, v Variant) (*System, error) {
 	sys.Model = reference.NewManager[Key](modelMem, reference.ManagerConfig{
 		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
 		ReuseVictims: v.Memory == nil, // l1 reissues victims' blocks over the allocator itself only
-		Eviction:     reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL,
+		Eviction:     reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Quarantine: s.Quarantine,
 	})
 	return sys, nil
 }
@@ -518,12 +521,38 @@ func (s *System) CheckReserveWithModel(o *Observation) error {
 	if err := checkErr(o.Err, wantErr); err != nil {
 		return err
 	}
+	if err := s.checkQuarantineKept(o); err != nil {
+		return fmt.Errorf("quarantine: %w", err)
+	}
 	if err := CheckReserve(o); err != nil {
 		return err
 	}
 	if wantErr == nil {
 		if err := compareResults(o.Results, want); err != nil {
 			return fmt.Errorf("model: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkQuarantineKept checks the quarantine's contract on a ReserveWrite:
+// no key is granted memory of a block a lapsed writer still holds (the
+// model's quarantine after the call, which the call's own lapses joined
+// before it allocated).
+func (s *System) checkQuarantineKept(o *Observation) error {
+	q := s.Model.QuarantinedWrites()
+	if len(q) == 0 || o.Err != nil {
+		return nil
+	}
+	for i, r := range o.Results {
+		if r.Status != l1.OK {
+			continue
+		}
+		for l, w := range q {
+			if r.Block.Offset < w.Block.End() && w.Block.Offset < r.Block.End() {
+				return fmt.Errorf("key %d got %+v, memory of the block %+v that the lapsed write of key %d (lease %d) still holds",
+					o.Keys[i], r.Block, w.Block, w.Key, l)
+			}
 		}
 	}
 	return nil
@@ -551,11 +580,13 @@ func (s *System) compareQuiet() error {
 	}
 	st := s.M.Stats()
 	c := md.Counters
-	got := reference.ManagerCounters{
-		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
-		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
-	}
+	got := counters(st)
+	qn, qb := md.Quarantine()
 	switch {
+	case st.Used != st.Held+st.QuarantinedBytes:
+		return fmt.Errorf("Stats: memory used %d, but the objects hold %d and the quarantine %d", st.Used, st.Held, st.QuarantinedBytes)
+	case st.QuarantinedObjects != qn || st.QuarantinedBytes != qb:
+		return fmt.Errorf("Stats: %d writes quarantined in %d bytes, model %d in %d", st.QuarantinedObjects, st.QuarantinedBytes, qn, qb)
 	case st.Objects != md.Len() || st.WriteLocked != md.WriteLocked() || st.TemporaryReadLocked != md.TemporaryReadLocked():
 		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
 			st.Objects, st.WriteLocked, st.TemporaryReadLocked, md.Len(), md.WriteLocked(), md.TemporaryReadLocked())
@@ -570,6 +601,20 @@ func (s *System) compareQuiet() error {
 		return fmt.Errorf("allocator: %w", err)
 	}
 	return nil
+}
+
+// counters converts the manager's counters for comparison with the
+// model's.
+func counters(st l1.Stats) reference.ManagerCounters {
+	out := reference.ManagerCounters{
+		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
+		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
+		Quarantines: st.Quarantines,
+	}
+	for k, c := range st.Lookups {
+		out.Lookups[k] = reference.LookupCounts{Calls: c.Calls, Hits: c.Hits, Misses: c.Misses, Skipped: c.Skipped}
+	}
+	return out
 }
 
 // CompareState compares every object's state, in LRU order, with the
@@ -641,8 +686,17 @@ func (s *System) Run(ops []Op) error {
 }
 
 // Drain clears everything with force and checks that the allocator is back
-// to one free extent spanning its capacity.
+// to one free extent spanning its capacity. Under quarantine every actor
+// first aborts every write it reserved, as a node pool's owner does when
+// the actor's connection ends: Clear leaves quarantined blocks alone.
 func (s *System) Drain() error {
+	if s.Setup.Quarantine {
+		for actor, ws := range s.Book.Writes {
+			if err := s.abortAll(ws); err != nil {
+				return fmt.Errorf("actor %d's final abort: %w", actor, err)
+			}
+		}
+	}
 	if err := s.Apply(Op{Kind: OpClear, Force: true, Observe: true}); err != nil {
 		return fmt.Errorf("final clear: %w", err)
 	}
@@ -651,6 +705,27 @@ func (s *System) Drain() error {
 		return fmt.Errorf("after clearing everything: used %d, %d free extents, largest %d of %d", st.Used, st.FreeExtents, st.LargestFree, st.Capacity)
 	}
 	return nil
+}
+
+// abortAll presents every write lease of ws to AbortWrite, on the manager
+// and the model, and compares the answers and what follows.
+func (s *System) abortAll(ws []KeyLease) error {
+	keys := make([]Key, len(ws))
+	leases := make([]l1.Lease, len(ws))
+	for i, w := range ws {
+		keys[i], leases[i] = w.Key, w.Lease
+	}
+	got, err := s.M.AbortWrite(keys, leases)
+	want, wantErr := s.Model.AbortWrite(keys, modelLeases(leases))
+	if err := checkErr(err, wantErr); err != nil {
+		return err
+	}
+	if wantErr == nil {
+		if err := compareStatuses(got, want); err != nil {
+			return err
+		}
+	}
+	return s.AfterApply(true)
 }
 
 // Keys returns n keys start, start+1, ….

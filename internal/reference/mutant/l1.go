@@ -317,3 +317,115 @@ func (m ReadPrefixLocksAll[K]) ReserveReadPrefix(keys []K, locks int) ([]l1.Resu
 	}
 	return rs, n, nil
 }
+
+// QuarantineFreesAtLapse configures a manager whose lapsed writes are
+// reclaimed at once, their blocks freed, whatever
+// QuarantineLapsedWrites says: the block a lapsed writer may still be
+// filling goes to the next writer, and, once that writer finishes, to its
+// readers (LMCache's expiry bug).
+func QuarantineFreesAtLapse(c *l1.Config) { c.QuarantineLapsedWrites = false }
+
+// QuarantineEvicted treats quarantined blocks as evictable under pressure:
+// when a ReserveWrite answers OutOfMemory, it aborts every lapsed write it
+// handed out (the leases it saw granted that no longer hold their key's
+// lock), which frees their quarantined blocks, and reserves the refused
+// keys again into them. A writer still filling a quarantined block then
+// shares it with the new one.
+type QuarantineEvicted[K comparable] struct {
+	*l1.Manager[K]
+	granted *[]quarantineGrant[K]
+}
+
+type quarantineGrant[K comparable] struct {
+	key   K
+	lease l1.Lease
+}
+
+// NewQuarantineEvicted wraps m.
+func NewQuarantineEvicted[K comparable](m *l1.Manager[K]) QuarantineEvicted[K] {
+	return QuarantineEvicted[K]{Manager: m, granted: &[]quarantineGrant[K]{}}
+}
+
+// ReserveWrite reserves, and on OutOfMemory frees the lapsed writes'
+// blocks and retries the refused keys.
+func (m QuarantineEvicted[K]) ReserveWrite(keys []K, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	res, err := m.Manager.ReserveWrite(keys, temporary, size, mode)
+	if err != nil {
+		return res, err
+	}
+	var retry []int
+	for i, r := range res {
+		switch r.Status {
+		case l1.OK:
+			*m.granted = append(*m.granted, quarantineGrant[K]{keys[i], r.Lease})
+		case l1.OutOfMemory:
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) == 0 || m.Stats().QuarantinedObjects == 0 {
+		return res, nil
+	}
+	var ks []K
+	var ls []l1.Lease
+	for _, g := range *m.granted {
+		if s, ok := m.State(g.key); !ok || s.WriteLease != g.lease {
+			ks, ls = append(ks, g.key), append(ls, g.lease)
+		}
+	}
+	_, _ = m.Manager.AbortWrite(ks, ls)
+	again := make([]K, len(retry))
+	var temp []bool
+	if len(temporary) > 0 {
+		temp = make([]bool, len(retry))
+	}
+	for j, i := range retry {
+		again[j] = keys[i]
+		if temp != nil {
+			temp[j] = temporary[i]
+		}
+	}
+	rs, err := m.Manager.ReserveWrite(again, temp, size, mode)
+	if err != nil {
+		return res, nil
+	}
+	for j, i := range retry {
+		res[i] = rs[j]
+		if rs[j].Status == l1.OK {
+			*m.granted = append(*m.granted, quarantineGrant[K]{keys[i], rs[j].Lease})
+		}
+	}
+	return res, nil
+}
+
+// ReadHitOnFind counts a ReserveRead hit when the key is found, before
+// its readability is checked: a write-locked key (KeyNotReadable) counts
+// as a hit, not a miss, and a cache being written looks warm.
+type ReadHitOnFind[K comparable] struct {
+	*l1.Manager[K]
+	found *uint64 // write-locked keys found so far
+}
+
+// NewReadHitOnFind wraps m.
+func NewReadHitOnFind[K comparable](m *l1.Manager[K]) ReadHitOnFind[K] {
+	return ReadHitOnFind[K]{Manager: m, found: new(uint64)}
+}
+
+// ReserveRead reads and notes the keys it found write-locked.
+func (m ReadHitOnFind[K]) ReserveRead(keys []K, locks int) ([]l1.Result, error) {
+	res, err := m.Manager.ReserveRead(keys, locks)
+	for _, r := range res {
+		if r.Status == l1.KeyNotReadable {
+			*m.found++
+		}
+	}
+	return res, err
+}
+
+// Stats reports the write-locked keys found as hits.
+func (m ReadHitOnFind[K]) Stats() l1.Stats {
+	st := m.Manager.Stats()
+	c := &st.Lookups[l1.LookupRead]
+	c.Hits += *m.found
+	c.Misses -= *m.found
+	return st
+}

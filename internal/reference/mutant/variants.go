@@ -51,6 +51,16 @@ var (
 	VariantReadPrefixLocksAll = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return ReadPrefixLocksAll[l1check.Key]{Manager: m}
 	}}
+	// VariantQuarantineFreesAtLapse configures QuarantineFreesAtLapse.
+	VariantQuarantineFreesAtLapse = l1check.Variant{Config: QuarantineFreesAtLapse}
+	// VariantQuarantineEvicted wraps the manager in QuarantineEvicted.
+	VariantQuarantineEvicted = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return NewQuarantineEvicted(m)
+	}}
+	// VariantReadHitOnFind wraps the manager in ReadHitOnFind.
+	VariantReadHitOnFind = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return NewReadHitOnFind(m)
+	}}
 	// VariantSharedKeys wraps the manager in SharedKeys.
 	VariantSharedKeys = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return NewSharedKeys(m)
