@@ -179,21 +179,21 @@ func frameSeeds() []seed {
 	}
 	ok := wire.Result{Status: wire.StatusOK, Block: allocator.Block{Offset: 4096, Size: 4096, Gen: 9}, Lease: 5}
 	answers := map[string]wire.Answer{
-		"hello_answer":                  {Type: wire.TypeHello.Answer(), ID: 1, Epoch: epoch, Hello: wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame, PoolSize: 1 << 30, Align: 4096}},
-		"not_allowed":                   {Type: wire.TypeHello.Answer(), Epoch: epoch, Code: wire.CodeNotAllowed, Message: "peer pid 1 uid 2 gid 3 is not allowed"},
-		"ping_answer":                   {Type: wire.TypePing.Answer(), ID: 2, Epoch: epoch},
-		"stats_answer":                  {Type: wire.TypeStats.Answer(), ID: 3, Epoch: epoch, Stats: wire.Stats{Objects: 1, UsedBytes: 4096}},
-		"reserve_write_answer":          {Type: wire.TypeReserveWrite.Answer(), ID: 4, Epoch: epoch, Results: []wire.Result{ok, {Status: wire.StatusOutOfMemory}}},
-		"finish_write_answer":           {Type: wire.TypeFinishWrite.Answer(), ID: 6, Epoch: epoch, Statuses: []wire.Status{wire.StatusOK, wire.StatusNotOwner}},
-		"abort_write_answer":            {Type: wire.TypeAbortWrite.Answer(), ID: 7, Epoch: epoch, Statuses: []wire.Status{wire.StatusOK}},
-		"fwrr_answer":                   {Type: wire.TypeFinishWriteAndReserveRead.Answer(), ID: 8, Epoch: epoch, Results: []wire.Result{ok}},
-		"reserve_read_answer":           {Type: wire.TypeReserveRead.Answer(), ID: 9, Epoch: epoch, Results: []wire.Result{ok, {Status: wire.StatusKeyNotExist}}},
-		"reserve_read_prefix_answer":    {Type: wire.TypeReserveReadPrefix.Answer(), ID: 10, Epoch: epoch, Prefix: 1, Results: []wire.Result{ok, {Status: wire.StatusKeyNotExist}, {Status: wire.StatusSkipped}}},
-		"finish_read_answer":            {Type: wire.TypeFinishRead.Answer(), ID: 11, Epoch: epoch, Statuses: []wire.Status{wire.StatusOverRelease}},
-		"delete_answer":                 {Type: wire.TypeDelete.Answer(), ID: 12, Epoch: epoch, Statuses: []wire.Status{wire.StatusKeyIsLocked}},
-		"touch_answer":                  {Type: wire.TypeTouch.Answer(), ID: 13, Epoch: epoch},
-		"error_answer":                  {Type: wire.TypeError, Epoch: epoch, Code: wire.CodeTooLarge, Message: "frame size 1 outside [24, 16777216]"},
-		"wrong_epoch_answer":            {Type: wire.TypeFinishWrite.Answer(), ID: 14, Epoch: epoch, Code: wire.CodeWrongEpoch, Message: "epoch"},
+		"hello_answer":               {Type: wire.TypeHello.Answer(), ID: 1, Epoch: epoch, Hello: wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame, PoolSize: 1 << 30, Align: 4096}},
+		"not_allowed":                {Type: wire.TypeHello.Answer(), Epoch: epoch, Code: wire.CodeNotAllowed, Message: "peer pid 1 uid 2 gid 3 is not allowed"},
+		"ping_answer":                {Type: wire.TypePing.Answer(), ID: 2, Epoch: epoch},
+		"stats_answer":               {Type: wire.TypeStats.Answer(), ID: 3, Epoch: epoch, Stats: wire.Stats{Objects: 1, UsedBytes: 4096}},
+		"reserve_write_answer":       {Type: wire.TypeReserveWrite.Answer(), ID: 4, Epoch: epoch, Results: []wire.Result{ok, {Status: wire.StatusOutOfMemory}}},
+		"finish_write_answer":        {Type: wire.TypeFinishWrite.Answer(), ID: 6, Epoch: epoch, Statuses: []wire.Status{wire.StatusOK, wire.StatusNotOwner}},
+		"abort_write_answer":         {Type: wire.TypeAbortWrite.Answer(), ID: 7, Epoch: epoch, Statuses: []wire.Status{wire.StatusOK}},
+		"fwrr_answer":                {Type: wire.TypeFinishWriteAndReserveRead.Answer(), ID: 8, Epoch: epoch, Results: []wire.Result{ok}},
+		"reserve_read_answer":        {Type: wire.TypeReserveRead.Answer(), ID: 9, Epoch: epoch, Results: []wire.Result{ok, {Status: wire.StatusKeyNotExist}}},
+		"reserve_read_prefix_answer": {Type: wire.TypeReserveReadPrefix.Answer(), ID: 10, Epoch: epoch, Prefix: 1, Results: []wire.Result{ok, {Status: wire.StatusKeyNotExist}, {Status: wire.StatusSkipped}}},
+		"finish_read_answer":         {Type: wire.TypeFinishRead.Answer(), ID: 11, Epoch: epoch, Statuses: []wire.Status{wire.StatusOverRelease}},
+		"delete_answer":              {Type: wire.TypeDelete.Answer(), ID: 12, Epoch: epoch, Statuses: []wire.Status{wire.StatusKeyIsLocked}},
+		"touch_answer":               {Type: wire.TypeTouch.Answer(), ID: 13, Epoch: epoch},
+		"error_answer":               {Type: wire.TypeError, Epoch: epoch, Code: wire.CodeTooLarge, Message: "frame size 1 outside [24, 16777216]"},
+		"wrong_epoch_answer":         {Type: wire.TypeFinishWrite.Answer(), ID: 14, Epoch: epoch, Code: wire.CodeWrongEpoch, Message: "epoch"},
 	}
 	var out []seed
 	for name, q := range reqs {

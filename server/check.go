@@ -62,7 +62,7 @@ func (s *Server) Check() error {
 		errs = append(errs, fmt.Errorf("allocator: %w", err))
 	}
 	st := s.mgr.Stats()
-	if used, q := s.alloc.Stats().Used, quarantined(st); used != held+q {
+	if used, q := s.alloc.Stats().Used, st.QuarantinedBytes; used != held+q {
 		errs = append(errs, fmt.Errorf("allocator uses %d bytes; the objects hold %d and quarantine %d", used, held, q))
 	}
 	return errors.Join(errs...)

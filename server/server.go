@@ -105,7 +105,12 @@ func New(cfg Config) (*Server, error) {
 		p.Close()
 		return nil, err
 	}
-	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, withQuarantine(cfg.L1))
+	// A lapsed write's owner may still be filling its block: keep the
+	// block from every other writer until the owner finishes, aborts or
+	// disconnects.
+	lc := cfg.L1
+	lc.QuarantineLapsedWrites = true
+	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, lc)
 	if err != nil {
 		s.alloc.Close()
 		return nil, err
@@ -250,13 +255,13 @@ func (s *Server) Stats() wire.Stats {
 	return wire.Stats{
 		Objects: uint64(st.Objects), WriteLocked: uint64(st.WriteLocked), TemporaryReadLocked: uint64(st.TemporaryReadLocked),
 		HeldBytes: uint64(st.Held), UsedBytes: uint64(as.Used), CapacityBytes: uint64(as.Capacity),
-		QuarantinedBytes: uint64(quarantined(st)),
+		QuarantinedBytes: uint64(st.QuarantinedBytes),
 		PoolBytes:        uint64(s.pool.Size()), ReadyBytes: uint64(pr.ReadyBytes),
 		ConnsOpen: uint64(open), ConnsAccepted: s.accepted.Load(), ConnsClosed: s.closed.Load(), ConnsRefused: s.refused.Load(),
 		ReleasedWrites: s.releasedWrites.Load(), ReleasedReadLocks: s.releasedReads.Load(), ReleasedBytes: s.relBytes.Load(),
 		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
 		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
-		FreeErrors: st.FreeErrors,
+		FreeErrors: st.FreeErrors, Quarantines: st.Quarantines, Lookups: st.Lookups,
 	}
 }
 

@@ -85,11 +85,16 @@ type Stats struct {
 	FailedReservations, OOMKeys               uint64
 	Evictions, OnDemandEvictions, Expired     uint64
 	FreeErrors                                uint64
+	Quarantines                               uint64 // lapsed writes quarantined
+	// Lookups are l1's lookup counters, by l1.LookupKind (read,
+	// read_prefix, unsafe_read, write): calls, and the keys they named by
+	// outcome.
+	Lookups [l1.NumLookupKinds]l1.LookupCounts
 }
 
 // fields lists s's fields in wire order.
 func (s *Stats) fields() []*uint64 {
-	return []*uint64{
+	f := []*uint64{
 		&s.Objects, &s.WriteLocked, &s.TemporaryReadLocked,
 		&s.HeldBytes, &s.UsedBytes, &s.CapacityBytes, &s.QuarantinedBytes,
 		&s.PoolBytes, &s.ReadyBytes,
@@ -97,7 +102,13 @@ func (s *Stats) fields() []*uint64 {
 		&s.ReleasedWrites, &s.ReleasedReadLocks, &s.ReleasedBytes,
 		&s.WriteReservations, &s.PartialGrants, &s.FailedReservations, &s.OOMKeys,
 		&s.Evictions, &s.OnDemandEvictions, &s.Expired, &s.FreeErrors,
+		&s.Quarantines,
 	}
+	for k := range s.Lookups {
+		c := &s.Lookups[k]
+		f = append(f, &c.Calls, &c.Hits, &c.Misses, &c.Skipped)
+	}
+	return f
 }
 
 // StatsNames are the wire names of Stats' fields, in wire order.
@@ -109,6 +120,11 @@ var StatsNames = []string{
 	"released_writes", "released_read_locks", "released_bytes",
 	"write_reservations", "partial_grants", "failed_reservations", "oom_keys",
 	"evictions", "on_demand_evictions", "expired", "free_errors",
+	"quarantines",
+	"lookups_read_calls", "lookups_read_hits", "lookups_read_misses", "lookups_read_skipped",
+	"lookups_read_prefix_calls", "lookups_read_prefix_hits", "lookups_read_prefix_misses", "lookups_read_prefix_skipped",
+	"lookups_unsafe_read_calls", "lookups_unsafe_read_hits", "lookups_unsafe_read_misses", "lookups_unsafe_read_skipped",
+	"lookups_write_calls", "lookups_write_hits", "lookups_write_misses", "lookups_write_skipped",
 }
 
 // Values returns the fields' values in wire order, named by StatsNames.
@@ -119,6 +135,17 @@ func (s *Stats) Values() []uint64 {
 		out[i] = *p
 	}
 	return out
+}
+
+// SetValues sets the fields from values in wire order, as a decoder
+// does: the values past the known fields are ignored, missing ones left
+// as they are.
+func (s *Stats) SetValues(values []uint64) {
+	for i, p := range s.fields() {
+		if i < len(values) {
+			*p = values[i]
+		}
+	}
 }
 
 // maxStats bounds the count a decoder accepts: room for growth, and a

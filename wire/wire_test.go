@@ -144,9 +144,11 @@ func TestAnswerRoundTrip(t *testing.T) {
 		case typ == wire.TypeHello:
 			a.Hello = wire.Hello{Version: 1, MaxKeys: rng.Uint32(), MaxFrame: rng.Uint32(), PoolSize: rng.Int64(), Align: rng.Int64()}
 		case typ == wire.TypeStats:
-			for j := range reflect.TypeOf(a.Stats).NumField() {
-				reflect.ValueOf(&a.Stats).Elem().Field(j).SetUint(rng.Uint64())
+			vals := a.Stats.Values()
+			for j := range vals {
+				vals[j] = rng.Uint64()
 			}
+			a.Stats.SetValues(vals)
 		case typ.HasResults():
 			for range n {
 				a.Results = append(a.Results, wire.Result{Status: wire.Status(rng.IntN(256)),
@@ -344,8 +346,13 @@ func TestNames(t *testing.T) {
 			t.Errorf("status %d unnamed", s)
 		}
 	}
-	if n := reflect.TypeOf(wire.Stats{}).NumField(); n != len(wire.StatsNames) || n != len(new(wire.Stats).Values()) {
-		t.Errorf("Stats has %d fields, %d names", n, len(wire.StatsNames))
+	if n := len(new(wire.Stats).Values()); n != len(wire.StatsNames) || n != 25+4*len(l1.LookupKinds) {
+		t.Errorf("Stats has %d values, %d names", n, len(wire.StatsNames))
+	}
+	for i, k := range l1.LookupKinds {
+		if want := "lookups_" + k.String() + "_calls"; wire.StatsNames[25+4*i] != want {
+			t.Errorf("value %d is %q, want %q", 25+4*i, wire.StatsNames[25+4*i], want)
+		}
 	}
 	if wire.Status(l1.Skipped) != wire.StatusSkipped || wire.FromL1(l1.StaleLease) != wire.StatusStaleLease {
 		t.Error("statuses below 32 are not l1's")
