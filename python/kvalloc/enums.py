@@ -110,6 +110,9 @@ class Status(enum.IntEnum):
     OUT_OF_MEMORY = 6
     STALE_LEASE = 7
     SKIPPED = 8
+    #: finish_write of a write whose lock lapsed: dropped, never readable;
+    #: its quarantined block is freed now. Reserve the key again.
+    WRITE_LAPSED = 9
     NOT_OWNER = 32
     OVER_RELEASE = 33
 

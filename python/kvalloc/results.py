@@ -222,7 +222,15 @@ STATS_NAMES = (
     "released_writes", "released_read_locks", "released_bytes",
     "write_reservations", "partial_grants", "failed_reservations",
     "oom_keys", "evictions", "on_demand_evictions", "expired",
-    "free_errors",
+    "free_errors", "quarantines",
+    "lookups_read_calls", "lookups_read_hits", "lookups_read_misses",
+    "lookups_read_skipped",
+    "lookups_read_prefix_calls", "lookups_read_prefix_hits",
+    "lookups_read_prefix_misses", "lookups_read_prefix_skipped",
+    "lookups_unsafe_read_calls", "lookups_unsafe_read_hits",
+    "lookups_unsafe_read_misses", "lookups_unsafe_read_skipped",
+    "lookups_write_calls", "lookups_write_hits", "lookups_write_misses",
+    "lookups_write_skipped",
 )
 
 
@@ -256,6 +264,23 @@ class Stats(NamedTuple):
     on_demand_evictions: int = 0
     expired: int = 0
     free_errors: int = 0
+    quarantines: int = 0
+    lookups_read_calls: int = 0
+    lookups_read_hits: int = 0
+    lookups_read_misses: int = 0
+    lookups_read_skipped: int = 0
+    lookups_read_prefix_calls: int = 0
+    lookups_read_prefix_hits: int = 0
+    lookups_read_prefix_misses: int = 0
+    lookups_read_prefix_skipped: int = 0
+    lookups_unsafe_read_calls: int = 0
+    lookups_unsafe_read_hits: int = 0
+    lookups_unsafe_read_misses: int = 0
+    lookups_unsafe_read_skipped: int = 0
+    lookups_write_calls: int = 0
+    lookups_write_hits: int = 0
+    lookups_write_misses: int = 0
+    lookups_write_skipped: int = 0
 
 
 assert Stats._fields == STATS_NAMES

@@ -110,6 +110,7 @@ class TestBadInput(DaemonTest):
     def test_a_block_of_no_key(self):
         res = self.c.reserve_read(keys(1, "none"))
         self.assertEqual(res.statuses[0], Status.KEY_NOT_EXIST)
+        self.before = self.quiet_stats(self.c)  # the lookup counted
         self.refused(self.c.view, res, 0, match="KEY_NOT_EXIST")
         self.refused(self.c.block, self.c.hello.pool_size - 1, 2,
                      match="outside")
