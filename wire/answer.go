@@ -1,6 +1,9 @@
 package wire
 
 import (
+	"encoding/binary"
+	"slices"
+
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -196,8 +199,10 @@ func (e *Encoder) AppendAnswer(dst []byte, a *Answer) ([]byte, error) {
 			return dst[:start], errorf(CodeInvalidArgument, "%d results exceed MaxKeys", len(a.Results))
 		}
 		dst = AppendResultsHeader(dst, len(a.Results), a.Prefix)
+		at := len(dst)
+		dst = slices.Grow(dst, resultSize*len(a.Results))[:at+resultSize*len(a.Results)]
 		for i := range a.Results {
-			dst = AppendResult(dst, &a.Results[i])
+			putResult(dst[at+resultSize*i:], &a.Results[i])
 		}
 	case t.hasStatuses():
 		if len(a.Statuses) > MaxKeys {
@@ -227,11 +232,20 @@ func AppendResultsHeader(dst []byte, n int, prefix uint32) []byte {
 
 // AppendResult appends one 40-byte result record.
 func AppendResult(dst []byte, r *Result) []byte {
-	dst = append(dst, uint8(r.Status), 0, 0, 0, 0, 0, 0, 0)
-	dst = put64(dst, uint64(r.Block.Offset))
-	dst = put64(dst, uint64(r.Block.Size))
-	dst = put64(dst, r.Block.Gen)
-	return put64(dst, uint64(r.Lease))
+	at := len(dst)
+	dst = slices.Grow(dst, resultSize)[:at+resultSize]
+	putResult(dst[at:], r)
+	return dst
+}
+
+// putResult writes r's 40 bytes at the start of b.
+func putResult(b []byte, r *Result) {
+	_ = b[resultSize-1]
+	binary.LittleEndian.PutUint64(b[0:], uint64(r.Status))
+	binary.LittleEndian.PutUint64(b[8:], uint64(r.Block.Offset))
+	binary.LittleEndian.PutUint64(b[16:], uint64(r.Block.Size))
+	binary.LittleEndian.PutUint64(b[24:], r.Block.Gen)
+	binary.LittleEndian.PutUint64(b[32:], uint64(r.Lease))
 }
 
 // DecodeAnswer decodes the answer frame (header included, exactly the
@@ -323,4 +337,12 @@ func (a *Answer) Err() error {
 		return nil
 	}
 	return &Error{Code: a.Code, Msg: a.Message}
+}
+
+// Equal reports whether a and o are the same message: every field equal,
+// nil and empty slices alike.
+func (a *Answer) Equal(o *Answer) bool {
+	return a.Type == o.Type && a.ID == o.ID && a.Code == o.Code && a.Epoch == o.Epoch &&
+		a.Message == o.Message && a.Hello == o.Hello && a.Prefix == o.Prefix && a.Stats == o.Stats &&
+		slices.Equal(a.Results, o.Results) && slices.Equal(a.Statuses, o.Statuses)
 }
