@@ -4,17 +4,18 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants kill-harness kill-soak fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: test vet unit unit-invariants kill-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, the suites of
 ## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
-## (verbose, for its counts), then a short run of every fuzz target, in
-## that order (also under make -j).
+## (verbose, for its counts), the Python client's tests, then a short run of
+## every fuzz target, in that order (also under make -j).
 test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory kill-harness
+	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
@@ -62,6 +63,24 @@ INVARIANTS_PKGS ?= ./allocator/ ./hostmem/ ./internal/invariants/
 ## unit-invariants: the race suites of INVARIANTS_PKGS under -tags invariants.
 unit-invariants:
 	$(GO) test -race -count=1 -tags invariants $(INVARIANTS_PKGS)
+
+# PYTHON runs the Python client's tests: CPython 3.9 or later, nothing
+# installed. python-test builds kvallocd and the tests' Go helper into a
+# temporary directory and runs python/tests with python3 -m unittest against
+# daemons the tests start. A missing or old PYTHON fails; it never skips.
+PYTHON ?= python3
+
+## python-test: the Python client (python/) against real daemons.
+python-test:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "python-test: FAIL: $(PYTHON) not found; the Python client's tests need CPython 3.9+ (make PYTHON=/path/to/python3)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 9))' || { \
+	  echo "python-test: FAIL: $(PYTHON) is $$($(PYTHON) -V 2>&1); the Python client needs 3.9+"; exit 1; }
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
+	  $(GO) build -o "$$d/goclient" ./python/tests/goclient && \
+	  cd python && KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
+	    $(PYTHON) -m unittest discover -s tests
 
 # FUZZTIME is how long make fuzz runs each target; FUZZ_SMOKE how long
 # make test does. fuzz/run.sh prints executions per second and new coverage.
