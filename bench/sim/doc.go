@@ -12,8 +12,10 @@
 //     reading). Tick is one tick; the replay schedules them.
 //   - Policy is one l1 configuration, one row of a report, named by the
 //     report; NewManager builds its manager.
-//   - Gauge keeps the peak and mean of a sampled figure, such as
-//     allocator.Stats.Fragmentation after every operation.
+//   - Grants tallies what the ReserveWrite calls granted, and the calls
+//     that failed while the bytes were free; Gauge keeps the peak and mean
+//     of a sampled figure, such as allocator.Stats.Fragmentation after
+//     every operation.
 //   - Table writes a report's table as aligned text or markdown;
 //     WriteFigure and WriteFigureFile write gonum plots, one panel or
 //     several stacked, as SVG or PNG; AddLine and Palette style a series.
