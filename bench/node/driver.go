@@ -30,11 +30,12 @@ type driver struct {
 	spare   []*flight
 	kbuf    []l1.ObjectKey
 	pos     []uint32
-	// mark and gen dedupe the blocks a TP request's ranks stored.
-	mark []uint32
-	gen  uint32
-	used sim.Gauge
-	res  *Result
+	// mark and gen dedupe blocks: those a TP request's ranks stored, and
+	// those a sample finds in the pools.
+	mark         []uint32
+	gen          uint32
+	used, unique sampler
+	res          *Result
 }
 
 // flight is one request between its lookup and its finish: what each of
@@ -204,8 +205,9 @@ func (d *driver) store(a *act, tail []int32, pos []uint32) error {
 	return nil
 }
 
-// sample asks every daemon for its stats, over the socket, and adds the
-// used bytes, summed, to the gauge.
+// sample asks every daemon for its stats, over the socket, and for its
+// manager's snapshot, in process, and adds the used bytes, summed, and the
+// distinct blocks resident in any pool to the gauges.
 func (d *driver) sample() error {
 	var used uint64
 	for _, c := range d.n.probes() {
@@ -215,8 +217,22 @@ func (d *driver) sample() error {
 		}
 		used += st.UsedBytes
 	}
-	d.used.Add(float64(used))
-	d.res.UsedEnd = float64(used)
+	d.gen++
+	unique := 0
+	for _, dm := range d.n.daemons {
+		for _, e := range dm.srv.Manager().Snapshot() {
+			b, ok := blockOf(e.Key)
+			if !ok || b >= len(d.mark) {
+				return fmt.Errorf("node: daemon holds %v, not a block of the trace", e.Key)
+			}
+			if d.mark[b] != d.gen {
+				d.mark[b] = d.gen
+				unique++
+			}
+		}
+	}
+	d.used.add(float64(used))
+	d.unique.add(float64(unique))
 	return nil
 }
 
@@ -269,7 +285,7 @@ func (d *driver) Close(res *trace.Result) error {
 	if err := d.sample(); err != nil {
 		return err
 	}
-	d.res.UsedMean, d.res.UsedPeak = d.used.Mean(), d.used.Peak
+	d.res.Used, d.res.Unique = d.used.result(), d.unique.result()
 	var errs []error
 	res.Slots, res.PoolBytes = 0, 0
 	probes := d.n.probes()
@@ -295,3 +311,13 @@ func (d *driver) Close(res *trace.Result) error {
 	res.Grants, res.Lost = d.res.Grants, d.res.Lost
 	return errors.Join(errs...)
 }
+
+// sampler gathers a Sampled figure.
+type sampler struct {
+	g   sim.Gauge
+	end float64
+}
+
+func (s *sampler) add(v float64) { s.g.Add(v); s.end = v }
+
+func (s *sampler) result() Sampled { return Sampled{Mean: s.g.Mean(), Peak: s.g.Peak, End: s.end} }

@@ -63,6 +63,16 @@ func Key(b int32, rank int) l1.ObjectKey {
 	return l1.ObjectKey{ChunkHash: string(h[:]), Model: Model}
 }
 
+// blockOf returns the block a key of Key's layout names: its chunk hash's
+// first 8 bytes.
+func blockOf(k l1.ObjectKey) (int, bool) {
+	if len(k.ChunkHash) < 8 {
+		return 0, false
+	}
+	b := binary.LittleEndian.Uint64([]byte(k.ChunkHash[:8]))
+	return int(b), b < 1<<31
+}
+
 // stamp writes block b's stamp at the end of obj.
 func stamp(obj []byte, b int32) {
 	end := obj[len(obj)-StampBytes:]

@@ -82,6 +82,10 @@ func (ps Pools) Slots(p int64) []int64 {
 	return []int64{p}
 }
 
+// DefaultSampleEvery is Config.SampleEvery's default: 24 samples over the
+// conversation trace.
+const DefaultSampleEvery = 512
+
 // Config is one replay of the node.
 type Config struct {
 	Setup Setup
@@ -99,8 +103,8 @@ type Config struct {
 	// Options are the replay's: MaxRequests, PrefillRate, Rate. Slots is
 	// ignored; BlockSize 0 means BlockBytes.
 	Options trace.Options
-	// SampleEvery is how many requests apart the daemons' used bytes are
-	// sampled (0: 64).
+	// SampleEvery is how many requests apart the daemons' used bytes and
+	// resident blocks are sampled (0: DefaultSampleEvery).
 	SampleEvery int
 	// Variant, when not the zero value, breaks the replay on purpose
 	// (internal/reference/mutant), for the tests that must fail.
@@ -135,10 +139,14 @@ type Result struct {
 	// Daemons is the number of pools; Result.PoolBytes and Slots are
 	// their sum.
 	Daemons int
-	// UsedMean and UsedPeak are the bytes the daemons' allocators had in
-	// use, summed over the daemons and sampled every SampleEvery requests
-	// and at the end; UsedEnd is the last sample.
-	UsedMean, UsedPeak, UsedEnd float64
+	// Used is the bytes the daemons' allocators had in use, summed over
+	// the daemons (their stats, over the socket); Unique the distinct
+	// blocks of the trace resident in any of the pools (their managers'
+	// snapshots: a block held by several pools, or under several keys,
+	// counts once). Both are sampled every SampleEvery requests and at the
+	// end. Used ÷ Unique is the bytes the node spends per block of KV it
+	// holds: BlockBytes when every block is held once.
+	Used, Unique Sampled
 	// RankSplits counts TP requests whose ranks found different prefixes
 	// (the request's hits are the shortest); 0 when ranks share keys.
 	RankSplits int64
@@ -148,6 +156,10 @@ type Result struct {
 	// Stamps is the hits whose stamps the readers checked.
 	Stamps int64
 }
+
+// Sampled is a figure sampled during a replay: its mean, its peak and
+// its last sample.
+type Sampled struct{ Mean, Peak, End float64 }
 
 // PrefillTokens is the input tokens the engines computed: the tokens that
 // missed.
@@ -171,7 +183,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	}
 	o.Slots = cfg.Slots
 	if cfg.SampleEvery <= 0 {
-		cfg.SampleEvery = 64
+		cfg.SampleEvery = DefaultSampleEvery
 	}
 	slots := cfg.Pools.Slots(cfg.Slots)
 	if cfg.Variant.Slots != nil {
