@@ -59,6 +59,26 @@ func run(t *testing.T, cfg node.Config) *node.Result {
 	return r
 }
 
+// The replays of the correct configurations, by name, shared between the
+// tests (under the race detector a replay takes seconds); determinism
+// replays its configurations again.
+var (
+	memoMu sync.Mutex
+	memo   = map[string]*node.Result{}
+)
+
+func cached(t *testing.T, cfg node.Config) *node.Result {
+	t.Helper()
+	memoMu.Lock()
+	defer memoMu.Unlock()
+	if r := memo[cfg.Name()]; r != nil {
+		return r
+	}
+	r := run(t, cfg)
+	memo[cfg.Name()] = r
+	return r
+}
+
 // outcome is a node result without its wall times.
 type outcome struct {
 	trace.Result
@@ -78,11 +98,11 @@ func outcomeOf(r *node.Result) outcome {
 }
 
 // deterministic reports whether two replays of each configuration have
-// the same outcome.
-func deterministic(t *testing.T, cfgs []node.Config) bool {
+// the same outcome; first gives the first replay.
+func deterministic(t *testing.T, first func(*testing.T, node.Config) *node.Result, cfgs []node.Config) bool {
 	same := true
 	for _, cfg := range cfgs {
-		a, b := outcomeOf(run(t, cfg)), outcomeOf(run(t, cfg))
+		a, b := outcomeOf(first(t, cfg)), outcomeOf(run(t, cfg))
 		same = same && a == b
 	}
 	return same
@@ -93,33 +113,13 @@ func deterministic(t *testing.T, cfgs []node.Config) bool {
 // DP's pools under both routings and for TP. A router that breaks ties by
 // a map's order makes them disagree.
 func TestDeterministic(t *testing.T) {
-	require.True(t, deterministic(t, []node.Config{
-		config(t, node.DP, node.Shared, node.BySession),
+	require.True(t, deterministic(t, cached, []node.Config{
+		config(t, node.DP, node.Shared, node.RoundRobin),
 		config(t, node.DP, node.Private, node.BySession),
-		config(t, node.DP, node.Private, node.RoundRobin),
 		config(t, node.TP, node.Shared, node.Routing{}),
 	}))
-	require.False(t, deterministic(t, []node.Config{config(t, node.DP, node.Private, mutant.NodeRouteByMapOrder)}),
+	require.False(t, deterministic(t, run, []node.Config{config(t, node.DP, node.Private, mutant.NodeRouteByMapOrder)}),
 		"a router that ranges over a map must make the replay differ")
-}
-
-// sameAsSingle returns SameAsSingle's verdict for every shared
-// configuration: DP under both routings, and TP.
-func sameAsSingle(t *testing.T, v node.Variant) []error {
-	tr := conversationTrace(t)
-	single, err := trace.Run(tr, policy(t), trace.Options{Slots: testSlots, MaxRequests: testRequests})
-	require.NoError(t, err)
-	require.Positive(t, single.Evictions)
-	var errs []error
-	for _, cfg := range []node.Config{
-		config(t, node.DP, node.Shared, node.RoundRobin),
-		config(t, node.DP, node.Shared, node.BySession),
-		config(t, node.TP, node.Shared, node.Routing{}),
-	} {
-		cfg.Variant = v
-		errs = append(errs, node.SameAsSingle(run(t, cfg), single))
-	}
-	return errs
 }
 
 // TestSharedIsSingleEngine: one shared pool of P, whatever the routing
@@ -127,22 +127,36 @@ func sameAsSingle(t *testing.T, v node.Variant) []error {
 // engine in process (bench/trace's replay) hits with P. A client that
 // drops the chain positions, and with them the partial hint, does not.
 func TestSharedIsSingleEngine(t *testing.T) {
-	for _, err := range sameAsSingle(t, node.Variant{}) {
-		require.NoError(t, err)
+	single, err := trace.Run(conversationTrace(t), policy(t), trace.Options{Slots: testSlots, MaxRequests: testRequests})
+	require.NoError(t, err)
+	require.Positive(t, single.Evictions)
+	for _, cfg := range []node.Config{
+		config(t, node.DP, node.Shared, node.RoundRobin),
+		config(t, node.DP, node.Shared, node.BySession),
+		config(t, node.TP, node.Shared, node.Routing{}),
+	} {
+		require.NoError(t, node.SameAsSingle(cached(t, cfg), single))
 	}
-	for _, err := range sameAsSingle(t, mutant.NodeDropsPositions) {
-		require.Error(t, err)
-	}
+	cfg := config(t, node.DP, node.Shared, node.RoundRobin)
+	cfg.Variant = mutant.NodeDropsPositions
+	require.Error(t, node.SameAsSingle(run(t, cfg), single))
 }
 
-// privateNoBetter reports whether, under both routings, 8 private pools
-// hit no more blocks than the shared pool.
-func privateNoBetter(t *testing.T, v node.Variant) bool {
+// privateNoBetter reports whether, under routings, 8 private pools (of
+// variant v; nil: the benchmark's) hit no more blocks than the shared
+// pool.
+func privateNoBetter(t *testing.T, v *node.Variant, routings ...node.Routing) bool {
 	ok := true
-	for _, rt := range node.Routings {
+	for _, rt := range routings {
 		p := config(t, node.DP, node.Private, rt)
-		p.Variant = v
-		ph, sh := run(t, p).Hits, run(t, config(t, node.DP, node.Shared, rt)).Hits
+		var ph int64
+		if v == nil {
+			ph = cached(t, p).Hits
+		} else {
+			p.Variant = *v
+			ph = run(t, p).Hits
+		}
+		sh := cached(t, config(t, node.DP, node.Shared, rt)).Hits
 		t.Logf("%s: private %d hits, shared %d", rt.Name, ph, sh)
 		ok = ok && ph <= sh
 	}
@@ -159,15 +173,8 @@ func privateNoBetter(t *testing.T, v node.Variant) bool {
 // routing by conversation, so the check bites; under round-robin even 8
 // times the memory does not make up for what the engines cannot share.
 func TestPrivateNoBetterThanShared(t *testing.T) {
-	require.True(t, privateNoBetter(t, node.Variant{}))
-	require.False(t, privateNoBetter(t, mutant.NodePrivatePoolsOfP), "private pools of P each must beat the shared pool")
-}
-
-// dedup returns the TP shared pool's and the replicated pools' results.
-func dedup(t *testing.T, v node.Variant) (shared, replicated *node.Result) {
-	s, r := config(t, node.TP, node.Shared, node.Routing{}), config(t, node.TP, node.Replicated, node.Routing{})
-	s.Variant, r.Variant = v, v
-	return run(t, s), run(t, r)
+	require.True(t, privateNoBetter(t, nil, node.Routings...))
+	require.False(t, privateNoBetter(t, &mutant.NodePrivatePoolsOfP, node.BySession), "private pools of P each must beat the shared pool")
 }
 
 // oneEighth reports whether the shared pool held the same data as the 8
@@ -185,12 +192,16 @@ func oneEighth(s, r *node.Result) bool {
 // write its own copy: the shared pool then holds fewer distinct blocks in
 // the same bytes, and the check fails.
 func TestTPDedupIsOneEighth(t *testing.T) {
-	s, r := dedup(t, node.Variant{})
+	s := cached(t, config(t, node.TP, node.Shared, node.Routing{}))
+	r := cached(t, config(t, node.TP, node.Replicated, node.Routing{}))
 	require.True(t, oneEighth(s, r), "shared %+v %+v, replicated %+v %+v", s.Used, s.Unique, r.Used, r.Unique)
 	require.Zero(t, s.RankSplits)
 	require.Equal(t, 8*s.Hits, s.Stamps, "every rank checks every hit")
-	s, r = dedup(t, mutant.NodeKeysCarryRank)
-	require.False(t, oneEighth(s, r), "keys by rank: the shared pool holds 8 copies")
+	cfg := config(t, node.TP, node.Shared, node.Routing{})
+	cfg.Variant = mutant.NodeKeysCarryRank
+	m := run(t, cfg)
+	require.False(t, oneEighth(m, r), "keys by rank: the shared pool holds 8 copies")
+	t.Logf("distinct blocks held on average: shared %.0f, replicated %.0f, shared with keys by rank %.0f", s.Unique.Mean, r.Unique.Mean, m.Unique.Mean)
 }
 
 // TestStampsCatchCollidingKeys: every hit checks the stamp at the end of
