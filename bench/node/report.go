@@ -195,12 +195,12 @@ func (rec *Recommendation) Text(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Recommended: one shared kvallocd pool per node of P = %s of the working set (%d blocks, %s of %s KV), "+
 		"policy %s, requests routed by %s.** ",
-		strconv.FormatFloat(pt.Fraction, 'g', -1, 64), pt.Slots, bytesOf(float64(pt.Slots*BlockBytes)), Model, pt.Policy.Name, Routings[rec.Routing].Name)
+		strconv.FormatFloat(pt.Fraction, 'g', -1, 64), pt.Slots, bytesOf(float64(pt.Slots*BlockBytes)), Model, pt.Policy.Name, Routings[rec.Routing].Phrase)
 	fmt.Fprintf(&b, "The shared pool hits %s of the blocks and %s of the tokens, under either routing, exactly what one engine in process gets with the whole pool (%s); ",
 		pct(s.HitRate()), pct(s.TokenHitRate()), pct(pt.Single.HitRate()))
 	for ri, rt := range Routings {
 		p := pt.DP[Private][ri]
-		fmt.Fprintf(&b, "8 private pools of P/8 routed %s hit %s (%s, %s fewer prefill tokens for the shared pool)", rt.Name, pct(p.HitRate()),
+		fmt.Fprintf(&b, "8 private pools of P/8 routed %s hit %s (%s, %s fewer prefill tokens for the shared pool)", rt.Phrase, pct(p.HitRate()),
 			pp(pt.DP[Shared][ri].HitRate()-p.HitRate()), saved(pt.DP[Shared][ri], p))
 		if ri == 0 {
 			b.WriteString("; ")
@@ -281,7 +281,7 @@ func (rep *Report) sections() []section {
 			out = append(out, section{fmt.Sprintf("DP sharing (8 engines), policy %s", p.Name), t})
 		}
 	}
-	out = append(out, section{"What the socket costs: wall time per block reference in the cache's calls (stamps included; a loaded machine inflates both sides)", rep.CostTable()})
+	out = append(out, section{"What the socket costs: wall time per block reference in the cache's calls; the daemon's include writing and checking the stamps (a page fault per new block), the in-process replay writes nothing, and a loaded machine inflates both", rep.CostTable()})
 	return out
 }
 

@@ -56,7 +56,7 @@ var (
 // conversation on the least-loaded engine with ties broken by ranging
 // over a Go map, whose order is random: the router is not deterministic,
 // so neither is the replay.
-var NodeRouteByMapOrder = node.Routing{Name: "session (map order)", Assign: func(reqs []trace.Request, engines int) ([]uint8, error) {
+var NodeRouteByMapOrder = node.Routing{Name: "session (map order)", Phrase: "by conversation, ties by map order", Assign: func(reqs []trace.Request, engines int) ([]uint8, error) {
 	sess, n, err := node.Sessions(reqs, node.MinShared)
 	if err != nil {
 		return nil, err
