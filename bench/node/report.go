@@ -18,13 +18,7 @@ import (
 
 func pct(f float64) string { return sim.Percent(f, 2) }
 
-func pp(f float64) string {
-	s := strconv.FormatFloat(100*f, 'f', 2, 64)
-	if f >= 0 {
-		s = "+" + s
-	}
-	return s + " pp"
-}
+func pp(f float64) string { return sim.PercentPoints(f, 2) }
 
 // mtok writes a token count in millions.
 func mtok(n int64) string { return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + "M" }

@@ -92,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	name := "node-" + baseName(path)
+	name := "node-" + trace.BaseName(path)
 	var md bytes.Buffer
 	if err := rep.WriteMarkdown(&md); err != nil {
 		return err
@@ -109,14 +109,4 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// baseName is the file's name without directories and the .gz, .jsonl or
-// .json extensions.
-func baseName(path string) string {
-	name := filepath.Base(path)
-	for _, ext := range []string{".gz", ".jsonl", ".json"} {
-		name = strings.TrimSuffix(name, ext)
-	}
-	return name
 }
