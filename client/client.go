@@ -113,6 +113,9 @@ func Dial(path string, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrDisconnected, path, err)
 	}
 	c := &Client{c: nc.(*net.UnixConn), timeout: opts.Timeout}
+	// Room for a 5700-key frame (400 KB) in one write.
+	_ = c.c.SetWriteBuffer(4 << 20)
+	_ = c.c.SetReadBuffer(4 << 20)
 	_ = c.c.SetDeadline(deadline)
 	fd, err := c.hello1()
 	if err != nil {

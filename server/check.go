@@ -31,14 +31,14 @@ func (s *Server) Check() error {
 	writers := map[l1.Lease][]l1.ObjectKey{}
 	readers := map[l1.Lease]map[l1.ObjectKey]int64{}
 	for c := range s.conns {
-		for lease, k := range c.own.writes {
-			writers[lease] = append(writers[lease], k)
+		for _, h := range c.own.writes.all() {
+			writers[h.lease] = append(writers[h.lease], h.key)
 		}
-		for lease, h := range c.own.reads {
-			if readers[lease] == nil {
-				readers[lease] = map[l1.ObjectKey]int64{}
+		for _, h := range c.own.reads.all() {
+			if readers[h.lease] == nil {
+				readers[h.lease] = map[l1.ObjectKey]int64{}
 			}
-			readers[lease][h.key] += h.locks
+			readers[h.lease][h.key] += h.n
 		}
 	}
 	s.mu.Unlock()
@@ -62,7 +62,7 @@ func (s *Server) Check() error {
 		errs = append(errs, fmt.Errorf("allocator: %w", err))
 	}
 	st := s.mgr.Stats()
-	if used, q := s.alloc.Stats().Used, quarantined(st); used != held+q {
+	if used, q := s.alloc.Stats().Used, st.QuarantinedBytes; used != held+q {
 		errs = append(errs, fmt.Errorf("allocator uses %d bytes; the objects hold %d and quarantine %d", used, held, q))
 	}
 	return errors.Join(errs...)

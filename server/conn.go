@@ -287,15 +287,10 @@ func (c *conn) release() (writes, reads int64) {
 	// one FinishRead per lock count (at most MaxReadLocks each: larger
 	// holds are split), counts ascending, each in lease order, so that the
 	// recency a release leaves is determined (the model does the same).
-	if len(l.writes) > 0 {
-		leases := c.passL[:0]
-		for lease := range l.writes {
-			leases = append(leases, lease)
-		}
-		slices.Sort(leases)
-		keys := c.passK[:0]
-		for _, lease := range leases {
-			keys = append(keys, l.writes[lease])
+	if ws := l.writes.all(); len(ws) > 0 {
+		keys, leases := c.passK[:0], c.passL[:0]
+		for _, h := range ws {
+			keys, leases = append(keys, h.key), append(leases, h.lease)
 		}
 		sts, err := m.AbortWrite(keys, leases)
 		if err != nil {
@@ -308,12 +303,12 @@ func (c *conn) release() (writes, reads int64) {
 		}
 		c.passK, c.passL = keys[:0], leases[:0]
 	}
-	if len(l.reads) > 0 && !c.s.forgetReads {
-		byCount := map[int][]l1.Lease{}
-		for lease, h := range l.reads {
-			for left := h.locks; left > 0; {
+	if rs := l.reads.all(); len(rs) > 0 && !c.s.forgetReads {
+		byCount := map[int][]leaseHold{}
+		for _, h := range rs {
+			for left := h.n; left > 0; {
 				n := int(min(left, l1.MaxReadLocks))
-				byCount[n] = append(byCount[n], lease)
+				byCount[n] = append(byCount[n], h)
 				left -= int64(n)
 			}
 		}
@@ -323,11 +318,9 @@ func (c *conn) release() (writes, reads int64) {
 		}
 		slices.Sort(counts)
 		for _, n := range counts {
-			leases := byCount[n]
-			slices.Sort(leases)
-			keys := c.passK[:0]
-			for _, lease := range leases {
-				keys = append(keys, l.reads[lease].key)
+			keys, leases := c.passK[:0], c.passL[:0]
+			for _, h := range byCount[n] { // in lease order, as all returns them
+				keys, leases = append(keys, h.key), append(leases, h.lease)
 			}
 			sts, err := m.FinishRead(keys, leases, n)
 			if err != nil {
@@ -338,7 +331,7 @@ func (c *conn) release() (writes, reads int64) {
 					reads += int64(n)
 				}
 			}
-			c.passK = keys[:0]
+			c.passK, c.passL = keys[:0], leases[:0]
 		}
 	}
 	l.clear()

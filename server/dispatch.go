@@ -27,11 +27,7 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			return err
 		}
 		c.l1res = res
-		for i := range res {
-			if res[i].Status == l1.OK {
-				c.own.addWrite(q.Keys[i], res[i].Lease)
-			}
-		}
+		c.own.writes.addAll(q.Keys, res, 1)
 		a.Results = appendResults(a.Results, res)
 	case wire.TypeFinishWrite, wire.TypeAbortWrite:
 		keys, leases, idx := c.ownedWrites(q)
@@ -63,11 +59,9 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 		}
 		for j, r := range res {
 			c.own.dropWrite(leases[j])
-			if r.Status == l1.OK {
-				c.own.addRead(keys[j], r.Lease, int(q.Locks))
-			}
 			a.Results[at(idx, j)] = wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease}
 		}
+		c.own.reads.addAll(keys, res, int64(q.Locks))
 	case wire.TypeReserveRead, wire.TypeReserveReadPrefix:
 		var res []l1.Result
 		var err error
@@ -81,11 +75,7 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 		if err != nil {
 			return err
 		}
-		for i := range res {
-			if res[i].Status == l1.OK {
-				c.own.addRead(q.Keys[i], res[i].Lease, int(q.Locks))
-			}
-		}
+		c.own.reads.addAll(q.Keys, res, int64(q.Locks))
 		a.Results = appendResults(a.Results, res)
 	case wire.TypeFinishRead:
 		return c.finishRead(q, a)

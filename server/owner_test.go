@@ -5,6 +5,7 @@ package server_test
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -271,4 +272,47 @@ func copyFile(t testing.TB, from, to string) {
 	if err := os.WriteFile(to, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLapsedWriteQuarantined: a write whose lock lapses while its
+// connection lives makes its object unreadable, and its block stays
+// quarantined, never given to another writer, until the owner lets go: its
+// finish answers WRITE_LAPSED and frees it; a disconnect frees it too.
+func TestLapsedWriteQuarantined(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := start(t, server.Config{L1: l1.Config{WriteTTL: time.Second, Now: clock}})
+	slow, fast := dial(t, s), dial(t, s)
+	k := keys("lapse", 2)
+	late, _ := slow.ReserveWrite(k, nil, 1<<20, l1.ModeAll)
+	advance(2 * time.Second)
+	if res, _ := fast.ReserveRead(k, 1); res[0].Status != wire.StatusKeyNotExist {
+		t.Fatalf("a lapsed write is readable: %v", res[0].Status)
+	}
+	st := s.Stats()
+	if st.QuarantinedBytes != 2<<20 || st.Quarantines != 2 || st.UsedBytes != 2<<20 {
+		t.Fatalf("quarantined %d bytes (%d writes), used %d", st.QuarantinedBytes, st.Quarantines, st.UsedBytes)
+	}
+	check(t, s)
+	now2, _ := fast.ReserveWrite(k, nil, 1<<20, l1.ModeAll)
+	for i := range k {
+		if now2[i].Block.Offset == late[i].Block.Offset {
+			t.Fatalf("key %d: the lapsed writer's block went to another writer", i)
+		}
+	}
+	sts, err := slow.FinishWrite(k[:1], leasesOf(late[:1]))
+	statuses(t, "the lapsed writer finishes", sts, err, wire.StatusWriteLapsed)
+	if st := s.Stats(); st.QuarantinedBytes != 1<<20 {
+		t.Fatalf("%d bytes quarantined after the owner let go of one", st.QuarantinedBytes)
+	}
+	before := s.Stats().ConnsClosed
+	slow.Close()
+	waitClosed(t, s, before+1)
+	check(t, s)
+	if st := s.Stats(); st.QuarantinedBytes != 0 || st.UsedBytes != 2<<20 || st.ReleasedWrites != 1 {
+		t.Fatalf("after the disconnect: quarantined %d, used %d, released %d", st.QuarantinedBytes, st.UsedBytes, st.ReleasedWrites)
+	}
+	allOK(t, "the other writer finishes")(fast.FinishWrite(k, leasesOf(now2)))
 }

@@ -70,6 +70,10 @@ type CloseRecord struct {
 	Why string
 }
 
+// socketBuffer is the send and receive buffer asked for each connection;
+// the kernel caps it at net.core.wmem_max and rmem_max.
+const socketBuffer = 4 << 20
+
 // maxCloses is how many CloseRecords the server keeps.
 const maxCloses = 4096
 
@@ -105,7 +109,12 @@ func New(cfg Config) (*Server, error) {
 		p.Close()
 		return nil, err
 	}
-	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, withQuarantine(cfg.L1))
+	// A lapsed write's owner may still be filling its block: keep the
+	// block from every other writer until the owner finishes, aborts or
+	// disconnects.
+	lc := cfg.L1
+	lc.QuarantineLapsedWrites = true
+	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, lc)
 	if err != nil {
 		s.alloc.Close()
 		return nil, err
@@ -150,6 +159,10 @@ func (s *Server) Serve() error {
 			time.Sleep(10 * time.Millisecond) // EMFILE and friends: do not spin
 			continue
 		}
+		// A 5700-key frame is 400 KB: with buffers that hold it the
+		// write is one copy and the reader one wake-up.
+		_ = c.SetWriteBuffer(socketBuffer)
+		_ = c.SetReadBuffer(socketBuffer)
 		peer, perr := peerOf(c)
 		s.mu.Lock()
 		if s.closing {
@@ -226,7 +239,7 @@ func (s *Server) Connections() []ConnInfo {
 	defer s.mu.Unlock()
 	out := make([]ConnInfo, 0, len(s.conns))
 	for c := range s.conns {
-		out = append(out, ConnInfo{ID: c.id, Peer: c.peer, Opened: c.opened, Writes: c.own.nwrites.Load(), ReadLocks: c.own.nreads.Load()})
+		out = append(out, ConnInfo{ID: c.id, Peer: c.peer, Opened: c.opened, Writes: c.own.writes.total.Load(), ReadLocks: c.own.reads.total.Load()})
 	}
 	return out
 }
@@ -250,13 +263,13 @@ func (s *Server) Stats() wire.Stats {
 	return wire.Stats{
 		Objects: uint64(st.Objects), WriteLocked: uint64(st.WriteLocked), TemporaryReadLocked: uint64(st.TemporaryReadLocked),
 		HeldBytes: uint64(st.Held), UsedBytes: uint64(as.Used), CapacityBytes: uint64(as.Capacity),
-		QuarantinedBytes: uint64(quarantined(st)),
+		QuarantinedBytes: uint64(st.QuarantinedBytes),
 		PoolBytes:        uint64(s.pool.Size()), ReadyBytes: uint64(pr.ReadyBytes),
 		ConnsOpen: uint64(open), ConnsAccepted: s.accepted.Load(), ConnsClosed: s.closed.Load(), ConnsRefused: s.refused.Load(),
 		ReleasedWrites: s.releasedWrites.Load(), ReleasedReadLocks: s.releasedReads.Load(), ReleasedBytes: s.relBytes.Load(),
 		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
 		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
-		FreeErrors: st.FreeErrors,
+		FreeErrors: st.FreeErrors, Quarantines: st.Quarantines, Lookups: st.Lookups,
 	}
 }
 

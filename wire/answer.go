@@ -1,6 +1,9 @@
 package wire
 
 import (
+	"encoding/binary"
+	"slices"
+
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -85,11 +88,16 @@ type Stats struct {
 	FailedReservations, OOMKeys               uint64
 	Evictions, OnDemandEvictions, Expired     uint64
 	FreeErrors                                uint64
+	Quarantines                               uint64 // lapsed writes quarantined
+	// Lookups are l1's lookup counters, by l1.LookupKind (read,
+	// read_prefix, unsafe_read, write): calls, and the keys they named by
+	// outcome.
+	Lookups [l1.NumLookupKinds]l1.LookupCounts
 }
 
 // fields lists s's fields in wire order.
 func (s *Stats) fields() []*uint64 {
-	return []*uint64{
+	f := []*uint64{
 		&s.Objects, &s.WriteLocked, &s.TemporaryReadLocked,
 		&s.HeldBytes, &s.UsedBytes, &s.CapacityBytes, &s.QuarantinedBytes,
 		&s.PoolBytes, &s.ReadyBytes,
@@ -97,7 +105,13 @@ func (s *Stats) fields() []*uint64 {
 		&s.ReleasedWrites, &s.ReleasedReadLocks, &s.ReleasedBytes,
 		&s.WriteReservations, &s.PartialGrants, &s.FailedReservations, &s.OOMKeys,
 		&s.Evictions, &s.OnDemandEvictions, &s.Expired, &s.FreeErrors,
+		&s.Quarantines,
 	}
+	for k := range s.Lookups {
+		c := &s.Lookups[k]
+		f = append(f, &c.Calls, &c.Hits, &c.Misses, &c.Skipped)
+	}
+	return f
 }
 
 // StatsNames are the wire names of Stats' fields, in wire order.
@@ -109,6 +123,11 @@ var StatsNames = []string{
 	"released_writes", "released_read_locks", "released_bytes",
 	"write_reservations", "partial_grants", "failed_reservations", "oom_keys",
 	"evictions", "on_demand_evictions", "expired", "free_errors",
+	"quarantines",
+	"lookups_read_calls", "lookups_read_hits", "lookups_read_misses", "lookups_read_skipped",
+	"lookups_read_prefix_calls", "lookups_read_prefix_hits", "lookups_read_prefix_misses", "lookups_read_prefix_skipped",
+	"lookups_unsafe_read_calls", "lookups_unsafe_read_hits", "lookups_unsafe_read_misses", "lookups_unsafe_read_skipped",
+	"lookups_write_calls", "lookups_write_hits", "lookups_write_misses", "lookups_write_skipped",
 }
 
 // Values returns the fields' values in wire order, named by StatsNames.
@@ -119,6 +138,17 @@ func (s *Stats) Values() []uint64 {
 		out[i] = *p
 	}
 	return out
+}
+
+// SetValues sets the fields from values in wire order, as a decoder
+// does: the values past the known fields are ignored, missing ones left
+// as they are.
+func (s *Stats) SetValues(values []uint64) {
+	for i, p := range s.fields() {
+		if i < len(values) {
+			*p = values[i]
+		}
+	}
 }
 
 // maxStats bounds the count a decoder accepts: room for growth, and a
@@ -169,8 +199,10 @@ func (e *Encoder) AppendAnswer(dst []byte, a *Answer) ([]byte, error) {
 			return dst[:start], errorf(CodeInvalidArgument, "%d results exceed MaxKeys", len(a.Results))
 		}
 		dst = AppendResultsHeader(dst, len(a.Results), a.Prefix)
+		at := len(dst)
+		dst = slices.Grow(dst, resultSize*len(a.Results))[:at+resultSize*len(a.Results)]
 		for i := range a.Results {
-			dst = AppendResult(dst, &a.Results[i])
+			putResult(dst[at+resultSize*i:], &a.Results[i])
 		}
 	case t.hasStatuses():
 		if len(a.Statuses) > MaxKeys {
@@ -200,11 +232,20 @@ func AppendResultsHeader(dst []byte, n int, prefix uint32) []byte {
 
 // AppendResult appends one 40-byte result record.
 func AppendResult(dst []byte, r *Result) []byte {
-	dst = append(dst, uint8(r.Status), 0, 0, 0, 0, 0, 0, 0)
-	dst = put64(dst, uint64(r.Block.Offset))
-	dst = put64(dst, uint64(r.Block.Size))
-	dst = put64(dst, r.Block.Gen)
-	return put64(dst, uint64(r.Lease))
+	at := len(dst)
+	dst = slices.Grow(dst, resultSize)[:at+resultSize]
+	putResult(dst[at:], r)
+	return dst
+}
+
+// putResult writes r's 40 bytes at the start of b.
+func putResult(b []byte, r *Result) {
+	_ = b[resultSize-1]
+	binary.LittleEndian.PutUint64(b[0:], uint64(r.Status))
+	binary.LittleEndian.PutUint64(b[8:], uint64(r.Block.Offset))
+	binary.LittleEndian.PutUint64(b[16:], uint64(r.Block.Size))
+	binary.LittleEndian.PutUint64(b[24:], r.Block.Gen)
+	binary.LittleEndian.PutUint64(b[32:], uint64(r.Lease))
 }
 
 // DecodeAnswer decodes the answer frame (header included, exactly the
@@ -296,4 +337,12 @@ func (a *Answer) Err() error {
 		return nil
 	}
 	return &Error{Code: a.Code, Msg: a.Message}
+}
+
+// Equal reports whether a and o are the same message: every field equal,
+// nil and empty slices alike.
+func (a *Answer) Equal(o *Answer) bool {
+	return a.Type == o.Type && a.ID == o.ID && a.Code == o.Code && a.Epoch == o.Epoch &&
+		a.Message == o.Message && a.Hello == o.Hello && a.Prefix == o.Prefix && a.Stats == o.Stats &&
+		slices.Equal(a.Results, o.Results) && slices.Equal(a.Statuses, o.Statuses)
 }

@@ -1,6 +1,9 @@
 package wire
 
 import (
+	"encoding/binary"
+	"slices"
+
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -96,22 +99,35 @@ func (e *Encoder) appendKeys(dst []byte, keys []l1.ObjectKey) ([]byte, error) {
 		ids = append(ids, m, s)
 	}
 	e.ids = ids
-	dst = put32(dst, uint32(len(keys)))
-	dst = put16(dst, uint16(len(t.list)))
-	dst = put16(dst, 0)
-	for _, s := range t.list {
-		dst = put16(dst, uint16(len(s)))
-		dst = append(dst, s...)
+	// The block's size is known now: grow once, then write in place.
+	size := 8
+	for _, x := range t.list {
+		size += 2 + len(x)
+	}
+	for i := range keys {
+		size += keyHeaderSize + len(keys[i].ChunkHash)
+	}
+	at := len(dst)
+	dst = slices.Grow(dst, size)[:at+size]
+	b := dst[at:]
+	binary.LittleEndian.PutUint32(b, uint32(len(keys)))
+	binary.LittleEndian.PutUint16(b[4:], uint16(len(t.list)))
+	binary.LittleEndian.PutUint16(b[6:], 0)
+	off := 8
+	for _, x := range t.list {
+		binary.LittleEndian.PutUint16(b[off:], uint16(len(x)))
+		off += 2 + copy(b[off+2:], x)
 	}
 	for i := range keys {
 		k := &keys[i]
-		dst = put16(dst, uint16(len(k.ChunkHash)))
-		dst = put16(dst, ids[2*i])
-		dst = put16(dst, ids[2*i+1])
-		dst = put16(dst, 0)
-		dst = put32(dst, k.KVRank)
-		dst = put32(dst, k.GroupID)
-		dst = append(dst, k.ChunkHash...)
+		h := b[off : off+keyHeaderSize]
+		binary.LittleEndian.PutUint16(h[0:], uint16(len(k.ChunkHash)))
+		binary.LittleEndian.PutUint16(h[2:], ids[2*i])
+		binary.LittleEndian.PutUint16(h[4:], ids[2*i+1])
+		binary.LittleEndian.PutUint16(h[6:], 0)
+		binary.LittleEndian.PutUint32(h[8:], k.KVRank)
+		binary.LittleEndian.PutUint32(h[12:], k.GroupID)
+		off += keyHeaderSize + copy(b[off+keyHeaderSize:], k.ChunkHash)
 	}
 	return dst, nil
 }

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"slices"
+
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -259,4 +261,13 @@ func le64(b []byte) uint64 {
 	_ = b[7]
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// Equal reports whether q and o are the same message: every field equal,
+// nil and empty slices alike.
+func (q *Request) Equal(o *Request) bool {
+	return q.Type == o.Type && q.ID == o.ID && q.Epoch == o.Epoch && q.Version == o.Version &&
+		q.Size == o.Size && q.Locks == o.Locks && q.Mode == o.Mode && q.Flags == o.Flags &&
+		slices.Equal(q.Keys, o.Keys) && slices.Equal(q.Temporary, o.Temporary) &&
+		slices.Equal(q.Positions, o.Positions) && slices.Equal(q.Leases, o.Leases)
 }

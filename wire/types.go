@@ -222,6 +222,7 @@ const (
 	StatusOutOfMemory     = Status(l1.OutOfMemory)
 	StatusStaleLease      = Status(l1.StaleLease)
 	StatusSkipped         = Status(l1.Skipped)
+	StatusWriteLapsed     = Status(l1.WriteLapsed)
 
 	// StatusNotOwner: the lease is not one this connection holds (another
 	// connection's, or one it already gave back). Nothing changed.

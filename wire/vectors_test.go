@@ -184,9 +184,11 @@ func answers() []struct {
 		return wire.Result{Status: wire.StatusOK, Block: allocator.Block{Offset: off, Size: mib8, Gen: gen}, Lease: lease}
 	}
 	var stats wire.Stats
-	for i := range reflect.TypeOf(stats).NumField() {
-		reflect.ValueOf(&stats).Elem().Field(i).SetUint(uint64(i + 1))
+	vals := stats.Values()
+	for i := range vals {
+		vals[i] = uint64(i + 1)
 	}
+	stats.SetValues(vals)
 	a := func(t wire.Type, id uint32) wire.Answer {
 		return wire.Answer{Type: t.Answer(), ID: id, Epoch: vecEpoch}
 	}
@@ -210,7 +212,7 @@ func answers() []struct {
 			x.Results = []wire.Result{ok(0, 1, 100), ok(mib8, 2, 101), {Status: wire.StatusOutOfMemory}}
 		})},
 		{"finish_write_answer", with(a(wire.TypeFinishWrite, 7), func(x *wire.Answer) {
-			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusNotOwner, wire.StatusStaleLease}
+			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusNotOwner, wire.StatusStaleLease, wire.StatusWriteLapsed}
 		})},
 		{"abort_write_answer", with(a(wire.TypeAbortWrite, 8), func(x *wire.Answer) {
 			x.Statuses = []wire.Status{wire.StatusKeyNotExist}

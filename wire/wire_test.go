@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -83,26 +82,6 @@ func randRequest(rng *rand.Rand, t wire.Type) wire.Request {
 	return q
 }
 
-// equalRequest compares requests, nil and empty slices alike.
-func equalRequest(a, b *wire.Request) bool {
-	norm := func(q wire.Request) wire.Request {
-		if len(q.Keys) == 0 {
-			q.Keys = nil
-		}
-		if len(q.Temporary) == 0 {
-			q.Temporary = nil
-		}
-		if len(q.Positions) == 0 {
-			q.Positions = nil
-		}
-		if len(q.Leases) == 0 {
-			q.Leases = nil
-		}
-		return q
-	}
-	return reflect.DeepEqual(norm(*a), norm(*b))
-}
-
 // TestRequestRoundTrip encodes and decodes random requests of every type
 // through one Encoder and one Decoder, reused as a connection reuses them.
 func TestRequestRoundTrip(t *testing.T) {
@@ -122,7 +101,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		if err := d.DecodeRequest(buf, &got); err != nil {
 			t.Fatalf("%v: %v", typ, err)
 		}
-		if !equalRequest(&q, &got) {
+		if !q.Equal(&got) {
 			t.Fatalf("%v: decoded\n%+v\nwant\n%+v", typ, got, q)
 		}
 	}
@@ -144,9 +123,11 @@ func TestAnswerRoundTrip(t *testing.T) {
 		case typ == wire.TypeHello:
 			a.Hello = wire.Hello{Version: 1, MaxKeys: rng.Uint32(), MaxFrame: rng.Uint32(), PoolSize: rng.Int64(), Align: rng.Int64()}
 		case typ == wire.TypeStats:
-			for j := range reflect.TypeOf(a.Stats).NumField() {
-				reflect.ValueOf(&a.Stats).Elem().Field(j).SetUint(rng.Uint64())
+			vals := a.Stats.Values()
+			for j := range vals {
+				vals[j] = rng.Uint64()
 			}
+			a.Stats.SetValues(vals)
 		case typ.HasResults():
 			for range n {
 				a.Results = append(a.Results, wire.Result{Status: wire.Status(rng.IntN(256)),
@@ -167,13 +148,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 		if err := d.DecodeAnswer(b, &got); err != nil {
 			t.Fatalf("%v: %v", typ, err)
 		}
-		if len(a.Results) == 0 {
-			a.Results = got.Results[:0]
-		}
-		if len(a.Statuses) == 0 {
-			a.Statuses = got.Statuses[:0]
-		}
-		if !reflect.DeepEqual(a, got) {
+		if !a.Equal(&got) {
 			t.Fatalf("%v: decoded\n%+v\nwant\n%+v", typ, got, a)
 		}
 		if (a.Code == wire.CodeOK) != (got.Err() == nil) {
@@ -344,10 +319,44 @@ func TestNames(t *testing.T) {
 			t.Errorf("status %d unnamed", s)
 		}
 	}
-	if n := reflect.TypeOf(wire.Stats{}).NumField(); n != len(wire.StatsNames) || n != len(new(wire.Stats).Values()) {
-		t.Errorf("Stats has %d fields, %d names", n, len(wire.StatsNames))
+	if n := len(new(wire.Stats).Values()); n != len(wire.StatsNames) || n != 25+4*len(l1.LookupKinds) {
+		t.Errorf("Stats has %d values, %d names", n, len(wire.StatsNames))
+	}
+	for i, k := range l1.LookupKinds {
+		if want := "lookups_" + k.String() + "_calls"; wire.StatsNames[25+4*i] != want {
+			t.Errorf("value %d is %q, want %q", 25+4*i, wire.StatsNames[25+4*i], want)
+		}
 	}
 	if wire.Status(l1.Skipped) != wire.StatusSkipped || wire.FromL1(l1.StaleLease) != wire.StatusStaleLease {
 		t.Error("statuses below 32 are not l1's")
+	}
+}
+
+// TestEqual: Equal tells messages apart by every field, and takes nil and
+// empty slices alike.
+func TestEqual(t *testing.T) {
+	q := wire.Request{Type: wire.TypeFinishRead, Locks: 1, Keys: []l1.ObjectKey{{ChunkHash: "a"}}, Leases: []l1.Lease{1}}
+	e := q
+	e.Temporary = []bool{}
+	if !q.Equal(&e) {
+		t.Fatal("an empty slice differs from nil")
+	}
+	for _, f := range []func(*wire.Request){
+		func(r *wire.Request) { r.ID++ }, func(r *wire.Request) { r.Locks++ },
+		func(r *wire.Request) { r.Keys = []l1.ObjectKey{{ChunkHash: "b"}} }, func(r *wire.Request) { r.Leases = []l1.Lease{2} },
+	} {
+		o := q
+		f(&o)
+		if q.Equal(&o) {
+			t.Errorf("%+v equals %+v", q, o)
+		}
+	}
+	a := wire.Answer{Type: wire.TypeFinishRead.Answer(), Statuses: []wire.Status{wire.StatusOK}}
+	b := a
+	b.Statuses = []wire.Status{wire.StatusNotOwner}
+	c := a
+	c.Stats.Objects = 1
+	if a.Equal(&b) || a.Equal(&c) || !a.Equal(&a) {
+		t.Error("Answer.Equal")
 	}
 }

@@ -100,23 +100,29 @@ func TestRepeatedKey(t *testing.T) {
 	})
 }
 
-// TestStaleWriteLease: a writer whose lock lapsed and whose key another
-// writer reserved since finishes nothing; the other's reservation stands.
-func TestStaleWriteLease(t *testing.T) {
-	each(t, l1check.Setup{Units: 16, WriteTTL: time.Second}, func(t *testing.T, s *l1check.System) {
+// TestLapsedWriteLease: a writer whose lock lapsed, and whose key another
+// writer reserved since, publishes nothing: its FinishWrite answers
+// WRITE_LAPSED and frees the block it was filling, which stayed
+// quarantined, never handed to the other writer; the other's reservation
+// stands. The daemon quarantines lapsed writes, so both front ends do here.
+func TestLapsedWriteLease(t *testing.T) {
+	each(t, l1check.Setup{Units: 16, WriteTTL: time.Second, Quarantine: true}, func(t *testing.T, s *l1check.System) {
 		k := keys(7, 1)
 		late, _ := s.M.ReserveWrite(k, nil, 64, l1.ModeAll)
 		s.Advance(2 * time.Second)
 		now, _ := s.M.ReserveWrite(k, nil, 64, l1.ModeAll)
-		if now[0].Status != l1.OK || now[0].Lease == late[0].Lease {
-			t.Fatalf("second writer: %+v", now[0])
+		if now[0].Status != l1.OK || now[0].Lease == late[0].Lease || now[0].Block.Offset == late[0].Block.Offset {
+			t.Fatalf("second writer: %+v; the late writer's block %+v", now[0], late[0].Block)
+		}
+		if st := s.M.Stats(); st.QuarantinedBytes != 64 {
+			t.Fatalf("%d bytes quarantined", st.QuarantinedBytes)
 		}
 		sts, err := s.M.FinishWrite(k, leasesOf(late))
-		want(t, "the late writer finishes", sts, err, l1.StaleLease)
+		want(t, "the late writer finishes", sts, err, l1.WriteLapsed)
 		sts, err = s.M.FinishWrite(k, leasesOf(now))
 		want(t, "the writer finishes", sts, err, l1.OK)
-		if st, ok := s.M.State(k[0]); !ok || st.WriteLocked || !st.Finished {
-			t.Fatalf("%+v", st)
+		if st, ok := s.M.State(k[0]); !ok || st.WriteLocked || !st.Finished || s.M.Stats().QuarantinedBytes != 0 {
+			t.Fatalf("%+v, %d quarantined", st, s.M.Stats().QuarantinedBytes)
 		}
 	})
 }

@@ -22,7 +22,10 @@ import (
 // the allocator's free extents, listeners) is made on the daemon's own
 // manager and allocator, in process. UnsafeRead, Clear, EvictTo and Close,
 // which are not protocol calls, go to the daemon's manager in process too.
-// Keys are the System's ints, carried as 8-byte chunk hashes.
+// Keys are the System's ints, carried as 8-byte chunk hashes. The daemon
+// quarantines lapsed writes whatever the configuration says (see package
+// server), so a suite that lets writes lapse sets Setup.Quarantine for
+// both front ends to agree.
 //
 // Over one connection every lease the System's actors present is the
 // connection's, so l1's answers come back unchanged, except that a lease

@@ -126,6 +126,7 @@ func New(setup Setup, v Variant) (*System, error) {
 	s.Model = reference.NewOwners(reference.NewManager[int](mem, reference.ManagerConfig{
 		Placement: setup.Placement, AllOrNothing: setup.Prefix == l1.PrefixNone, EvictOnDemand: setup.EvictOnDemand,
 		ReuseVictims: true, Eviction: reference.Policy(setup.Eviction), WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL,
+		Quarantine: true, // the daemon always quarantines lapsed writes
 	}))
 	for i := range Conns {
 		if err := s.dial(i); err != nil {
