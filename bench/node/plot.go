@@ -5,7 +5,6 @@ package node
 import (
 	"fmt"
 	"image/color"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -13,6 +12,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/bench/trace"
 )
 
 // The hit-rate plot's size.
@@ -31,7 +31,7 @@ func (rep *Report) hitRatePlot() (*plot.Plot, error) {
 		return nil, fmt.Errorf("node: nothing to plot")
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s on a node of %d engines: block hit rate by pool size (%s)", filepath.Base(rep.Trace.Name), Engines, pts[0].Policy.Name)
+	p.Title.Text = fmt.Sprintf("%s, %d engines on a node: hit rate by pool size (%s)", trace.BaseName(rep.Trace.Name), Engines, pts[0].Policy.Name)
 	p.X.Label.Text = fmt.Sprintf("node pool P (fraction of the %d distinct blocks; 0.1 = %s of %s KV)", rep.Trace.Distinct,
 		bytesOf(float64(int64(0.1*float64(rep.Trace.Distinct))*BlockBytes)), Model)
 	p.Y.Label.Text = "block hit rate (%)"

@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -138,48 +137,59 @@ func (rep *Report) points(pi int) []*Point {
 // Recommendation is the configuration the report recommends to a serving
 // engine on a node, and the numbers behind it.
 type Recommendation struct {
-	// Point is the pool size and policy: the smallest pool whose shared
-	// hit rate is within 1 pp of the largest pool's, under the policy
-	// with the best shared hit rate there.
+	// Point is the pool size and policy: the policy whose shared pool
+	// hits the most blocks on average over the pool sizes (the first of
+	// the plan's on a tie), at the smallest pool whose shared hit rate is
+	// within 1 pp of that policy's largest pool's.
 	Point *Point
-	// Routing is the DP routing recommended.
+	// Routing is the DP routing recommended, an index of Routings.
 	Routing int
+	// TP is the point of the same pool size that ran TP, or nil.
+	TP *Point
 }
 
 // Recommend picks the configuration; nil when DP did not run.
 func (rep *Report) Recommend() *Recommendation {
-	var best *Point
+	var pick []*Point
+	bestMean := -1.0
 	for pi := range rep.Plan.Policies {
 		pts := rep.points(pi)
 		if len(pts) == 0 || pts[0].DP[Shared][0] == nil {
 			continue
 		}
-		top := 0.0
+		mean := 0.0
 		for _, pt := range pts {
-			top = math.Max(top, pt.DP[Shared][0].HitRate())
+			mean += pt.DP[Shared][0].HitRate() / float64(len(pts))
 		}
-		for _, pt := range pts {
-			if pt.DP[Shared][0].HitRate() >= top-0.01 {
-				if best == nil || pt.Slots < best.Slots ||
-					(pt.Slots == best.Slots && pt.DP[Shared][0].HitRate() > best.DP[Shared][0].HitRate()) {
-					best = pt
-				}
-				break
-			}
+		if mean > bestMean {
+			pick, bestMean = pts, mean
 		}
 	}
-	if best == nil {
+	if pick == nil {
 		return nil
+	}
+	top := pick[len(pick)-1].DP[Shared][0].HitRate()
+	rec := &Recommendation{Point: pick[len(pick)-1]}
+	for _, pt := range pick {
+		if pt.DP[Shared][0].HitRate() >= top-0.01 {
+			rec.Point = pt
+			break
+		}
 	}
 	// A shared pool's hits do not depend on the routing; routing by
 	// conversation is the one that keeps them if the pool is ever split
 	// (the private rows), so it wins unless it unbalances the engines by
 	// more than a tenth.
-	r := 1
-	if imbalance(best.DP[Shared][1]) > 1.1 {
-		r = 0
+	rec.Routing = 1
+	if imbalance(rec.Point.DP[Shared][1]) > 1.1 {
+		rec.Routing = 0
 	}
-	return &Recommendation{Point: best, Routing: r}
+	for _, pt := range rep.Points {
+		if pt.Slots == rec.Point.Slots && pt.TP[Shared] != nil && pt.TP[Private] != nil {
+			rec.TP = pt
+		}
+	}
+	return rec
 }
 
 // Text writes the recommendation as a paragraph of markdown.
@@ -188,36 +198,50 @@ func (rec *Recommendation) Text(rep *Report) string {
 	s := pt.DP[Shared][rec.Routing]
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Recommended: one shared kvallocd pool per node of P = %s of the working set (%d blocks, %s of %s KV), "+
-		"policy %s, requests routed by %s.** ",
+		"policy %s, requests routed %s.** ",
 		strconv.FormatFloat(pt.Fraction, 'g', -1, 64), pt.Slots, bytesOf(float64(pt.Slots*BlockBytes)), Model, pt.Policy.Name, Routings[rec.Routing].Phrase)
 	fmt.Fprintf(&b, "The shared pool hits %s of the blocks and %s of the tokens, under either routing, exactly what one engine in process gets with the whole pool (%s); ",
 		pct(s.HitRate()), pct(s.TokenHitRate()), pct(pt.Single.HitRate()))
 	for ri, rt := range Routings {
 		p := pt.DP[Private][ri]
-		fmt.Fprintf(&b, "8 private pools of P/8 routed %s hit %s (%s, %s fewer prefill tokens for the shared pool)", rt.Phrase, pct(p.HitRate()),
+		fmt.Fprintf(&b, "8 private pools of P/8 routed %s hit %s (%s; the shared pool saves %s of their prefill tokens)", rt.Phrase, pct(p.HitRate()),
 			pp(pt.DP[Shared][ri].HitRate()-p.HitRate()), saved(pt.DP[Shared][ri], p))
 		if ri == 0 {
 			b.WriteString("; ")
 		}
 	}
 	b.WriteString(". ")
-	var larger *Point
-	for _, q := range rep.Points {
-		if q.Policy.Name == pt.Policy.Name && q.Slots > pt.Slots && q.DP[Shared][0] != nil && (larger == nil || q.Slots > larger.Slots) {
-			larger = q
-		}
-	}
-	if larger != nil {
+	pick := rep.points(slices.IndexFunc(rep.Plan.Policies, func(p sim.Policy) bool { return p.Name == pt.Policy.Name }))
+	if larger := pick[len(pick)-1]; larger.Slots > pt.Slots {
 		fmt.Fprintf(&b, "A pool %s the size (%s) adds only %s. ",
 			strconv.FormatFloat(float64(larger.Slots)/float64(pt.Slots), 'f', 1, 64)+"×", bytesOf(float64(larger.Slots*BlockBytes)),
 			pp(larger.DP[Shared][0].HitRate()-s.HitRate()))
+	}
+	if smaller := pick[0]; smaller.Slots < pt.Slots {
+		fmt.Fprintf(&b, "A pool of %s (%s) loses %s. ", strconv.FormatFloat(smaller.Fraction, 'g', -1, 64), bytesOf(float64(smaller.Slots*BlockBytes)),
+			pp(s.HitRate()-smaller.DP[Shared][0].HitRate()))
+	}
+	var others []string
+	for pi, p := range rep.Plan.Policies {
+		if p.Name == pt.Policy.Name {
+			continue
+		}
+		for _, q := range rep.points(pi) {
+			if q.Slots == pt.Slots && q.DP[Shared][0] != nil {
+				others = append(others, fmt.Sprintf("%s %s", p.Name, pp(q.DP[Shared][0].HitRate()-s.HitRate())))
+			}
+		}
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(&b, "Other policies at this pool: %s (and on average over the pool sizes they hit less). ", strings.Join(others, ", "))
 	}
 	fmt.Fprintf(&b, "Routing by conversation unbalances the engines by %s (busiest ÷ mean requests; round-robin %s) and changes no host hit with a shared pool, "+
 		"but with split pools it is worth %s over round-robin, so it is the routing that does not depend on the pool being shared. ",
 		strconv.FormatFloat(imbalance(pt.DP[Shared][1]), 'f', 3, 64), strconv.FormatFloat(imbalance(pt.DP[Shared][0]), 'f', 3, 64),
 		pp(pt.DP[Private][1].HitRate()-pt.DP[Private][0].HitRate()))
-	if t := pt.TP; t[Shared] != nil && t[Private] != nil {
-		fmt.Fprintf(&b, "For TP of an MLA model the same pool holds the 8 ranks' KV once: ")
+	if rec.TP != nil {
+		t := rec.TP.TP
+		fmt.Fprintf(&b, "For TP of an MLA model (under %s) the same pool holds the 8 ranks' KV once: ", rec.TP.Policy.Name)
 		if t[Replicated] != nil {
 			fmt.Fprintf(&b, "%s ÷ %s = %s of the bytes of 8 private pools holding the same data (%s and %s distinct blocks on average), and ",
 				bytesOf(t[Shared].Used.Mean), bytesOf(t[Replicated].Used.Mean), strconv.FormatFloat(t[Shared].Used.Mean/t[Replicated].Used.Mean, 'f', 4, 64),
@@ -226,7 +250,7 @@ func (rec *Recommendation) Text(rep *Report) string {
 		fmt.Fprintf(&b, "at equal memory it hits %s against %s for 8 private pools of P/8 (%s).", pct(t[Shared].HitRate()), pct(t[Private].HitRate()),
 			pp(t[Shared].HitRate()-t[Private].HitRate()))
 	}
-	return b.String()
+	return strings.TrimSpace(b.String())
 }
 
 // Heading describes the replay: trace, requests, blocks, model, policy.
