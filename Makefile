@@ -126,15 +126,17 @@ BENCH_CI_TIME  ?= 100ms
 BENCH_DIFF_FLAGS ?= -count 10 -benchtime 200ms
 BENCH_NONE  := ^$$
 
-.PHONY: bench bench-run bench-report bench-trace bench-ci bench-diff profile
+.PHONY: bench bench-run bench-report bench-trace bench-node bench-ci bench-diff profile
 
 ## bench: the whole benchmark pipeline, its steps in this order (also
-## under make -j): bench-run, bench-report, scenarios, bench-trace.
+## under make -j): bench-run, bench-report, scenarios, bench-trace,
+## bench-node.
 bench:
 	@$(MAKE) --no-print-directory bench-run
 	@$(MAKE) --no-print-directory bench-report
 	@$(MAKE) --no-print-directory scenarios
 	@$(MAKE) --no-print-directory bench-trace
+	@$(MAKE) --no-print-directory bench-node
 
 ## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
 ## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
@@ -185,6 +187,31 @@ scenarios:
 TRACE_FILE  ?= testdata/traces/mooncake-conversation.jsonl.gz
 TRACE_POOL  ?= 0.25
 TRACE_POOLS ?= 0.1,0.25,0.5
+
+# NODE_POOLS are make node-bench's node pool sizes, NODE_POOL make bench's
+# one; NODE_POLICY the policy of make bench's summary (l1's recommended
+# one, which node-bench's matrix also runs first).
+NODE_POOLS  ?= 0.1,0.25,0.5
+NODE_POOL   ?= $(TRACE_POOL)
+NODE_POLICY ?= on-demand/scattered/prefix+partial
+
+.PHONY: node-bench
+## node-bench: the node's gains through real kvallocd daemons over their
+## sockets, 8 Go clients driven in order: TP dedup of an MLA model's KV
+## over 8 ranks, DP sharing over 8 engines routed round-robin and by
+## conversation, one shared pool of P against 8 private pools, at pool
+## fractions NODE_POOLS under three policies; the tables and the
+## recommendation on stdout, bench/out/node-mooncake-conversation.md and
+## its -hitrate.{svg,png}. Fails if a shared pool's hits differ from
+## bench/trace's in-process engine of the same pool. Linux only.
+node-bench:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/nodebench -out $(BENCH_OUT) -pool $(NODE_POOLS) $(TRACE_FILE)
+
+## bench-node: make bench's summary of node-bench: NODE_POOL alone, under
+## NODE_POLICY alone (about a minute on 2 idle cores).
+bench-node:
+	$(GO) run ./bench/cmd/nodebench -pool $(NODE_POOL) -policies $(NODE_POLICY) $(TRACE_FILE)
 
 .PHONY: trace
 ## trace: replay the Mooncake conversation trace through every l1 policy and
