@@ -78,8 +78,8 @@ func (l *ledger) clear() {
 type holdSet struct {
 	runs  []holdRun
 	other map[l1.Lease]otherHold
-	max   l1.Lease // the highest lease added
-	hint  int      // the run last found
+	max   l1.Lease     // the highest lease added
+	hint  int          // the run last found
 	count int64        // the holds
 	total atomic.Int64 // count, as of the last publish
 
