@@ -84,7 +84,7 @@ type holdSet struct {
 	total atomic.Int64 // count, as of the last publish
 
 	spare holdRun           // an emptied run's slices, for the next
-	index map[string]uint32 // addAll's scratch: a run's strings past eight
+	index map[string]uint32 // addAll's scratch: the run's strings
 }
 
 // hold is one lease's holds in a run, and where its key is: no pointers.
@@ -146,41 +146,23 @@ func (s *holdSet) set(r *holdRun, h, prev *hold, k *l1.ObjectKey) {
 	h.model, h.salt = s.sid(r, k.Model), s.sid(r, k.CacheSalt)
 }
 
-// sid returns the index of str in r's table, adding a copy when new. Few
-// distinct strings are usual: the last two are checked first and a map is
-// kept only past eight.
+// sid returns the index of str in r's table, adding a copy when new. set
+// calls it only when a key's model or salt is not the last key's, so a
+// map (cleared per run) is cheap enough.
 func (s *holdSet) sid(r *holdRun, str string) uint32 {
-	n := len(r.strs)
-	if n > 0 && r.strs[n-1] == str {
+	if n := len(r.strs); n > 0 && r.strs[n-1] == str {
 		return uint32(n - 1)
 	}
-	if n > 1 && r.strs[n-2] == str {
-		return uint32(n - 2)
-	}
-	if n <= 8 {
-		for i, x := range r.strs {
-			if x == str {
-				return uint32(i)
-			}
-		}
-	} else if i, ok := s.index[str]; ok {
+	if i, ok := s.index[str]; ok {
 		return i
 	}
-	str = strings.Clone(str)
-	r.strs = append(r.strs, str)
-	if n+1 > 8 {
-		if s.index == nil {
-			s.index = make(map[string]uint32)
-		}
-		if n+1 == 9 {
-			for i, x := range r.strs {
-				s.index[x] = uint32(i)
-			}
-		} else {
-			s.index[str] = uint32(n)
-		}
+	if s.index == nil {
+		s.index = make(map[string]uint32)
 	}
-	return uint32(n)
+	str = strings.Clone(str)
+	s.index[str] = uint32(len(r.strs))
+	r.strs = append(r.strs, str)
+	return uint32(len(r.strs) - 1)
 }
 
 // addAll records n holds of each key whose result is OK, under its lease.
