@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 
@@ -14,10 +15,13 @@ import (
 
 // The client role: the soak's binary, started by the supervisor with
 // KVALLOC_SOAK_ROLE=client and its seat in the environment, replays its
-// requests of the trace until the board says stop. It writes one byte on
-// file descriptor 3 at the start of every cycle, for the supervisor to
-// decide the cycle's fate by. On any failure it prints it on stderr and
-// exits 7; its SIGKILL is the supervisor's.
+// requests of the trace until the board says stop. At the start of each
+// cycle it decides, with probability 1/KVALLOC_SOAK_KILL_EVERY, that the
+// cycle ends by SIGKILL, and draws the kill point: a request of the cycle
+// and a step of it (killSteps), uniformly. When it gets there it writes a
+// byte on file descriptor 3, and goes on: the supervisor's SIGKILL lands
+// wherever it has got to by then. On any failure it prints it on stderr
+// and exits 7.
 const (
 	envRole     = "KVALLOC_SOAK_ROLE"
 	roleClient  = "client"
@@ -26,6 +30,9 @@ const (
 	envRequests = "KVALLOC_SOAK_REQUESTS"
 	envDispatch = "KVALLOC_SOAK_DISPATCH"
 	envSlot     = "KVALLOC_SOAK_SLOT"
+	envGen      = "KVALLOC_SOAK_GEN"
+	envSeed     = "KVALLOC_SOAK_SEED"
+	envKill     = "KVALLOC_SOAK_KILL_EVERY"
 	envObject   = "KVALLOC_SOAK_OBJECT"
 	envCycle    = "KVALLOC_SOAK_CYCLE"
 	exitFailed  = 7
@@ -53,16 +60,18 @@ func clientMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	r := &replayer{b: b, object: env(envObject), events: os.NewFile(3, "cycles")}
-	cycle := uint64(env(envCycle))
+	r := &replayer{b: b, object: env(envObject), kills: os.NewFile(3, "kills"), doomAt: -1,
+		rng: rand.New(rand.NewPCG(uint64(env(envSeed)), uint64(env(envSlot))<<32|uint64(env(envGen))))}
+	cycle, killEvery := uint64(env(envCycle)), env(envKill)
 	if r.c, err = client.Dial(os.Getenv(envSocket), client.Options{}); err != nil {
 		return fail(err)
 	}
 	b.add(cDials, 1)
 	for b.stop.Load() == 0 {
-		if b.counts[cRequests].Load()%cycle == 0 {
-			if _, err := r.events.Write([]byte{'c'}); err != nil {
-				return fail(fmt.Errorf("telling the supervisor of a cycle: %w", err))
+		if n := b.counts[cRequests].Load(); n%cycle == 0 {
+			r.doomAt = -1
+			if killEvery > 0 && r.rng.Int64N(killEvery) == 0 {
+				r.doomAt, r.doomStep = int64(n+r.rng.Uint64N(cycle)), r.rng.IntN(numKillSteps)
 			}
 		}
 		at := b.doing.Load()
@@ -87,7 +96,12 @@ type replayer struct {
 	b      *board
 	c      *client.Client
 	object int64
-	events *os.File
+	kills  *os.File
+	rng    *rand.Rand
+	// doomAt is the request count at which the cycle's kill point lies,
+	// or -1; doomStep its step.
+	doomAt   int64
+	doomStep int
 
 	keys   []l1.ObjectKey
 	leases []client.Lease
@@ -105,7 +119,9 @@ func (r *replayer) request(q *request) error {
 	for _, blk := range q.blocks {
 		r.keys = append(r.keys, keyOf(blk))
 	}
-	b.phase.Store(phasePrefix)
+	if err := r.at(phasePrefix); err != nil {
+		return err
+	}
 	res, n, err := r.c.ReserveReadPrefix(r.keys, 1)
 	if err != nil {
 		return fmt.Errorf("reserve_read_prefix of %d keys: %w", len(r.keys), err)
@@ -117,7 +133,9 @@ func (r *replayer) request(q *request) error {
 		return err
 	}
 	if n > 0 {
-		b.phase.Store(phaseVerify)
+		if err := r.at(phaseVerify); err != nil {
+			return err
+		}
 		r.leases = r.leases[:0]
 		for i := range n {
 			obj, err := r.bytes(res[i].Block)
@@ -130,7 +148,9 @@ func (r *replayer) request(q *request) error {
 			r.leases = append(r.leases, res[i].Lease)
 		}
 		b.add(cVerified, n)
-		b.phase.Store(phaseFinishRead)
+		if err := r.at(phaseFinishRead); err != nil {
+			return err
+		}
 		sts, err := r.c.FinishRead(r.keys[:n], r.leases, 1)
 		if err := allOK("finish_read", sts, err); err != nil {
 			return err
@@ -138,8 +158,7 @@ func (r *replayer) request(q *request) error {
 		b.add(cCalls, 1)
 	}
 	if n == len(r.keys) {
-		b.phase.Store(phaseIdle)
-		return nil
+		return r.at(phaseIdle)
 	}
 	tail := r.keys[n:]
 	r.pos = r.pos[:0]
@@ -149,14 +168,18 @@ func (r *replayer) request(q *request) error {
 	if q.partial {
 		r.pos[len(r.pos)-1] |= l1.Partial
 	}
-	b.phase.Store(phaseReserve)
+	if err := r.at(phaseReserve); err != nil {
+		return err
+	}
 	rs, err := r.c.ReserveWriteChain(tail, r.pos, nil, r.object, l1.ModeNew)
 	if err != nil {
 		return fmt.Errorf("reserve_write of %d keys: %w", len(tail), err)
 	}
 	b.add(cCalls, 1)
 	b.add(cWriteKeys, len(tail))
-	b.phase.Store(phaseStamp)
+	if err := r.at(phaseStamp); err != nil {
+		return err
+	}
 	r.gkeys, r.gblock, r.leases = r.gkeys[:0], r.gblock[:0], r.leases[:0]
 	for i, x := range rs {
 		switch x.Status {
@@ -178,14 +201,44 @@ func (r *replayer) request(q *request) error {
 	b.add(cStamped, len(r.gkeys))
 	b.add(cGrants, len(r.gkeys))
 	if len(r.gkeys) > 0 {
-		b.phase.Store(phaseFinishWrite)
+		if err := r.at(phaseFinishWrite); err != nil {
+			return err
+		}
 		sts, err := r.c.FinishWrite(r.gkeys, r.leases)
 		if err := allOK("finish_write", sts, err); err != nil {
 			return err
 		}
 		b.add(cCalls, 1)
 	}
-	b.phase.Store(phaseIdle)
+	return r.at(phaseIdle)
+}
+
+// killSteps are a request's kill points, in the order it reaches them:
+// before each call, holding read locks, holding write reservations, and
+// done. A request that skips a step (no hits, nothing granted) is killed
+// at the next one it reaches.
+var killSteps = [...]uint64{phasePrefix, phaseVerify, phaseFinishRead, phaseReserve, phaseStamp, phaseFinishWrite, phaseIdle}
+
+const numKillSteps = len(killSteps)
+
+// at notes on the board that the client is at phase p and, at the cycle's
+// kill point, asks the supervisor for the SIGKILL.
+func (r *replayer) at(p uint64) error {
+	r.b.phase.Store(p)
+	if r.doomAt < 0 || uint64(r.doomAt) != r.b.counts[cRequests].Load() {
+		return nil
+	}
+	step := 0
+	for killSteps[step] != p {
+		step++
+	}
+	if step < r.doomStep && p != phaseIdle {
+		return nil
+	}
+	r.doomAt = -1
+	if _, err := r.kills.Write([]byte{'k'}); err != nil {
+		return fmt.Errorf("asking the supervisor for the SIGKILL: %w", err)
+	}
 	return nil
 }
 

@@ -43,14 +43,18 @@
 // same keys again.
 //
 // A cycle is -cycle (100) consecutive requests of one client. At the
-// start of each, the supervisor decides, with probability 1/-kill-every
-// (1/20), that this cycle ends by SIGKILL: it sends it after a delay drawn
-// uniformly from [0, the client's last cycle time), so the kill lands at a
-// random instant of the cycle, wherever the client is then (mid-frame,
-// holding read locks, between reserve_write and finish_write, ...; the
-// summary counts kills by phase). The supervisor then starts a new
-// process in the seat, which dials again and resumes at the request the
-// dead one was doing. Every call's error other than by a per-key status,
+// start of each, the client decides, with probability 1/-kill-every
+// (1/20), that this cycle ends by SIGKILL, and draws its kill point
+// uniformly: a request of the cycle and a step of that request (before
+// reserve_read_prefix, holding read locks, before finish_read, before
+// reserve_write, holding write reservations, before finish_write, done).
+// There it asks the supervisor, with a byte on a pipe, and carries on;
+// the supervisor's SIGKILL lands wherever the client has got to by then
+// (mid-frame, holding read locks, between reserve_write and finish_write,
+// ...; the summary counts kills by the phase the client was in when it was
+// sent). The supervisor then starts a new process in the seat, which
+// dials again and resumes at the request the dead one was doing. Every
+// call's error other than by a per-key status,
 // every status a connector does not expect (anything but OK,
 // KEY_NOT_WRITABLE and OUT_OF_MEMORY from reserve_write, a non-OK status
 // from a finish, a prefix answer that is not OK up to its length), every

@@ -51,7 +51,10 @@ func (s *soaker) summary(failure error) {
 		grouped(v.OOMCalls), perHour(v.OOMCalls), grouped(v.OOMKeys), perHour(v.OOMKeys))
 	fmt.Fprintf(w, "summary: allocation failures with evictable objects present: %s calls, %s/h (target 0); LMCache issue 3187: %s–%s a day on one server, %s–%s/h\n",
 		grouped(v.OOMCallsEvictable), perHour(v.OOMCallsEvictable), grouped(lmcacheLow), grouped(lmcacheHigh), grouped(lmcacheLow/24), grouped(lmcacheHigh/24))
-	if s.rss.limit != 0 {
+	if s.rss.limit == 0 {
+		fmt.Fprintf(w, "summary: the daemon's RssAnon peaked at %.1f MiB; it was still warming up (the bound starts %v after the pool first filled); at the end VmRSS %.1f MiB, Go heap %.1f MiB\n",
+			mb(s.rss.peak), s.rss.warmup, mb(end.proc.VmRSS), mb(end.heap))
+	} else {
 		fmt.Fprintf(w, "summary: the daemon's RssAnon %.1f MiB when warm (its peak until %v), peak %.1f MiB, bound %.1f MiB; at the end VmRSS %.1f MiB, RssShmem %.1f MiB, Go heap %.1f MiB; the pool's touched pages (the stamps', in the clients' RSS) %.1f MiB\n",
 			mb(s.rss.warm), s.rss.warmAt.Round(time.Second), mb(s.rss.peak), mb(s.rss.limit), mb(end.proc.VmRSS), mb(end.proc.RssShmem), mb(end.heap), mb(end.touched))
 	}

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,8 @@ import (
 	"time"
 )
 
-// supervisor runs the client seats: it starts each client process,
-// decides which cycles end by SIGKILL, sends it, and starts the next
+// supervisor runs the client seats: it starts each client process, sends
+// it SIGKILL when it asks (at its cycle's kill point), and starts the next
 // generation in the seat.
 type supervisor struct {
 	cfg       config
@@ -42,15 +41,11 @@ type killRecord struct {
 	phase uint64 // the client's phase when it was sent
 }
 
-// seat is one client's place: its board and the state of its kills.
+// seat is one client's place: its board and its generations.
 type seat struct {
 	i     int
 	b     *board
 	unmap func()
-	rng   *rand.Rand
-	// cycle is the client's last cycle time, measured between the bytes
-	// it writes at the start of each.
-	cycle time.Duration
 	gens  int
 	cur   atomic.Pointer[os.Process] // the client running now
 }
@@ -64,7 +59,7 @@ func startSeats(cfg config, dir, sock, requests string) (*supervisor, error) {
 	s := &supervisor{cfg: cfg, exe: exe, start: time.Now(), failed: make(chan error, 1)}
 	s.env = append(os.Environ(), envRole+"="+roleClient, envSocket+"="+sock, envRequests+"="+requests,
 		envDispatch+"="+filepath.Join(dir, "dispatch"), envObject+"="+strconv.FormatInt(cfg.object, 10),
-		envCycle+"="+strconv.Itoa(cfg.cycle))
+		envCycle+"="+strconv.Itoa(cfg.cycle), envKill+"="+strconv.Itoa(cfg.kill), envSeed+"="+strconv.FormatUint(cfg.seed, 10))
 	if s.disp, s.unmapDisp, err = mapDispatch(filepath.Join(dir, "dispatch"), true); err != nil {
 		return nil, err
 	}
@@ -75,7 +70,7 @@ func startSeats(cfg config, dir, sock, requests string) (*supervisor, error) {
 			s.close()
 			return nil, err
 		}
-		s.seats = append(s.seats, &seat{i: i, b: b, unmap: unmap, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i)))})
+		s.seats = append(s.seats, &seat{i: i, b: b, unmap: unmap})
 	}
 	for _, st := range s.seats {
 		s.wg.Add(1)
@@ -119,7 +114,7 @@ func (s *supervisor) generation(st *seat, board string) (bool, error) {
 	}
 	defer pr.Close()
 	cmd := exec.Command(s.exe)
-	cmd.Env = append(s.env, envBoard+"="+board, envSlot+"="+strconv.Itoa(st.i))
+	cmd.Env = append(s.env, envBoard+"="+board, envSlot+"="+strconv.Itoa(st.i), envGen+"="+strconv.Itoa(st.gens+1))
 	cmd.ExtraFiles = []*os.File{pw}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -147,28 +142,16 @@ func (s *supervisor) generation(st *seat, board string) (bool, error) {
 	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	var timer <-chan time.Time
-	var last time.Time
 	killed := false
 	for {
 		select {
-		case t, ok := <-events:
+		case _, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			if !last.IsZero() {
-				st.cycle = t.Sub(last)
-			}
-			last = t
-			// The fate of the cycle starting now: one in cfg.kill ends by
-			// SIGKILL at a uniformly random instant of a cycle's time.
-			if timer == nil && !killed && s.cfg.kill > 0 && st.cycle > 0 && st.rng.IntN(s.cfg.kill) == 0 {
-				timer = time.After(time.Duration(st.rng.Int64N(int64(st.cycle))))
-			}
-		case <-timer:
-			timer = nil
-			if s.stopping.Load() {
+			// The client is at its cycle's kill point: SIGKILL it now.
+			if killed || s.stopping.Load() {
 				continue
 			}
 			phase := st.b.phase.Load()

@@ -1,0 +1,91 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary is the soak's client when the supervisor starts it so.
+func TestMain(m *testing.M) {
+	if os.Getenv(envRole) == roleClient {
+		os.Exit(clientMain())
+	}
+	os.Exit(m.Run())
+}
+
+// buildDaemon builds kvallocd with the kvalloc_daemon_bugs tag: the
+// production daemon, plus the bug KVALLOC_DAEMON_BUG names when it starts.
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build kvallocd with:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "kvallocd")
+	out, err := exec.Command(gobin, "build", "-tags", "kvalloc_daemon_bugs", "-o", bin, "../kvallocd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build kvallocd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// soakCI is make soak SOAK=60s, as CI runs it, against daemon.
+func soakCI(daemon string) config {
+	return config{daemon: daemon, trace: "../../testdata/traces/mooncake-conversation.jsonl.gz", duration: 60 * time.Second,
+		verifyEvery: 5 * time.Second, minute: time.Minute, warmup: 30 * time.Second, clients: 8, cycle: 100, kill: 20,
+		pool: mustPool("0.1"), object: 8 << 20, rssSlack: 64 << 20, seed: uint64(time.Now().UnixNano())}
+}
+
+// TestSoakBites: the soak, as CI runs it (60 s), passes against kvallocd
+// for a while, and fails, each before its 60 s are up and with its own
+// message, against a daemon that forgets a dead connection's read locks,
+// one that loses a block at each disconnect, one that keeps every
+// request's keys (its RssAnon grows), and one that refuses one
+// reserve_read_prefix in 1000 with an error.
+func TestSoakBites(t *testing.T) {
+	if testing.Short() || os.Getenv("KVALLOC_SOAK_BITES") == "0" {
+		t.Skip("-short or KVALLOC_SOAK_BITES=0")
+	}
+	daemon := buildDaemon(t)
+	t.Run("control", func(t *testing.T) {
+		cfg := soakCI(daemon)
+		cfg.duration = 15 * time.Second
+		var out bytes.Buffer
+		if err := soak(cfg, &out); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "allocation failures with evictable objects present: 0 calls") {
+			t.Fatalf("no allocation failures line:\n%s", out.String())
+		}
+		t.Logf("\n%s", out.String())
+	})
+	for _, tc := range []struct{ bug, want string }{
+		{"forget-reads", "read locks under lease"},
+		{"leak-block", "allocator uses"},
+		{"retain", "RssAnon is"},
+		{"error", "reserve_read_prefix of"},
+	} {
+		t.Run(tc.bug, func(t *testing.T) {
+			t.Setenv("KVALLOC_DAEMON_BUG", tc.bug)
+			cfg := soakCI(daemon)
+			var out bytes.Buffer
+			start := time.Now()
+			err := soak(cfg, &out)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("against the %s bug: %v, want a failure naming %q\n%s", tc.bug, err, tc.want, out.String())
+			}
+			if took >= cfg.duration {
+				t.Fatalf("the soak caught the %s bug after %v, past the CI run's %v", tc.bug, took, cfg.duration)
+			}
+			t.Logf("caught %s after %v: %v", tc.bug, took.Round(time.Second), err)
+		})
+	}
+}
