@@ -74,6 +74,12 @@ if [ -n "${LIBFUZZER_KEEP:-}" ]; then
 fi
 trap '$keep || rm -rf "$work"' EXIT
 
+# crash_artifact prints the first input libFuzzer wrote to dir as a failure
+# (crash-, leak-, timeout- or oom-); slow-unit- files are only slow.
+crash_artifact() {
+	ls "$1" | grep -E '^(crash|leak|timeout|oom)-' | head -n 1 || true
+}
+
 # 1. clang++ with libFuzzer.
 probe() {
 	printf '#include <stddef.h>\n#include <stdint.h>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return 0; }\n' >"$work/probe.cc"
@@ -146,7 +152,7 @@ self_fail() {
 	echo "libfuzzer: self-test: $*; work directory $work/self" >&2
 	exit 1
 }
-artifact=$(ls "$work/self/crash" | head -n 1)
+artifact=$(crash_artifact "$work/self/crash")
 [ -n "$artifact" ] || self_fail "libFuzzer found no crash in the broken allocator in 60s"
 grep -q -- '!= capacity' "$work/self/run.log" || self_fail "the crash does not report the broken Used (!= capacity)"
 file=$(cd "$work/src/kvalloc" && go run ./internal/seedzip -layout consumer -go fuzz/testdata/fuzz/FuzzAllocator "$work/self/crash/$artifact") ||
@@ -174,7 +180,7 @@ while read -r dir t; do
 	"$work/out/$t" -max_total_time="$time" -print_final_stats=1 -artifact_prefix="$crash/" \
 		"$corpus" >"$work/$t.log" 2>&1 </dev/null || status=$?
 	grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)' "$work/$t.log" || true
-	artifact=$(ls "$crash" | head -n 1)
+	artifact=$(crash_artifact "$crash")
 	if [ $status -ne 0 ] || [ -n "$artifact" ]; then
 		keep=true
 		grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)' "$work/$t.log" | tail -n 40

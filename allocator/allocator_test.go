@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/kvalloc/kvalloc/internal/invariants"
 	"github.com/kvalloc/kvalloc/internal/reference"
 )
 
@@ -24,7 +26,7 @@ const (
 
 func newAlloc(t testing.TB, capacity, align int64) *allocator.Allocator {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(capacity)
+	r, err := hostmem.NewHeapRegion(capacity)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{Align: align})
 	require.NoError(t, err)
@@ -143,7 +145,7 @@ func TestBadInput(t *testing.T) {
 	})
 	t.Run("bad alignment", func(t *testing.T) {
 		for _, align := range []int64{-4096, 3, 4095, 4097, 6 * KiB} {
-			r, err := allocator.NewHeapRegion(MiB)
+			r, err := hostmem.NewHeapRegion(MiB)
 			require.NoError(t, err)
 			_, err = allocator.New(r, allocator.Options{Align: align})
 			require.ErrorIs(t, err, allocator.ErrInvalidArgument, "align %d", align)
@@ -268,7 +270,7 @@ func TestErrorTextHasOnePrefix(t *testing.T) {
 // allocator carves is ErrInvalidArgument; before the fix both allocators
 // handed out offset 0 (issue 9, item 8).
 func TestRegionBelongsToOneAllocator(t *testing.T) {
-	r, err := allocator.NewHeapRegion(MiB)
+	r, err := hostmem.NewHeapRegion(MiB)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
@@ -283,7 +285,7 @@ func TestRegionBelongsToOneAllocator(t *testing.T) {
 
 	// A new region (even one the runtime places at the old address) is
 	// free to claim once the old allocator is closed.
-	r2, err := allocator.NewHeapRegion(MiB)
+	r2, err := hostmem.NewHeapRegion(MiB)
 	require.NoError(t, err)
 	c, err := allocator.New(r2, allocator.Options{})
 	require.NoError(t, err)
@@ -302,7 +304,7 @@ type sameMemory struct{ allocator.Region }
 func TestRegionClosedBehindTheAllocatorsBack(t *testing.T) {
 	for _, foreign := range []bool{false, true} {
 		t.Run(fmt.Sprint("foreign=", foreign), func(t *testing.T) {
-			hr, err := allocator.NewHeapRegion(MiB)
+			hr, err := hostmem.NewHeapRegion(MiB)
 			require.NoError(t, err)
 			var r allocator.Region = hr
 			if foreign {
@@ -326,7 +328,7 @@ func TestRegionClosedBehindTheAllocatorsBack(t *testing.T) {
 			require.NoError(t, a.Close())
 
 			// The memory is no longer claimed.
-			r2, err := allocator.NewHeapRegion(MiB)
+			r2, err := hostmem.NewHeapRegion(MiB)
 			require.NoError(t, err)
 			b, err := allocator.New(r2, allocator.Options{})
 			require.NoError(t, err)
@@ -382,14 +384,14 @@ func TestDifferential(t *testing.T) {
 // on a 44.5 GiB pool (5700 × 8 MiB) over a MAP_NORESERVE mapping.
 func TestDifferential8MiB(t *testing.T) {
 	const capacity = 5700 * 8 * MiB
-	r, err := allocator.NewMmapRegion(capacity, allocator.MmapOptions{NoReserve: true})
+	r, err := hostmem.NewMmapRegion(capacity, hostmem.MmapOptions{NoReserve: true})
 	if err != nil {
 		t.Skipf("44.5 GiB NoReserve pool unavailable: %v", err)
 	}
 	r.Close()
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			r, err := allocator.NewMmapRegion(capacity, allocator.MmapOptions{NoReserve: true})
+			r, err := hostmem.NewMmapRegion(capacity, hostmem.MmapOptions{NoReserve: true})
 			require.NoError(t, err)
 			a, err := allocator.New(r, allocator.Options{})
 			require.NoError(t, err)
@@ -564,7 +566,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestCloseAndBytes(t *testing.T) {
-	r, err := allocator.NewHeapRegion(MiB)
+	r, err := hostmem.NewHeapRegion(MiB)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
@@ -587,6 +589,9 @@ func TestCloseAndBytes(t *testing.T) {
 // TestZeroAllocs asserts that single-block Allocate and Free allocate
 // nothing, and that a batch with a caller-provided slice allocates nothing.
 func TestZeroAllocs(t *testing.T) {
+	if invariants.Enabled {
+		t.Skip("the invariants build verifies after every call, and Verify allocates")
+	}
 	a := newAlloc(t, 256*MiB, 0)
 	// Fragment a little so the index is not trivial.
 	bs, err := a.AllocateBatch(MiB, 64, allocator.Contiguous)
@@ -649,7 +654,7 @@ func TestPlacementNames(t *testing.T) {
 // too.
 func TestBulkFreeRejectedMidCallChangesNothing(t *testing.T) {
 	const n, size = 5700, 8 * MiB
-	r, err := allocator.NewMmapRegion(n*size, allocator.MmapOptions{NoReserve: true})
+	r, err := hostmem.NewMmapRegion(n*size, hostmem.MmapOptions{NoReserve: true})
 	if err != nil {
 		t.Skipf("44.5 GiB NoReserve pool unavailable: %v", err)
 	}
@@ -703,4 +708,24 @@ func TestBulkFreeRejectedMidCallChangesNothing(t *testing.T) {
 	require.Equal(t, 1, st.FreeExtents)
 	require.Equal(t, st.Capacity, st.LargestFree)
 	require.NoError(t, a.Verify())
+}
+
+// stateless is a Region that breaks the contract: State returns nil.
+type stateless struct{ allocator.Region }
+
+func (stateless) State() *allocator.RegionState { return nil }
+
+// TestRegionWithoutStateIsRejected: New refuses a Region whose State is
+// nil, since it could not tell when the region is closed, and changes
+// nothing: the region stays usable by a conforming allocator.
+func TestRegionWithoutStateIsRejected(t *testing.T) {
+	r, err := hostmem.NewHeapRegion(MiB)
+	require.NoError(t, err)
+	a, err := allocator.New(stateless{r}, allocator.Options{})
+	require.ErrorIs(t, err, allocator.ErrInvalidArgument)
+	assert.Nil(t, a)
+	assert.Contains(t, err.Error(), "Region.State returned nil")
+	a, err = allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
 }

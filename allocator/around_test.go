@@ -7,10 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 func TestFreeAround(t *testing.T) {
-	r, err := allocator.NewHeapRegion(16 * 4096)
+	r, err := hostmem.NewHeapRegion(16 * 4096)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{Align: 4096})
 	require.NoError(t, err)

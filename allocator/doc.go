@@ -39,73 +39,20 @@
 //     of the call before it frees any.
 //   - Concurrency. An Allocator is safe for concurrent use; each call,
 //     a batch included, takes one mutex once.
-//   - Growth. Over a GrowingRegion (a SegmentedRegion whose segments are
-//     still being populated and pinned) the allocator serves only the
-//     ranges usable so far and adds each new one at its next call
-//     (grow.go); Stats.Capacity is then the usable part and Capacity the
-//     whole region.
+//   - Growth. Over a GrowingRegion (hostmem's segmented region, whose
+//     segments are still being populated and pinned) the allocator serves
+//     only the ranges usable so far and adds each new one at its next
+//     call; Stats.Capacity is then the usable part, Capacity the whole.
+//   - One region, one allocator. New takes the region over and Close
+//     closes it; a region closed directly closes its allocator, whose
+//     every later call returns ErrClosed.
 //
 // # Design
 //
-// Free space is a set of maximal free extents, indexed twice (extents.go):
-// by address, with two open-addressing tables keyed by an extent's first
-// unit and by the unit one past its end, so a freed block finds and merges
-// with both neighbours in O(1); and by size, with a treap ordered by (size,
-// start), so best fit, the slot count and every update are O(log F) in the
-// number F of free extents, and the largest extent is cached. A linear
-// first-fit scan over an address-sorted list, as LMCache's AddressManager
-// does, is O(F) per request.
-//
-// Live blocks are indexed per block, in an open-addressing table keyed by
-// a block's first unit that holds its size and generation (livetable.go).
-// The table is sized to the live blocks, never to the capacity, so New
-// costs the same for 1 GiB as for 1 TiB. Free validates a block with one
-// probe (offset, size and generation must match a live entry exactly) and
-// takes the entry out in the same probe (a large Free marks the entries
-// and purges the table once, in one pass over its slots, instead of
-// shifting each probe chain back); a run of freed blocks that follow
-// each other in memory returns to the free extents as one range, whose
-// neighbours are found through the free extents' address tables. Blocks
-// listed out of address order (eviction's victims) are sorted into such
-// runs first, by a radix sort: O(n) for n blocks. Carving a
-// batch of n objects from one extent costs one index update plus one table
-// insert and one append per object.
-//
-// Memory: nothing is sized to the capacity. New allocates about 3.3 KB
-// whatever the pool; the live-block table costs 32–64 bytes per live block
-// (24-byte slots at load factor ≤ ¾), so per GiB held in 8 MiB blocks 4–8
-// KiB, in 16 KiB blocks 2–4 MiB; each free extent costs 80–128 bytes. The
-// previous design's two bitmaps cost 64 KiB per GiB of pool, touched by
-// the first batch; MEMORY.md has the numbers and the profiles.
-//
-// Generations. Every block handed out carries the next value of a
-// per-allocator counter (Block.Gen), so a handle kept after its block was
-// freed (stale) never equals the handle of a later block at the same
-// offset, and Free rejects it: a stale holder cannot free a new owner's
-// block.
-//
-// Placement decisions:
-//
-//   - Allocate takes the best fit: the smallest free extent that holds the
-//     object, the lowest address among equals. Large extents stay whole for
-//     large requests.
-//   - A scattered batch is carved from the smallest fitting extent first,
-//     as many objects from each as it holds, filling holes before breaking
-//     up large extents.
-//   - A contiguous batch takes the best-fit extent for the whole run.
-//
-// Costs: Allocate and Free of one block O(log F), and in the common case
-// less: Allocate walks the treap once and carves in place when the rest of
-// the extent keeps its place in it; Free merges in place with one free
-// neighbour, walking nothing when that neighbour is the largest extent;
-// either moves one address-table entry and one live-table entry, under one
-// lock cycle. A batch of n objects
-// O(n + m log F) where m ≤ n is the number of extents it touches; Fit
-// O(m' + log F) where m' is the number of extents of at least size bytes
-// visited before n slots are found; Stats O(1).
-//
-// MEMORY.md beside this file explains the regions: heap, mmap, pinned and
-// CUDA host memory, the segmented region that pins in the background, and
-// what each costs to create and touch. ReadBudget says how large a pool
-// fits and which limit binds.
+// Free extents are indexed by address and by size, live blocks by first
+// unit: one block costs O(log F) in the F free extents, a batch of n
+// O(n + m log F) for the m extents it touches. MEMORY.md beside this file
+// has the design, the costs and the measurements. The allocator touches no
+// memory and calls no OS code: package hostmem provides the regions of host
+// memory and the budget that says how large a pool fits.
 package allocator

@@ -10,8 +10,7 @@ import (
 // carries the package prefix once: "allocator: out of memory: need ...".
 var (
 	// ErrOutOfMemory means the request is valid but the free extents cannot
-	// hold it now, or the machine cannot back a region of the size asked.
-	// A size larger than the whole capacity wraps both this and
+	// hold it now. A size larger than the whole capacity wraps both this and
 	// ErrInvalidArgument: it can never fit, and a caller that maps "does not
 	// fit" to a per-key status may treat it as out of memory.
 	ErrOutOfMemory = errors.New("allocator: out of memory")
@@ -32,19 +31,11 @@ var (
 	// later call of that allocator fail with it.
 	ErrClosed = errors.New("allocator: closed")
 
-	// ErrCUDAUnavailable means the CUDA runtime, driver or device needed by
-	// NewCUDAHostRegion is missing; the message says which.
-	ErrCUDAUnavailable = errors.New("allocator: CUDA unavailable")
-
 	// ErrRelease means a region's Close could not give its memory back to
-	// the system (munmap, munlock or cudaFreeHost failed). The error wraps
-	// the system's error too. The region counts as closed all the same.
+	// the system (munmap, munlock or cudaFreeHost failed): the Region
+	// contract has Close wrap it. The error wraps the system's error too.
+	// The region counts as closed all the same.
 	ErrRelease = errors.New("allocator: releasing region memory failed")
-
-	// ErrUnsupported means the region kind does not exist on this platform:
-	// mmap, pinned and CUDA host regions are Linux only. The heap region
-	// works everywhere.
-	ErrUnsupported = errors.New("allocator: unsupported on this platform")
 )
 
 // multiError is an error that wraps several sentinels under one message,

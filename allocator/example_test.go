@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // A pool of 64 MiB on the Go heap, carved into 1 MiB objects. In production
 // the region is a NewMmapRegion of tens of GiB or a NewCUDAHostRegion; the
 // calls are the same.
 func Example() {
-	r, err := allocator.NewHeapRegion(64 << 20)
+	r, err := hostmem.NewHeapRegion(64 << 20)
 	if err != nil {
 		panic(err)
 	}

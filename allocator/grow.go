@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/kvalloc/kvalloc/internal/invariants"
 )
 
 // GrowingRegion is a Region whose memory becomes usable range by range
@@ -14,7 +16,9 @@ import (
 // extents on either side; the rest of the region is never handed out.
 //
 // Ranges may become usable in any order. Grown must be cheap: the
-// allocator calls it on every allocating call, under its lock.
+// allocator calls it on every allocating call, under its lock, until the
+// ranges it has seen cover the region; from then on it calls nothing, and
+// costs what it costs over a fixed region.
 type GrowingRegion interface {
 	Region
 	// Grown returns how many ranges have become usable so far. It never
@@ -32,8 +36,9 @@ type GrowingRegion interface {
 
 // growth is the allocator's view of a GrowingRegion.
 type growth struct {
-	src  GrowingRegion // nil over a region that is usable in full
-	seen int           // ranges already added as free extents
+	src   GrowingRegion // nil over a region that is usable in full, or once it is
+	seen  int           // ranges already added as free extents
+	units int64         // units they hold
 }
 
 // initFree seeds the free extents at New: the whole region, or, over a
@@ -74,10 +79,17 @@ func (a *Allocator) growFromLocked(g GrowingRegion) {
 		u, end := off>>a.shift, min((off+size)>>a.shift, a.units)
 		if end > u {
 			a.addFreeLocked(u, end-u)
+			a.growth.units += end - u
 		}
 	}
 	a.growth.seen = n
 	a.largestUnits = a.free.largest()
+	if a.growth.units >= a.units {
+		a.growth.src = nil // all of it is usable: nothing more will grow
+	}
+	if invariants.Enabled {
+		a.checkLocked("growth")
+	}
 }
 
 // unreadyRangesLocked returns the unit ranges [start, end) that no grown

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeGrowing is a GrowingRegion over a heap region whose ranges the test
+// fakeGrowing is a GrowingRegion over a slice region whose ranges the test
 // grows by hand.
 type fakeGrowing struct {
 	Region
@@ -27,7 +27,7 @@ type fakeGrowing struct {
 
 func newFakeGrowing(t *testing.T, size, gran int64) *fakeGrowing {
 	t.Helper()
-	r, err := NewHeapRegion(size)
+	r, err := newSliceRegion(size)
 	require.NoError(t, err)
 	return &fakeGrowing{Region: r, gran: gran, ranges: make([][2]int64, 0, size/gran+1)}
 }

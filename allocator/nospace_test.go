@@ -12,7 +12,7 @@ import (
 // ErrInvalidArgument, says the sizes, and tells exhaustion from
 // fragmentation.
 func TestOutOfMemoryErrorSaysSizes(t *testing.T) {
-	r, err := NewHeapRegion(4 * 4096)
+	r, err := newSliceRegion(4 * 4096)
 	require.NoError(t, err)
 	a, err := New(r, Options{})
 	require.NoError(t, err)

@@ -3,59 +3,60 @@ package allocator
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 	"weak"
+
+	"github.com/kvalloc/kvalloc/internal/invariants"
 )
 
-// A region belongs to one allocator. Two allocators over the same memory
-// would both hand out offset 0, so New claims the region's first byte in a
-// process-wide table and Close (or the discovery that the region was
-// closed) gives it up. The table holds weak pointers: an allocator dropped
-// without Close does not stay alive for it, and its claim lapses once the
-// garbage collector has reclaimed it.
+// A region belongs to one allocator: two allocators over the same memory
+// would both hand out offset 0. The Region contract makes that impossible
+// by construction: New claims the region's RegionState, once and for good
+// (a region serves one allocator for its whole life, and closing either
+// closes both), so a second New over the same Region value, or over a
+// wrapper that embeds it, fails. Two distinct Regions over the same memory
+// would break the contract (a Region's memory is its own, and hostmem's
+// constructors each map fresh memory); the invariants build checks that
+// too, with a process-wide table of the first byte of every region in use.
 
-// closedRegion is implemented by this package's regions: closedFlag
-// returns the flag that Close sets, so the allocator can check its region
-// on every call with one atomic load, without the region's lock or an
-// interface call.
-type closedRegion interface {
-	closedFlag() *atomic.Bool
-}
-
-var owners struct {
-	mu sync.Mutex
-	m  map[uintptr]weak.Pointer[Allocator]
-}
-
-// claimRegion records a as the owner of its region's memory, or fails when
-// a live allocator already owns it.
-func claimRegion(a *Allocator) error {
-	key := uintptr(unsafe.Pointer(unsafe.SliceData(a.mem)))
-	a.key = key
-	owners.mu.Lock()
-	defer owners.mu.Unlock()
-	if owners.m == nil {
-		owners.m = map[uintptr]weak.Pointer[Allocator]{}
+// claim makes a the owner of its region, or fails when an allocator
+// already owns it.
+func (a *Allocator) claim() error {
+	if !a.closed.owned.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: the region (%s, %d bytes) already belongs to another allocator; a region serves one allocator for its whole life",
+			ErrInvalidArgument, a.region.Kind(), len(a.mem))
 	}
-	if old := owners.m[key].Value(); old != nil && old != a && !old.lapsed() {
-		return fmt.Errorf("%w: the region (%s, %d bytes at %#x) already belongs to another allocator; close that allocator first",
-			ErrInvalidArgument, a.region.Kind(), len(a.mem), key)
+	if invariants.Enabled {
+		if err := claimMemory(a); err != nil {
+			a.closed.owned.Store(false)
+			return err
+		}
 	}
-	owners.m[key] = weak.Make(a)
 	return nil
 }
 
-// lapsed reports whether a no longer uses its region: a is closed, or its
-// region was closed directly. It takes no allocator lock (the lock order
-// is allocator, then owners).
-func (a *Allocator) lapsed() bool { return a.dead.Load() || a.regionClosed() }
+// owners maps the first byte of every region an allocator carves to that
+// region's state, under the invariants tag only. The pointers are weak: a
+// region dropped without Close does not stay alive for the table, and a
+// closed one's entry is stale, free for a new region at the same address.
+var owners struct {
+	mu sync.Mutex
+	m  map[uintptr]weak.Pointer[RegionState]
+}
 
-// unclaimRegion gives up a's claim, if it still holds it.
-func unclaimRegion(a *Allocator) {
+// claimMemory records a's region memory as in use, or fails when another
+// live region's state already claims the same first byte.
+func claimMemory(a *Allocator) error {
+	key := uintptr(unsafe.Pointer(unsafe.SliceData(a.mem)))
 	owners.mu.Lock()
 	defer owners.mu.Unlock()
-	if w, ok := owners.m[a.key]; ok && (w.Value() == a || w.Value() == nil) {
-		delete(owners.m, a.key)
+	if owners.m == nil {
+		owners.m = map[uintptr]weak.Pointer[RegionState]{}
 	}
+	if old := owners.m[key].Value(); old != nil && old != a.closed && !old.Closed() {
+		return fmt.Errorf("%w: the region (%s, %d bytes at %#x) is memory another region already serves to an allocator: two Regions over the same memory break the Region contract",
+			ErrInvalidArgument, a.region.Kind(), len(a.mem), key)
+	}
+	owners.m[key] = weak.Make(a.closed)
+	return nil
 }

@@ -1,74 +1,54 @@
 package allocator
 
-import (
-	"fmt"
-	"strconv"
-)
+import "sync/atomic"
 
-// Region is the memory an Allocator carves. The allocator never stores Go
-// pointers in it and hands out offsets into it, so a region may live off the
-// Go heap (mmap, pinned, CUDA host memory) without the garbage collector ever
-// scanning or moving it.
+// Region is the memory an Allocator carves. The allocator never reads,
+// writes or maps it: it hands out offsets into Bytes and stores no Go
+// pointer in it, so a region may live off the Go heap (mmap, pinned, CUDA
+// host memory) without the garbage collector ever scanning or moving it.
+// Package hostmem provides the regions of host memory; any type that keeps
+// this contract will do.
 type Region interface {
-	// Bytes returns the whole region. The slice is valid until Close.
+	// Bytes returns the whole region, or nil once it is closed. The slice
+	// is valid until Close.
 	Bytes() []byte
-	// Kind names the memory: "heap", "mmap", "pinned" or "cuda-host".
+	// Kind names the memory for messages and metrics: "heap", "mmap",
+	// "pinned" or "cuda-host" for hostmem's regions.
 	Kind() string
 	// Close releases the memory. It is idempotent: a second call returns nil
-	// and does nothing. Blocks handed out over the region are invalid after.
+	// and does nothing. Before it gives the memory back it calls
+	// State().MarkClosed(). Blocks handed out over the region are invalid
+	// after it. A failure to give the memory back wraps ErrRelease; the
+	// region counts as closed all the same.
 	Close() error
+	// State returns the region's state, which it shares with the allocator
+	// that carves it: the same non-nil pointer on every call, for the
+	// region's whole life.
+	State() *RegionState
 }
 
-// Region kinds returned by Region.Kind.
-const (
-	KindHeap     = "heap"
-	KindMmap     = "mmap"
-	KindPinned   = "pinned"
-	KindCUDAHost = "cuda-host"
-)
-
-// MmapOptions configures NewMmapRegion.
-type MmapOptions struct {
-	// Populate prefaults every page at creation (MAP_POPULATE), so first
-	// touches in the hot path do not fault.
-	Populate bool
-	// HugePages asks for transparent huge pages (MADV_HUGEPAGE).
-	HugePages bool
-	// Lock page-locks the mapping with mlock, giving pinned host memory; the
-	// region's Kind is then "pinned". A refused lock is an error that names
-	// RLIMIT_MEMLOCK and the limit in force.
-	Lock bool
-	// NoReserve maps with MAP_NORESERVE: the region reserves address space
-	// without committing memory or swap, so a pool larger than RAM + swap
-	// can be created (under the kernel's default heuristic overcommit,
-	// vm.overcommit_memory=0; under strict accounting, =2, the kernel ignores
-	// the flag). Pages are backed only when first touched.
-	//
-	// The risk: when memory is short at that first touch, the kernel
-	// cannot back the page and the process gets SIGBUS or is killed by the
-	// OOM killer, at the write, not at NewMmapRegion. Use it for pools
-	// whose working set is known to fit, and for tests and benchmarks at
-	// production sizes (the allocator itself never touches region memory,
-	// so a NoReserve pool of 1 TiB costs no RAM until it is written).
-	// NoReserve with Populate or Lock is a contradiction and an error
-	// wrapping ErrInvalidArgument. Linux only, like the mmap region.
-	NoReserve bool
+// RegionState is what a Region shares with the allocator that carves it:
+// whether the region is closed, and whether an allocator owns it (New
+// claims it for good). A Region holds one for its whole life (embedded,
+// which provides State, or as a field) and calls MarkClosed in Close
+// before it releases the memory. The allocator loads it on every call, one
+// atomic load, so a region closed behind its allocator's back makes every
+// later call of that allocator return ErrClosed.
+//
+// The zero value is an open region's state. A RegionState must not be
+// copied after first use.
+type RegionState struct {
+	closed atomic.Bool
+	owned  atomic.Bool
 }
 
-// regionSizeString formats a byte count for messages: "64 MiB" when exact in
-// the largest binary unit that fits, else "N bytes (X.Y MiB)".
-func regionSizeString(n int64) string {
-	units := []string{"KiB", "MiB", "GiB", "TiB"}
-	if n < 1024 {
-		return strconv.FormatInt(n, 10) + " bytes"
-	}
-	u, div := 0, int64(1024)
-	for u+1 < len(units) && n >= div*1024 {
-		u++
-		div *= 1024
-	}
-	if n%div == 0 {
-		return fmt.Sprintf("%d %s", n/div, units[u])
-	}
-	return fmt.Sprintf("%d bytes (%.1f %s)", n, float64(n)/float64(div), units[u])
-}
+// State returns s, so that a Region that embeds a RegionState has its
+// State method.
+func (s *RegionState) State() *RegionState { return s }
+
+// MarkClosed records that the region is closed. It is idempotent and safe
+// for concurrent use; the state never reopens.
+func (s *RegionState) MarkClosed() { s.closed.Store(true) }
+
+// Closed reports whether MarkClosed has been called.
+func (s *RegionState) Closed() bool { return s.closed.Load() }

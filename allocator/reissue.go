@@ -1,5 +1,7 @@
 package allocator
 
+import "github.com/kvalloc/kvalloc/internal/invariants"
+
 // Reissue hands live blocks to new owners in place: each block comes back
 // with the same offset and size under a new generation, as if it had been
 // freed and that very extent allocated again, but in one lock cycle and
@@ -25,6 +27,9 @@ func (a *Allocator) Reissue(blocks ...Block) ([]Block, error) {
 func (a *Allocator) AppendReissue(dst []Block, blocks []Block) ([]Block, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if invariants.Enabled {
+		defer a.checkLocked("Reissue")
+	}
 	if !a.openLocked() {
 		return dst, ErrClosed
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 func TestReissueHandsTheBlockToANewOwner(t *testing.T) {
@@ -80,7 +81,7 @@ func TestReissueIsAllOrNothing(t *testing.T) {
 }
 
 func TestReissueAfterClose(t *testing.T) {
-	r, err := allocator.NewHeapRegion(4 * slot)
+	r, err := hostmem.NewHeapRegion(4 * slot)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)

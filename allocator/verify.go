@@ -9,7 +9,9 @@ import (
 // Verify checks every internal invariant and returns the first violation,
 // or nil. It costs O((L + F) log(L + F)) in the numbers L of live blocks and
 // F of free extents, and is meant for tests, fuzzing and debugging, like
-// bbolt's Check: production code never needs it. The invariants:
+// bbolt's Check: production code never needs it. Built with -tags
+// invariants, the allocator runs it after every call that changes it and
+// panics at that call on a violation. The invariants:
 //
 //   - free extents are in range, non-empty and never adjacent (coalescing
 //     is immediate);
@@ -25,6 +27,11 @@ import (
 func (a *Allocator) Verify() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.verifyLocked()
+}
+
+// verifyLocked is Verify under the lock.
+func (a *Allocator) verifyLocked() error {
 	if a.mem == nil {
 		return nil
 	}

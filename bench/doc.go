@@ -74,6 +74,14 @@
 //     evicted; each op evicts the 16 coldest of 1024 evictable objects.
 //     Compared with cold=none, the 1024 alone: the policies hold evictable
 //     objects only, so eviction never walks the rest.
+//   - PolicyBatch/policy=P/op=O: a store batch of 57 chains of 100 keys,
+//     named chain after chain (positions 0..99 each time), of 8 MiB
+//     objects filling a 45 GiB MAP_NORESERVE pool. op=finish-write is its
+//     FinishWrite (the ReserveWriteChain that re-locks it is not timed),
+//     op=read its ReserveRead and FinishRead: each object joins the
+//     policy once per op. policy=prefix is compared with policy=lru: the
+//     prefix policy's ranking by position must cost O(1) per key on this
+//     order too. Reports ns/key.
 //   - Contention/op=X/procs=P: one hot path under b.RunParallel at
 //     GOMAXPROCS P (1 and 2 in one run; the sub-benchmark sets it), at
 //     production size (8 MiB objects, 45 GiB MAP_NORESERVE pool of 5700):
@@ -105,6 +113,17 @@
 //   - DaemonClients/clients=N: N connections at once, each cycling 32-key
 //     batches (five calls) on keys of its own. Reports calls/s;
 //     clients=8 ÷ clients=1 is reported, without a bound.
+//   - PythonClient/client=C/op=X: the Python client (python/kvalloc, driven
+//     by python/bench/driver.py in a process of its own) and the Go client
+//     (C=python, go) on one daemon served in the benchmark's process, with
+//     kvallocd's defaults and a 45 GiB pool that is never written.
+//     op=cycle is L1Cycle's production cycle through the socket: 5700 keys
+//     of 8 MiB reserved, finished, read-locked, released and deleted, every
+//     status checked; the Python one makes one KeyBatch per cycle and
+//     op=cycle-list passes the key list to every call instead. op=ping is
+//     an empty round trip. The Python cycle is compared with the Go one
+//     (target ≤ 2×), and Python's ping with Go's (its per-call overhead).
+//     Skips where python3 ($PYTHON) is missing.
 //
 // # Floors
 //

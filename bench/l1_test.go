@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -23,7 +24,7 @@ const l1Object = 64 * KiB
 // that nothing touches, so it costs nothing to make and, unlike a heap
 // region of the same size, does not inflate the Go heap and with it the
 // garbage collector's pacing of the manager's own allocations.
-const l1Region = allocator.KindMmap
+const l1Region = hostmem.KindMmap
 
 // newManager returns a manager over a pool with room for exactly room
 // objects of l1Object bytes.

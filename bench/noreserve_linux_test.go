@@ -4,12 +4,13 @@ package bench
 
 import (
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
-// newNoReserveRegion maps size bytes with allocator.MmapOptions{NoReserve:
+// newNoReserveRegion maps size bytes with hostmem.MmapOptions{NoReserve:
 // true}: address space without committed memory, so a production-size pool
 // (45 GiB and more) costs no RAM as long as nothing writes it, and the
 // allocator and the manager never do.
 func newNoReserveRegion(size int64) (allocator.Region, error) {
-	return allocator.NewMmapRegion(size, allocator.MmapOptions{NoReserve: true})
+	return hostmem.NewMmapRegion(size, hostmem.MmapOptions{NoReserve: true})
 }

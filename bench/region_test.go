@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // MiB and KiB are byte counts.
@@ -14,7 +16,13 @@ const (
 )
 
 // regionKinds are the region names used in benchmark names, in order.
-var regionKinds = []string{allocator.KindHeap, allocator.KindPinned, allocator.KindCUDAHost}
+var regionKinds = []string{hostmem.KindHeap, hostmem.KindPinned, hostmem.KindCUDAHost}
+
+// regionSegmented names a hostmem.SegmentedRegion in benchmark names: of
+// 64 MiB segments, NoReserve (the allocator never touches the memory, so
+// populating it would change nothing but the machine's load), every
+// segment ready before the benchmark starts.
+const regionSegmented = "segmented"
 
 // newRegion makes a region of the given kind. A region the machine refuses
 // (no CUDA, mlock refused) skips the benchmark with the reason; any other
@@ -26,20 +34,28 @@ func newRegion(tb testing.TB, kind string, size int64) allocator.Region {
 		err error
 	)
 	switch kind {
-	case allocator.KindHeap:
-		r, err = allocator.NewHeapRegion(size)
-	case allocator.KindMmap:
-		r, err = allocator.NewMmapRegion(size, allocator.MmapOptions{})
-	case allocator.KindPinned:
-		r, err = allocator.NewMmapRegion(size, allocator.MmapOptions{Lock: true, Populate: true})
-	case allocator.KindCUDAHost:
-		r, err = allocator.NewCUDAHostRegion(size)
+	case hostmem.KindHeap:
+		r, err = hostmem.NewHeapRegion(size)
+	case hostmem.KindMmap:
+		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{})
+	case hostmem.KindPinned:
+		r, err = hostmem.NewMmapRegion(size, hostmem.MmapOptions{Pin: hostmem.PinLock, Populate: true})
+	case hostmem.KindCUDAHost:
+		r, err = hostmem.NewCUDAHostRegion(size)
+	case regionSegmented:
+		var s *hostmem.SegmentedRegion
+		if s, err = hostmem.NewSegmentedRegion(size, hostmem.SegmentedOptions{NoReserve: true, Workers: 1}); err == nil {
+			if err = s.Wait(context.Background()); err != nil {
+				s.Close()
+			}
+			r = s
+		}
 	default:
 		tb.Fatalf("unknown region kind %q", kind)
 	}
 	if err != nil {
-		if errors.Is(err, allocator.ErrUnsupported) ||
-			kind != allocator.KindHeap && kind != allocator.KindMmap && (errors.Is(err, allocator.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
+		if errors.Is(err, hostmem.ErrUnsupported) ||
+			kind != hostmem.KindHeap && kind != hostmem.KindMmap && (errors.Is(err, hostmem.ErrCUDAUnavailable) || errors.Is(err, allocator.ErrOutOfMemory)) {
 			tb.Skipf("region=%s unavailable: %v", kind, err)
 		}
 		tb.Fatalf("region=%s: %v", kind, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // segPool is the pool the segmented-region benchmarks pin: 4 GiB of
@@ -42,8 +43,8 @@ func BenchmarkSegmentPin(b *testing.B) {
 	}
 	pins := []struct {
 		name string
-		pin  allocator.PinMode
-	}{{"none", allocator.PinNone}, {"mlock", allocator.PinLock}, {"cuda", allocator.PinCUDA}}
+		pin  hostmem.PinMode
+	}{{"none", hostmem.PinNone}, {"mlock", hostmem.PinLock}, {"cuda", hostmem.PinCUDA}}
 	for _, p := range pins {
 		b.Run("pin="+p.name, func(b *testing.B) {
 			for _, workers := range []int{1, 2} {
@@ -55,17 +56,17 @@ func BenchmarkSegmentPin(b *testing.B) {
 	}
 }
 
-func benchSegmentPin(b *testing.B, pin allocator.PinMode, workers int) {
-	opts := allocator.SegmentedOptions{SegmentSize: segSegment, Workers: workers, Pin: pin}
-	if budget := allocator.ReadBudget(pin); budget.Check(segPool) != nil {
+func benchSegmentPin(b *testing.B, pin hostmem.PinMode, workers int) {
+	opts := hostmem.SegmentedOptions{SegmentSize: segSegment, Workers: workers, Pin: pin}
+	if budget := hostmem.ReadBudget(pin); budget.Check(segPool) != nil {
 		b.Skipf("pin=%v unavailable: %v", pin, budget.Check(segPool))
 	}
 	var first, full time.Duration
 	for b.Loop() {
 		f, w, err := segmentPinOnce(opts)
 		if err != nil {
-			var se *allocator.SegmentError
-			if errors.Is(err, allocator.ErrCUDAUnavailable) && !errors.As(err, &se) ||
+			var se *hostmem.SegmentError
+			if errors.Is(err, hostmem.ErrCUDAUnavailable) && !errors.As(err, &se) ||
 				errors.As(err, &se) && se.Index == 0 {
 				b.Skipf("pin=%v unavailable: %v (pin=none measures populate only)", pin, err)
 			}
@@ -82,9 +83,9 @@ func benchSegmentPin(b *testing.B, pin allocator.PinMode, workers int) {
 
 // segmentPinOnce builds, fills and closes one pool, and returns the times
 // to the first allocation and to the whole pool ready.
-func segmentPinOnce(opts allocator.SegmentedOptions) (first, full time.Duration, err error) {
+func segmentPinOnce(opts hostmem.SegmentedOptions) (first, full time.Duration, err error) {
 	start := time.Now()
-	r, err := allocator.NewSegmentedRegion(segPool, opts)
+	r, err := hostmem.NewSegmentedRegion(segPool, opts)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -103,7 +104,7 @@ func segmentPinOnce(opts allocator.SegmentedOptions) (first, full time.Duration,
 			}
 			break
 		}
-		if e := r.Err(); e != nil {
+		if e := r.Progress().Err; e != nil {
 			return 0, 0, e
 		}
 		time.Sleep(20 * time.Microsecond)

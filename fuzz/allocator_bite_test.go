@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 )
@@ -54,7 +55,7 @@ func TestFuzzAllocatorBites(t *testing.T) {
 // target catches a stale handle accepted, as the small one does.
 func TestFuzzAllocatorLargeSeeds(t *testing.T) {
 	newLarge := func(t *testing.T) *allocator.Allocator {
-		r, err := allocator.NewMmapRegion(largeGeometry.capacity, allocator.MmapOptions{NoReserve: true})
+		r, err := hostmem.NewMmapRegion(largeGeometry.capacity, hostmem.MmapOptions{NoReserve: true})
 		if err != nil {
 			t.Skipf("large pool unavailable: %v", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
 )
 
@@ -194,7 +195,7 @@ func decodeAllocOps(data []byte) []allocRecord {
 // no testing.TB: the libFuzzer build (.clusterfuzzlite/build.sh) compiles
 // this file against a testing package that has only F and T.
 func newFuzzAllocator() (*allocator.Allocator, error) {
-	r, err := allocator.NewHeapRegion(fzCapacity)
+	r, err := hostmem.NewHeapRegion(fzCapacity)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +223,7 @@ func FuzzAllocator(f *testing.F) {
 func FuzzAllocatorLarge(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := allocator.NewMmapRegion(largeGeometry.capacity, allocator.MmapOptions{NoReserve: true})
+		r, err := hostmem.NewMmapRegion(largeGeometry.capacity, hostmem.MmapOptions{NoReserve: true})
 		if err != nil {
 			t.Skipf("large pool unavailable: %v", err)
 		}

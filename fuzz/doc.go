@@ -16,7 +16,9 @@
 //   - FuzzReserveWrite: from a random starting state (fragmentation, keys
 //     in every lock state), one ReserveWrite under each prefix strategy
 //     grants the maximal prefix, locks keys in request order, gives the tail
-//     explicit statuses, leaks no block and changes nothing when rejected.
+//     explicit statuses, leaks no block, evicts on demand no object more
+//     than the batch needs (objects of mixed sizes included, under every
+//     placement) and changes nothing when rejected.
 //   - FuzzL1Lifecycle: random sequences of every Manager method and clock
 //     advances across both TTLs follow the model's state machine.
 //   - FuzzPrefixStrategies: on the same state, the one-pass and the

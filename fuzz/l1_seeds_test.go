@@ -132,6 +132,29 @@ var (
 	fillAndFinish = []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 16)}
 )
 
+// mixedSizes lays out, in 64-byte units, free [0,1) then a=[1,4),
+// b=[4,6), c=[6,9), d=[9,10), least recently used first: keys 0 (deleted),
+// 1, 2, 3, 4. A batch of two 3-unit objects then needs a and b only, whose
+// release leaves [0,6).
+func mixedSizes() []l1Record {
+	return obsAll(
+		rw(0, 1, 64, l1.ModeAll), rw(1, 1, 192, l1.ModeAll), rw(2, 1, 128, l1.ModeAll), rw(3, 1, 192, l1.ModeAll), rw(4, 1, 64, l1.ModeAll),
+		fw(0, 1), fw(1, 1), fw(2, 1), fw(3, 1), fw(4, 1), del(0, 1),
+	)
+}
+
+// mixedChurn stores batches of 1, 2 and 3 units, deletes and touches some,
+// and stores more: a pool of mixed sizes with free slivers between its
+// objects, where on-demand eviction must count merges exactly.
+func mixedChurn() []l1Record {
+	return obsAll(
+		rw(0, 4, 64, l1.ModeAll), fw(0, 4), rw(4, 3, 128, l1.ModeAll), fw(4, 3), rw(7, 2, 192, l1.ModeAll), fw(7, 2),
+		rw(9, 3, 64, l1.ModeAll), fw(9, 3), del(1, 1), del(5, 1), touch(0, 1), rw(20, 3, 192, l1.ModeAll), fw(20, 3),
+		del(10, 1), rw(30, 2, 128, l1.ModeAll), fw(30, 2), touch(8, 1), rw(40, 2, 192, l1.ModeAll), fw(40, 2),
+		rw(50, 5, 64, l1.ModeAll), fw(50, 5), rw(60, 3, 128, l1.ModeAll), fw(60, 3), rw(70, 2, 192, l1.ModeAll),
+	)
+}
+
 // everyLockState fills 16 slots of 4 units and leaves keys in every state:
 // three one-slot holes (keys 0, 2, 9 deleted); 1, 5, 8 finished and
 // unlocked; 3, 4 read-locked; 6 a temporary object read-locked and 7 one
@@ -233,6 +256,14 @@ func init() {
 			rw(0, 4, 64, l1.ModeAll).chain(1<<12), fw(0, 4), rw(4, 2, 64, l1.ModeAll), fw(4, 2), evictTo(0.5),
 			rw(8, 2, 64, l1.ModeAll).chain(1<<14), fw(8, 2), rr(9, 1, 1), fr(9, 1, 1), evictTo(0.5), evictTo(0.3), evictTo(0),
 		))},
+		// On-demand eviction over objects of mixed sizes, under every
+		// placement: the plain loop's victims, no more.
+		{"evict-mixed-sizes", encodeL1(hdr(10, allocator.Scattered, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll).obs()))},
+		{"evict-mixed-sizes-contiguous-first", encodeL1(hdr(10, allocator.ContiguousFirst, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll).obs()))},
+		{"evict-mixed-sizes-contiguous", encodeL1(hdr(10, allocator.Contiguous, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll).obs()))},
+		{"evict-mixed-churn", encodeL1(hdr(24, allocator.Scattered, 65536).evict(), mixedChurn())},
+		{"evict-mixed-churn-contiguous-first", encodeL1(hdr(24, allocator.ContiguousFirst, 65536).evict(), mixedChurn())},
+		{"evict-mixed-churn-contiguous", encodeL1(hdr(24, allocator.Contiguous, 65536).evict(), mixedChurn())},
 		{"evict-on-demand-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536).evict(), append(fillAndFinish, obsAll(
 			del(3, 1), rr(8, 1, 1), rw(20, 3, 256, l1.ModeAll), rw(30, 2, 1024, l1.ModeAll), rw(40, 20, 256, l1.ModeAll),
 		)...))},
@@ -346,6 +377,11 @@ func init() {
 		{"every-lock-state-update", encodeL1(rwHdr, append(everyLockState(), rw(0, 20, 256, l1.ModeUpdate)))},
 		{"every-lock-state-contiguous", encodeL1(hdr(64, allocator.Contiguous, 65536), append(everyLockState(), rw(0, 20, 128, l1.ModeAll)))},
 		{"every-lock-state-evict", encodeL1(rwHdr.evict(), append(everyLockState(), rw(20, 6, 256, l1.ModeAll)))},
+		{"evict-mixed-sizes", encodeL1(hdr(10, allocator.Scattered, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll)))},
+		{"evict-mixed-sizes-contiguous-first", encodeL1(hdr(10, allocator.ContiguousFirst, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll)))},
+		{"evict-mixed-sizes-contiguous", encodeL1(hdr(10, allocator.Contiguous, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll)))},
+		{"evict-mixed-churn", encodeL1(hdr(24, allocator.Scattered, 65536).evict(), mixedChurn())},
+		{"evict-mixed-churn-contiguous", encodeL1(hdr(24, allocator.Contiguous, 65536).evict(), mixedChurn())},
 		{"repeated-keys", encodeL1(hdr(64, allocator.ContiguousFirst, 5), []l1Record{rw(0, 2, 256, l1.ModeAll), fw(0, 1), rw(0, 12, 512, l1.ModeAll)})},
 		{"repeated-keys-partial", encodeL1(hdr(16, allocator.ContiguousFirst, 6), []l1Record{rw(0, 14, 128, l1.ModeAll)})},
 		{"expired-before-request", encodeL1(rwHdr, []l1Record{rw(0, 16, 256, l1.ModeAll), fw(0, 4), rr(0, 4, 1), adv(600 * time.Second), rw(20, 20, 256, l1.ModeAll)})},
@@ -369,6 +405,8 @@ func init() {
 		{"evict-on-demand", encodeL1(rwHdr.evict(), append(fillAndFinish, touch(0, 8), rw(20, 6, 256, l1.ModeAll), rw(30, 20, 256, l1.ModeAll)))},
 		{"quarantine", encodeL1(rwHdr.quarantine().ttl(1), append(everyLockState(),
 			adv(11*time.Second), rw(0, 20, 128, l1.ModeAll), rw(30, 5, 256, l1.ModeAll)))},
+		{"evict-mixed-sizes", encodeL1(hdr(10, allocator.Scattered, 65536).evict(), append(mixedSizes(), rw(10, 2, 192, l1.ModeAll), rw(20, 3, 128, l1.ModeAll)))},
+		{"evict-mixed-churn-contiguous-first", encodeL1(hdr(24, allocator.ContiguousFirst, 65536).evict(), mixedChurn())},
 	}
 }
 

@@ -2,6 +2,7 @@ package l1
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kvalloc/kvalloc/allocator"
 )
@@ -26,48 +27,59 @@ import (
 // Neither visits an object that is not evictable, so a call costs
 // O(victims), plus the call's own keys when the policy reaches them.
 //
-// Stopping as soon as the batch fits. Over a memory with Fit and
-// FreeAround (the allocator), on-demand eviction asks Fit once how many
-// objects fit, then counts what each victim adds without freeing anything:
-// the victim's block, merged with the free extents on either side (from
-// FreeAround, or from earlier victims of the same call, kept as runs:
-// a short slice, indexed by a table once it is long), holds ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ +
-// ⌊right/size⌋. For Contiguous placement the count is the longest run
-// instead. It stops at the first victim that makes the batch fit, frees the
-// victims in one Free call and allocates: O(1) per victim and one walk of
-// the free extents per call, so scattered victims cost what adjacent ones
-// do. Over other memories it checks Fit after each victim, or, without
-// Fit, retries the allocation whenever the free bytes would allow it.
+// Stopping as soon as the batch fits. The victims are those of the plain
+// loop "free the next victim in policy order, then ask Fit, until the
+// batch fits", whatever sizes share the pool. Over a memory with Fit and
+// FreeAround (the allocator), on-demand eviction frees the blocks that
+// lapsed locks released, asks Fit once how many objects fit, then counts
+// what each victim adds without freeing anything: the victim's block,
+// merged with the free extents on either side (from FreeAround) and with
+// the runs of earlier victims of the same call (freeruns.go), holds
+// ⌊merged/size⌋ objects where the parts held ⌊left/size⌋ + ⌊right/size⌋.
+// For Contiguous placement the count is the longest run instead. It stops
+// at the first victim that makes the batch fit, frees the victims in one
+// Free call and allocates: O(1) per victim and one walk of the free
+// extents per call, so scattered victims cost what adjacent ones do. Over
+// other memories it checks Fit after each victim, or, without Fit, retries
+// the allocation whenever the free bytes would allow it.
 //
 // Reusing victims' blocks. Over the allocator itself (not a wrapper) with
-// Scattered placement, a victim whose block is exactly one object of the
-// batch's size, and adds exactly one object to the count (its merge with
-// the free space around it makes room for no more), is not freed: its
-// block goes to the batch through allocator.Reissue, which gives it a new
-// generation (the victim's handle is then stale) without touching the free
-// extents. The batch gets the reused blocks first, in eviction order, then
-// blocks allocated from the free space for the rest. The count, and so the
-// victims, are the same as if every victim were freed; what it saves is
-// the free extents' work for each victim, twice: the Free that merges the
-// block and the allocation that carves it again (on the conversation
-// trace at a tenth of its blocks nearly every store evicts, and those two
-// were about half of l1's time). Contiguous and ContiguousFirst placement
-// free every victim, since a run may form only from freed blocks. When the
-// allocator has no free byte as eviction begins (a full pool, the common
-// case of a cache that evicts on demand), no victim has a free neighbour
-// there, and FreeAround is not asked: one Stats call instead of a call
-// per victim. (Memory that another user of a shared allocator frees
-// meanwhile, or that a GrowingRegion adds, can then make the count low by
-// the objects a merge with it would have added, and a victim more than
-// needed is evicted. The shortcut never makes the count high: a victim
-// that is not reused is freed into the runs, which are exact. Memory that
-// another user takes meanwhile can, as on every path; the allocation then
-// fails and the call falls back to the prefix.)
+// Scattered placement, once the victims are chosen, a victim whose block
+// is exactly one object of the batch's size and starts a multiple of that
+// size into its free run (the victims' blocks merged with each other and
+// with their free neighbours) is not freed: its block goes to the batch
+// through allocator.Reissue, which gives it a new generation (the victim's
+// handle is then stale) without touching the free extents. Such a block is
+// where a scattered allocation carving the run from its front could put an
+// object, so the pieces it leaves hold the rest: the batch gets the reused
+// blocks first, in eviction order, then blocks allocated from the free
+// space for the rest, and the victims are the plain loop's. (Deciding
+// victim by victim, keeping every block that added exactly one object,
+// kept live a block that a later victim would have merged with into room
+// for more, and evicted one victim too many.) What reuse saves is the free
+// extents' work for each victim, twice: the Free that merges the block and
+// the allocation that carves it again (on the conversation trace at a
+// tenth of its blocks nearly every store evicts, and those two were about
+// half of l1's time). Contiguous and ContiguousFirst placement free every
+// victim, since a run may form only from freed blocks. When the memory has
+// no free byte as eviction begins (a full pool, the common case of a cache
+// that evicts on demand), no victim has a free neighbour there, and
+// FreeAround is not asked: one Stats call instead of a call per victim.
+// (Memory that another user of a shared allocator frees meanwhile, or that
+// a GrowingRegion adds, can then make the count low by the objects a merge
+// with it would have added, and a victim more than needed is evicted. The
+// shortcut never makes the count high. Memory that another user takes
+// meanwhile can, as can a memory whose FreeAround misreports; the
+// allocation then fails, and eviction goes on with the plain loop, victim
+// by victim, until the batch fits or no victim is left.)
 //
-// When the allocator cannot hold the batch whatever the manager evicts
-// from it (its capacity less the bytes in the manager's own objects is
-// short: knownShortLocked), ReserveWrite starts with eviction, without the
-// allocation call that must fail.
+// Over the allocator (a Coalescer), ReserveWrite with on-demand eviction
+// starts with eviction's count, which asks what fits now, so a batch makes
+// one allocation call, after the victims it needs, and none when nothing
+// it may evict makes room: no call fails first. Over other memories that
+// report their capacity (a Sizer) it does so when the capacity less the
+// bytes in the manager's own objects cannot hold the batch
+// (knownShortLocked), and otherwise tries the batch first.
 
 // evictableLocked is the eviction predicate.
 func evictableLocked[K comparable](o *object[K], now int64) bool {
@@ -86,12 +98,34 @@ func (m *Manager[K]) IsEvictable(key K) bool {
 
 // evictForLocked evicts until n objects of size bytes fit, and returns
 // them allocated; nil when it ran out of victims first. The call's own keys
-// carry its stamp and are never evicted.
+// carry its stamp and are never evicted. The count over a Coalescer rests
+// on the memory's answers (Fit, FreeAround) and on nobody else changing
+// it meanwhile; when its allocation fails all the same (another user of a
+// shared allocator took the memory, or the memory misreported), eviction
+// goes on with the plain loop, which asks after every victim.
 func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	defer m.ev.restore()
-	if m.coal != nil && m.fit != nil {
-		return m.evictCountedLocked(size, n)
+	// Blocks removed before eviction (objects whose locks lapsed as the
+	// call began) are free before the count starts.
+	m.flushLocked()
+	st := m.mem.Stats()
+	m.ev.sized(st.Capacity)
+	if size > st.Capacity {
+		return nil, nil // larger than all the memory usable now
 	}
+	if m.coal != nil && m.fit != nil {
+		if blocks, err := m.evictCountedLocked(size, n, st); blocks != nil || err != nil {
+			return blocks, err
+		}
+	}
+	return m.evictPlainLocked(size, n)
+}
+
+// evictPlainLocked is the plain loop: free the next victim, then ask Fit
+// (or, without Fit or under Contiguous placement, try the batch whenever
+// the free bytes would allow it), until the batch fits. It is called once
+// the batch has been found not to fit: its first victim goes at once.
+func (m *Manager[K]) evictPlainLocked(size int64, n int) ([]allocator.Block, error) {
 	useFit := m.fit != nil && m.cfg.Placement != allocator.Contiguous
 	for evicted := false; !useFit || !evicted || m.fit.Fit(size, n) < n; {
 		v := m.nextVictimLocked()
@@ -115,215 +149,65 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 	return blocks, err
 }
 
-// freeRuns are the free runs on-demand eviction has planned so far: each
-// victim's block merged with its free neighbours and earlier victims. A
-// call usually has few victims, so the live runs are searched end to end;
-// past freeRunsLinear runs, a table indexes them by both ends, and a run
-// absorbed into a larger one is then marked dead, not removed: the table
-// keeps its stale entries, and a lookup checks that the run it finds is
-// live and has that end.
-type freeRuns struct {
-	runs []freeRun
-	live int
-	idx  runIndex
-}
-
-type freeRun struct {
-	start, end int64
-	dead       bool
-}
-
-// freeRunsLinear is the most runs searched without the table.
-const freeRunsLinear = 32
-
-func (r *freeRuns) reset() {
-	r.runs, r.live = r.runs[:0], 0
-	r.idx.reset()
-}
-
-// find returns the live run whose start (or end) is off, or -1.
-func (r *freeRuns) find(off int64, end bool) int {
-	match := func(x freeRun) bool { return !x.dead && (end && x.end == off || !end && x.start == off) }
-	if r.idx.n > 0 {
-		if i := r.idx.get(off); i >= 0 && match(r.runs[i]) {
-			return int(i)
-		}
-		return -1
-	}
-	for i, x := range r.runs {
-		if match(x) {
-			return i
-		}
-	}
-	return -1
-}
-
-// drop removes run i: while the runs are searched end to end, by moving
-// the last into its place; once they are indexed, by marking it dead.
-func (r *freeRuns) drop(i int) {
-	r.live--
-	if r.idx.n > 0 {
-		r.runs[i].dead = true
-		return
-	}
-	last := len(r.runs) - 1
-	r.runs[i] = r.runs[last]
-	r.runs = r.runs[:last]
-}
-
-// add appends a run, indexing every live run once there are too many to
-// search.
-func (r *freeRuns) add(x freeRun) {
-	r.runs = append(r.runs, x)
-	r.live++
-	switch i := int32(len(r.runs) - 1); {
-	case r.idx.n > 0:
-		r.idx.put(x.start, i)
-		r.idx.put(x.end, i)
-	case r.live > freeRunsLinear:
-		for j, y := range r.runs {
-			if !y.dead {
-				r.idx.put(y.start, int32(j))
-				r.idx.put(y.end, int32(j))
-			}
-		}
-	}
-}
-
-// runIndex is an open-addressing table from byte offsets to run numbers,
-// without deletion: it lives for one eviction.
-type runIndex struct {
-	keys []int64 // -1: empty
-	vals []int32
-	n    int
-}
-
-func (t *runIndex) reset() {
-	if t.n > 0 {
-		for i := range t.keys {
-			t.keys[i] = -1
-		}
-		t.n = 0
-	}
-}
-
-func (t *runIndex) slot(k int64) int {
-	mask := len(t.keys) - 1
-	i := int(uint64(k)*0x9E3779B97F4A7C15>>32) & mask
-	for t.keys[i] != -1 && t.keys[i] != k {
-		i = (i + 1) & mask
-	}
-	return i
-}
-
-func (t *runIndex) get(k int64) int32 {
-	if len(t.keys) == 0 {
-		return -1
-	}
-	if i := t.slot(k); t.keys[i] == k {
-		return t.vals[i]
-	}
-	return -1
-}
-
-func (t *runIndex) put(k int64, v int32) {
-	if 2*(t.n+1) > len(t.keys) {
-		old, oldv := t.keys, t.vals
-		size := max(256, 2*len(old))
-		t.keys, t.vals = make([]int64, size), make([]int32, size)
-		for i := range t.keys {
-			t.keys[i] = -1
-		}
-		t.n = 0
-		for i, ok := range old {
-			if ok != -1 {
-				t.put(ok, oldv[i])
-			}
-		}
-	}
-	i := t.slot(k)
-	if t.keys[i] == -1 {
-		t.n++
-	}
-	t.keys[i], t.vals[i] = k, v
-}
-
-// evictCountedLocked is evictForLocked over a Coalescer (see Eviction).
-// Over the allocator itself with Scattered placement, a victim whose block
-// is exactly one object's size and would add exactly one object to the
-// free space (no merge with its neighbours makes room for more) is not
-// freed: its block goes to the batch through Reissue, and the rest of the
-// batch is allocated from the free space (see reuseLocked).
-func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, error) {
-	align := m.coal.Align()
-	z := (size + align - 1) / align * align
+// evictCountedLocked is evictForLocked over a Coalescer (see Eviction):
+// it counts what each victim frees instead of asking Fit, and stops at
+// the first victim that makes the batch fit, so its victims are those of
+// the plain loop. Over the allocator itself with Scattered placement, the
+// victims' blocks that change nothing by staying live go to the batch
+// through Reissue (see reusableLocked and reuseLocked).
+//
+// st is the memory's Stats as eviction begins, the blocks of objects
+// removed before it already freed.
+func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) ([]allocator.Block, error) {
+	z := roundUp(size, m.align)
 	contiguous := m.cfg.Placement == allocator.Contiguous
-	reuse := m.alloc != nil && m.cfg.Placement == allocator.Scattered
-	// full: the allocator had no free byte when the eviction began. The
+	// full: the memory had no free byte when the eviction began. The
 	// victims' blocks are freed only after it, so no victim then has a
-	// free neighbour in the allocator (only earlier victims, in the runs),
+	// free neighbour in the memory (only earlier victims, in the runs),
 	// and FreeAround need not be asked.
-	full := reuse && m.alloc.Stats().Free == 0
+	full := st.Free == 0
 	var have, need int64
 	switch {
 	case contiguous:
-		have, need = m.mem.Stats().LargestFree, int64(n)*z
+		have, need = st.LargestFree, int64(n)*z
 	case full:
 		have, need = 0, int64(n)
 	default:
-		have, need = int64(m.fit.Fit(size, n)), int64(n)
+		have, need = int64(min(max(m.fit.Fit(size, n), 0), n)), int64(n)
 	}
 	r := &m.runs
 	r.reset()
 	defer r.reset()
-	m.reused = m.reused[:0]
 	for have < need {
 		v := m.nextVictimLocked()
 		if v == nil {
-			m.pending = append(m.pending, m.reused...)
-			m.reused = m.reused[:0]
 			return nil, nil
 		}
 		lo, hi := v.block.Offset, v.block.End()
 		var before, after int64
 		if !full {
 			before, after = m.coal.FreeAround(v.block)
+			// Free space lies in [0, lo) and after hi; a larger or
+			// negative answer is the memory's error, taken as nothing
+			// free (the plain loop corrects a count that comes out high).
+			if before < 0 || before > lo {
+				before = 0
+			}
+			if after < 0 || after > math.MaxInt64-hi {
+				after = 0
+			}
 		}
-		start, end := lo-before, hi+after
-		li := r.find(lo, true)
-		if li >= 0 {
-			start = r.runs[li].start
-		}
-		if ri := r.find(hi, false); ri >= 0 {
-			end = r.runs[ri].end
-		}
-		gain := (end-start)/z - (lo-start)/z - (end-hi)/z
-		if reuse && hi-lo == z && gain == 1 {
-			// The victim's block stays live and goes to the batch:
-			// the free space, and the runs planned so far, are as
-			// they were. Removing v put its block last in m.pending.
-			m.evictLocked(v, true)
-			last := len(m.pending) - 1
-			m.reused = append(m.reused, m.pending[last])
-			m.pending = m.pending[:last]
-			have++
-			continue
-		}
-		if li >= 0 {
-			r.drop(li)
-		}
-		if ri := r.find(hi, false); ri >= 0 { // drop may have moved it
-			r.drop(ri)
-		}
-		r.add(freeRun{start: start, end: end})
+		x := r.merge(lo, hi, lo-before, hi+after)
 		if contiguous {
-			have = max(have, end-start)
+			have = max(have, x.end-x.start)
 		} else {
-			have += gain
+			// The run holds ⌊run/z⌋ objects where its parts held
+			// ⌊left/z⌋ + ⌊right/z⌋.
+			have += (x.end-x.start)/z - (lo-x.start)/z - (x.end-hi)/z
 		}
-		m.evictLocked(v, true)
+		m.evictLocked(v, true) // its block joins m.pending, in eviction order
 	}
-	if len(m.reused) > 0 {
+	if m.alloc != nil && m.cfg.Placement == allocator.Scattered && m.reusableLocked(z, n) {
 		return m.reuseLocked(size, n)
 	}
 	blocks, err := m.allocBatchLocked(size, n)
@@ -331,6 +215,30 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int) ([]allocator.Block, e
 		return nil, nil
 	}
 	return blocks, err
+}
+
+// reusableLocked moves from m.pending, the victims' blocks in eviction
+// order, to m.reused those that the batch can take as they are, and
+// reports whether there are any: a block of exactly one object (z bytes)
+// that starts a multiple of z bytes into its free run, where a scattered
+// allocation carving the run from its front could put an object. Kept
+// live, such blocks cut their runs into pieces that still hold, with them,
+// as many objects as the whole runs: the count, and so the victims, stay
+// those of the plain loop. (A block that merely adds one object to the
+// free space, counted alone, may keep a later victim from merging with it
+// into room for more.)
+func (m *Manager[K]) reusableLocked(z int64, n int) bool {
+	kept := m.pending[:0]
+	m.reused = m.reused[:0]
+	for v, b := range m.pending {
+		if b.Size == z && len(m.reused) < n && (b.Offset-m.runs.start(v))%z == 0 {
+			m.reused = append(m.reused, b)
+		} else {
+			kept = append(kept, b)
+		}
+	}
+	m.pending = kept
+	return len(m.reused) > 0
 }
 
 // reuseLocked returns n blocks of size bytes: the victims' blocks in
@@ -392,14 +300,15 @@ func (m *Manager[K]) evictLocked(v *object[K], onDemand bool) {
 }
 
 // touchLocked makes o most recently used; hit also counts a use for the
-// policy (S3-FIFO's count).
+// policy (S3-FIFO's count) and clears the Partial hint, before the policy
+// re-ranks o: a used object is ranked as one, not as a partial one.
 func (m *Manager[K]) touchLocked(o *object[K], hit bool) {
+	if hit {
+		m.ev.hit(o)
+	}
 	m.useLocked(o)
 	if o.evq != evNone {
 		m.ev.used(o)
-	}
-	if hit {
-		m.ev.hit(o)
 	}
 }
 
@@ -438,7 +347,9 @@ func (m *Manager[K]) EvictTo(ratio float64) (int, error) {
 		return 0, ErrClosed
 	}
 	m.flushLocked()
-	limit := ratio * float64(m.mem.Stats().Capacity)
+	capacity := m.mem.Stats().Capacity
+	m.ev.sized(capacity)
+	limit := ratio * float64(capacity)
 	n := 0
 	for float64(m.held) > limit {
 		v := m.ev.victim()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -12,7 +13,7 @@ import (
 // positions, then both are released. Eviction then takes the chain from
 // its tail, so the blocks that stay are still a usable prefix.
 func ExampleManager_ReserveWriteChain() {
-	region, _ := allocator.NewHeapRegion(8 << 20)
+	region, _ := hostmem.NewHeapRegion(8 << 20)
 	alloc, _ := allocator.New(region, allocator.Options{})
 	defer alloc.Close()
 	m, _ := l1.New[string](alloc, l1.Config{Eviction: l1.EvictPrefix, EvictOnDemand: true})

@@ -4,12 +4,13 @@ import (
 	"fmt"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // Reserve, write the bytes, finish, read.
 func Example() {
-	region, _ := allocator.NewHeapRegion(64 << 20) // 64 MiB
+	region, _ := hostmem.NewHeapRegion(64 << 20) // 64 MiB
 	alloc, _ := allocator.New(region, allocator.Options{})
 	defer alloc.Close()
 	m, _ := l1.New[string](alloc, l1.Config{})

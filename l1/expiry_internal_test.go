@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // testClock is a manual clock.
@@ -31,7 +32,7 @@ func (c *testClock) Advance(d time.Duration) {
 
 func newClockedManager(t *testing.T, objects int, ttl time.Duration) (*Manager[int], *testClock) {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(int64(objects) * 4096)
+	r, err := hostmem.NewHeapRegion(int64(objects) * 4096)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{Align: 4096})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -87,7 +88,7 @@ type env struct {
 
 func newAlloc(t testing.TB, capacity, align int64) *allocator.Allocator {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(capacity)
+	r, err := hostmem.NewHeapRegion(capacity)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{Align: align})
 	require.NoError(t, err)

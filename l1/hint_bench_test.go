@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // BenchmarkLookupHints times a ReserveRead and a FinishRead of 5700 stored
@@ -19,7 +20,7 @@ func BenchmarkLookupHints(b *testing.B) {
 	for _, order := range []string{"same", "shuffled"} {
 		for _, strs := range []string{"stored", "copies"} {
 			b.Run(fmt.Sprintf("order=%s/strings=%s", order, strs), func(b *testing.B) {
-				r, err := allocator.NewHeapRegion(n * 4096)
+				r, err := hostmem.NewHeapRegion(n * 4096)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 func newHintManager(t *testing.T, objects int) *Manager[ObjectKey] {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(int64(objects) * 4096)
+	r, err := hostmem.NewHeapRegion(int64(objects) * 4096)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{Align: 4096})
 	require.NoError(t, err)

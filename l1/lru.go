@@ -137,3 +137,26 @@ func (l *list[K]) insertBefore(o, at *object[K]) {
 	al.prev = o.idx
 	l.len++
 }
+
+// relinkAfter makes order, the record numbers of every object after at
+// (all of them when at is 0), the list's tail in that order.
+func (l *list[K]) relinkAfter(at int32, order []int32) {
+	prev := at
+	if at == 0 {
+		l.head = 0
+	}
+	for _, i := range order {
+		ol := l.links(l.s.rec(i))
+		ol.prev = prev
+		if prev != 0 {
+			l.links(l.s.rec(prev)).next = i
+		} else {
+			l.head = i
+		}
+		prev = i
+	}
+	if prev != 0 {
+		l.links(l.s.rec(prev)).next = 0
+	}
+	l.tail = prev
+}

@@ -38,7 +38,10 @@ type meta struct {
 	// qseq counts the record's entries in expiry queues, across reuse: an
 	// entry whose number is not the record's is stale (see expiry.go).
 	qseq uint32
-	_    uint32 // pads the record to three cache lines for ObjectKey
+	// rank orders, for the prefix policy, the objects of one position that
+	// the current operation made recent: it counts their entries into the
+	// policy's list (see evictSet.settle).
+	rank uint32
 
 	write ttlLock
 	read  ttlLock
@@ -94,6 +97,7 @@ type Manager[K comparable] struct {
 	ev          evictSet[K]
 	coal        Coalescer // nil when mem has no FreeAround
 	sizer       Sizer     // nil when mem has no Capacity and Align
+	align       int64     // the Sizer's or Coalescer's Align, read once at New
 	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
 	closed      bool
 	stats       Counters
@@ -129,7 +133,10 @@ type Manager[K comparable] struct {
 }
 
 // New returns a manager over mem. The manager does not own mem: Close frees
-// the manager's blocks but leaves mem open.
+// the manager's blocks but leaves mem open. A nil mem, an unknown
+// placement, prefix strategy or policy, a negative TTL, and a memory whose
+// Align (Sizer, Coalescer) is not positive are rejected with an error
+// wrapping ErrInvalidArgument.
 func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	if isNil(mem) {
 		return nil, fmt.Errorf("%w: nil memory (%T)", ErrInvalidArgument, mem)
@@ -150,8 +157,18 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	m.fit, _ = mem.(Fitter)
 	m.coal, _ = mem.(Coalescer)
 	m.sizer, _ = mem.(Sizer)
+	if m.sizer != nil || m.coal != nil {
+		if m.sizer != nil {
+			m.align = m.sizer.Align()
+		} else {
+			m.align = m.coal.Align()
+		}
+		if m.align <= 0 {
+			return nil, fmt.Errorf("%w: memory alignment %d must be positive (%T)", ErrInvalidArgument, m.align, mem)
+		}
+	}
 	m.objects.init()
-	m.ev.init(&m.objects, cfg.Eviction, mem.Stats().Capacity)
+	m.ev.init(&m.objects, cfg.Eviction)
 	m.delivery.init(&m.mu)
 	return m, nil
 }

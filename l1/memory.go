@@ -6,7 +6,9 @@ import "github.com/kvalloc/kvalloc/allocator"
 // satisfies it, and so does any test double.
 //
 // The manager relies on the all-or-nothing contract of AllocateBatch: it
-// returns exactly n blocks, or an error and no change. An error that wraps
+// returns exactly n blocks, each of at least size bytes, or an error and no
+// change (a memory other than *allocator.Allocator that breaks it makes
+// the call fail with its blocks given back). An error that wraps
 // allocator.ErrOutOfMemory means "does not fit" (a size larger than the
 // whole capacity included) and becomes OutOfMemory statuses; any other error
 // is returned to the caller of ReserveWrite.
@@ -22,9 +24,12 @@ import "github.com/kvalloc/kvalloc/allocator"
 type Memory interface {
 	AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error)
 	Free(blocks ...allocator.Block) error
-	// Stats is read for Usage, Stats, EvictTo and, when Memory is not a
-	// Fitter, to skip hopeless retries during on-demand eviction. Only
-	// Capacity, Used and Free are read.
+	// Stats is read for Usage, Stats, EvictTo and at the start of every
+	// on-demand eviction (Capacity, the bytes usable now: S3-FIFO's small
+	// queue is a tenth of it; Free; LargestFree under Contiguous
+	// placement), and, when Memory is not a Fitter, to skip hopeless
+	// retries during on-demand eviction. Only Capacity, Used, Free and
+	// LargestFree are read.
 	Stats() allocator.Stats
 }
 
@@ -49,7 +54,10 @@ type Fitter interface {
 
 // Coalescer is an optional interface of a Memory that is also a Fitter:
 // FreeAround reports the free extents that Free(b) would merge a live
-// block b with, and Align the unit block sizes are rounded up to. With it,
+// block b with, and Align the unit block sizes are rounded up to: any
+// positive number of bytes, a power of two or not (a slab of 3 KiB slots
+// has a unit of 3072), read once by New, which rejects one that is not
+// positive with an error wrapping ErrInvalidArgument. With it,
 // on-demand eviction counts, victim by victim, the objects the freed
 // memory will hold, in O(1) per victim, and calls Fit once per batch
 // instead of after every victim (see evict.go).
@@ -60,7 +68,8 @@ type Coalescer interface {
 
 // Sizer is an optional interface of a Memory: Capacity is the most bytes
 // it can ever hold at once, the manager's own blocks included, and Align
-// the unit block sizes are rounded up to. With it, the manager bounds the
+// the unit block sizes are rounded up to, as Coalescer's (any positive
+// unit, read once by New). With it, the manager bounds the
 // objects of a size a batch can get before it asks the memory (room.go):
 // ReserveWrite with PrefixOnePass answers the keys past that bound
 // OutOfMemory at once, and on-demand eviction starts without a call that

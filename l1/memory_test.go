@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,6 +79,24 @@ func TestMisbehavingMemory(t *testing.T) {
 		require.Error(t, err)
 		assert.Zero(t, mem.Stats().LiveBlocks)
 	})
+	for _, upTo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a_block_too_small/up_to=%v", upTo), func(t *testing.T) {
+			// The memory hands out a block a byte short of the size
+			// asked for: a writer would write past it into its
+			// neighbour's. The call fails, the blocks go back, and
+			// nothing is reserved.
+			mem := &shortMem{countMem: newCountMem(10, obj)}
+			var m l1.Memory = plainMem{mem}
+			if upTo {
+				m = mem
+			}
+			e := newEnvOver(t, nil, m, l1.Config{})
+			_, err := e.m.ReserveWrite(keys(0, 3), nil, obj, l1.ModeAll)
+			require.ErrorContains(t, err, "bytes for objects of")
+			assert.Zero(t, mem.Stats().LiveBlocks, "the blocks are returned")
+			assert.Zero(t, e.m.Len())
+		})
+	}
 	t.Run("up_to_error", func(t *testing.T) {
 		mem := &liarMem{countMem: newCountMem(10, obj), err: errBroken}
 		e := newEnvOver(t, nil, mem, l1.Config{})
@@ -91,6 +110,29 @@ func TestMisbehavingMemory(t *testing.T) {
 		require.ErrorIs(t, err, errBroken)
 		assert.Equal(t, uint64(1), e.m.Stats().FreeErrors)
 	})
+}
+
+// shortMem returns a last block one byte smaller than asked for.
+type shortMem struct{ *countMem }
+
+func (s *shortMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	bs, err := s.countMem.AllocateBatch(size, n, p)
+	if err == nil && len(bs) > 0 {
+		bs[len(bs)-1].Size--
+	}
+	return bs, err
+}
+
+func (s *shortMem) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	return s.AllocateBatch(size, n, p)
+}
+
+// Free takes back the shortened block by its offset.
+func (s *shortMem) Free(blocks ...allocator.Block) error {
+	for i := range blocks {
+		blocks[i].Size = obj
+	}
+	return s.countMem.Free(blocks...)
 }
 
 type refuseFree struct{ *countMem }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // TestObjectKeyManagerMatchesInt runs one random sequence of batch calls on
@@ -48,7 +49,7 @@ func TestObjectKeyManagerMatchesInt(t *testing.T) {
 	}
 
 	newMem := func() *allocator.Allocator {
-		r, err := allocator.NewHeapRegion(24 * 4096)
+		r, err := hostmem.NewHeapRegion(24 * 4096)
 		require.NoError(t, err)
 		a, err := allocator.New(r, allocator.Options{Align: 4096})
 		require.NoError(t, err)

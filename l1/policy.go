@@ -1,6 +1,9 @@
 package l1
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Eviction policies.
 //
@@ -45,7 +48,9 @@ const (
 	// (Mooncake RFC #1998), without a tree: O(1) per key, no parent lookups.
 	EvictPrefix
 	// EvictS3FIFO is S3-FIFO (Yang et al., SOSP '23): a small FIFO queue for
-	// new objects, a tenth of the memory's capacity, a main FIFO queue with
+	// new objects, a tenth of the memory's capacity (Stats().Capacity, read
+	// at each eviction, so a tenth of what a growing region has made usable
+	// so far), a main FIFO queue with
 	// reinsertion, and a ghost queue of keys recently evicted from the small
 	// one. An object used again while in the small queue moves to the main
 	// one; one used only once leaves from the small queue, so a scan of
@@ -140,36 +145,55 @@ type evictSet[K comparable] struct {
 	s      *store[K]
 	main   list[K]
 	small  list[K] // S3-FIFO only
-	// smallBytes is the bytes in small; smallTarget a tenth of the memory.
+	// smallBytes is the bytes in small; smallTarget a tenth of the memory
+	// usable at the current eviction (sized).
 	smallBytes, smallTarget int64
 	ghost                   ghost
 	// anchor is, for the prefix policy, the last object of main when the
 	// current operation began (0: none): what the operation makes recent
-	// goes after it, ranked by position.
+	// goes after it, ranked by position (settle). ranked lists the
+	// operation's entries after it, in order (an object's rank is its
+	// entry's number, from 1); dirty says they need ranking.
 	anchor int32
+	ranked []rankEntry
+	dirty  bool
+	// settle's scratch.
+	order  []int32
+	counts []int32
+	keys   []uint64
+	spare  []uint64
 	// aside holds the objects the current on-demand eviction skipped
 	// (keys of its own call), to put back where they were.
 	aside []int32
 	n     int // objects in the set, aside ones included
 }
 
-func (e *evictSet[K]) init(s *store[K], p EvictionPolicy, capacity int64) {
+func (e *evictSet[K]) init(s *store[K], p EvictionPolicy) {
 	e.policy, e.s = p, s
 	e.main.init(s, setEvict)
 	e.small.init(s, setEvict)
-	e.smallTarget = capacity / 10
 }
+
+// sized sets S3-FIFO's small queue to a tenth of capacity, the bytes the
+// memory can use now. Every eviction calls it first: the capacity of a
+// memory over a GrowingRegion grows after New (from 0 over a fresh
+// SegmentedRegion), and a target fixed then would evict new objects ahead
+// of cold ones for ever.
+func (e *evictSet[K]) sized(capacity int64) { e.smallTarget = capacity / 10 }
 
 // reset forgets everything, for Close.
 func (e *evictSet[K]) reset() {
-	p, s, t := e.policy, e.s, e.smallTarget
+	p, s := e.policy, e.s
 	*e = evictSet[K]{}
-	e.init(s, p, t*10)
+	e.init(s, p)
 }
 
-// begin starts an operation.
+// begin starts an operation, ranking what the last one made recent.
 func (e *evictSet[K]) begin() {
-	e.anchor = e.main.tail
+	if e.dirty {
+		e.settle()
+	}
+	e.anchor, e.ranked = e.main.tail, e.ranked[:0]
 }
 
 func (e *evictSet[K]) queue(q evQueue) *list[K] {
@@ -214,9 +238,19 @@ func (e *evictSet[K]) enterCold(o *object[K]) {
 		q = o.home
 	}
 	o.evq = q
+	e.pushFront(o, q)
+}
+
+// pushFront puts o at the front of queue q. Under the prefix policy the
+// front is before what the current operation made recent even when the
+// list held nothing else as it began: o then becomes the anchor.
+func (e *evictSet[K]) pushFront(o *object[K], q evQueue) {
 	e.queue(q).pushFront(o)
 	if q == evSmall {
 		e.smallBytes += o.block.Size
+	}
+	if e.policy == EvictPrefix && e.anchor == 0 {
+		e.anchor = o.idx
 	}
 }
 
@@ -234,6 +268,7 @@ func (e *evictSet[K]) unlink(o *object[K]) {
 	if o.idx == e.anchor {
 		e.anchor = e.main.links(o).prev
 	}
+	o.rank = 0 // its entry in ranked, if any, is stale
 	e.queue(o.evq).remove(o)
 	if o.evq == evSmall {
 		e.smallBytes -= o.block.Size
@@ -270,36 +305,126 @@ func (e *evictSet[K]) hit(o *object[K]) {
 	}
 }
 
+// rankEntry is one entry of the current operation's objects into the
+// prefix policy's list: the record and its position then.
+type rankEntry struct {
+	idx int32
+	pos uint32
+}
+
 // insertRanked puts o, for the prefix policy, among what the current
 // operation made recent: after the anchor, the higher positions first and,
-// within a position, the later calls first. Keys named in position order,
-// rising or falling, cost O(1) each.
+// within a position, the later entries first. It appends o and its entry,
+// and leaves the order to settle, which sorts the operation's objects
+// once, before the next victim is chosen or the next operation begins:
+// O(1) per key whatever the order of the call's keys (a serving engine's
+// store batch names chain after chain, positions 0..k each time).
 func (e *evictSet[K]) insertRanked(o *object[K]) {
-	var at, first *object[K]
-	if e.anchor != 0 {
-		at = e.s.rec(e.anchor)
-		first = e.main.after(at)
-	} else {
-		first = e.main.front()
+	e.ranked = append(e.ranked, rankEntry{idx: o.idx, pos: o.pos})
+	o.rank = uint32(len(e.ranked))
+	e.main.pushBack(o)
+	e.dirty = true
+}
+
+// settle puts the objects after the anchor, what the current operation
+// made recent, in the prefix policy's order: by position, the highest
+// first, and within a position by entry, the latest first. It sorts the
+// entries, not the list: a counting sort by position when the positions
+// span little more than the entries (chains of consecutive positions), a
+// radix sort otherwise, then one pass over the records in the new order
+// that skips stale entries (an object that left, or entered again, since:
+// its rank is no longer the entry's number) and relinks the rest.
+func (e *evictSet[K]) settle() {
+	e.dirty = false
+	rs := e.ranked
+	lo, hi := ^uint32(0), uint32(0)
+	for _, r := range rs {
+		lo, hi = min(lo, r.pos), max(hi, r.pos)
 	}
-	switch last := e.main.back(); {
-	case first == nil || o.pos >= first.pos:
-		e.main.insertAfter(o, at)
-	case o.pos < last.pos:
-		e.main.pushBack(o)
-	default:
-		x := e.main.after(first)
-		for x.pos > o.pos {
-			x = e.main.after(x)
+	order := slices.Grow(e.order[:0], len(rs))[:len(rs)]
+	if span := int(hi - lo); len(rs) > 0 && span <= 4*len(rs)+256 {
+		counts := slices.Grow(e.counts[:0], span+2)[:span+2]
+		clear(counts)
+		for _, r := range rs {
+			counts[hi-r.pos+1]++
 		}
-		e.main.insertBefore(o, x)
+		for b := 1; b < len(counts); b++ {
+			counts[b] += counts[b-1]
+		}
+		for i := len(rs) - 1; i >= 0; i-- { // the latest entry first
+			b := hi - rs[i].pos
+			order[counts[b]] = int32(i)
+			counts[b]++
+		}
+		e.counts = counts
+	} else {
+		keys := slices.Grow(e.keys[:0], len(rs))[:len(rs)]
+		for i, r := range rs {
+			keys[i] = uint64(^r.pos)<<32 | uint64(^uint32(i))
+		}
+		keys, e.spare = radixSort(keys, e.spare)
+		for j, k := range keys {
+			order[j] = int32(^uint32(k))
+		}
+		e.keys = keys
 	}
+	live := order[:0]
+	for _, i := range order {
+		if r := rs[i]; e.s.rec(r.idx).rank == uint32(i)+1 {
+			live = append(live, r.idx)
+		}
+	}
+	e.main.relinkAfter(e.anchor, live)
+	e.order = order
+}
+
+// radixSort sorts keys ascending by a least significant digit first radix
+// sort of bytes, skipping the bytes every key shares; short inputs are
+// insertion-sorted. spare is a second buffer, not sharing memory with
+// keys, grown as needed. It returns the sorted keys and the other buffer.
+func radixSort(keys, spare []uint64) ([]uint64, []uint64) {
+	if len(keys) <= 32 {
+		for i := 1; i < len(keys); i++ {
+			for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+				keys[j], keys[j-1] = keys[j-1], keys[j]
+			}
+		}
+		return keys, spare
+	}
+	var diff uint64
+	for _, k := range keys {
+		diff |= k ^ keys[0]
+	}
+	spare = slices.Grow(spare[:0], len(keys))[:len(keys)]
+	for shift := uint(0); shift < 64; shift += 8 {
+		if diff>>shift&0xff == 0 {
+			continue
+		}
+		var count [256]int
+		for _, k := range keys {
+			count[k>>shift&0xff]++
+		}
+		sum := 0
+		for b, c := range count {
+			count[b], sum = sum, sum+c
+		}
+		for _, k := range keys {
+			d := k >> shift & 0xff
+			spare[count[d]] = k
+			count[d]++
+		}
+		keys, spare = spare, keys
+	}
+	return keys, spare
 }
 
 // victim returns the object the policy evicts next, still in the set, or
 // nil when the set is empty (but for objects set aside).
 func (e *evictSet[K]) victim() *object[K] {
 	if e.policy != EvictS3FIFO {
+		if e.dirty {
+			e.settle()
+		}
 		return e.main.front()
 	}
 	for {
@@ -354,10 +479,7 @@ func (e *evictSet[K]) restore() {
 			o.home = evNone
 		}
 		o.evq = q
-		e.queue(q).pushFront(o)
-		if q == evSmall {
-			e.smallBytes += o.block.Size
-		}
+		e.pushFront(o, q)
 	}
 	e.aside = e.aside[:0]
 }

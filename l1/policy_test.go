@@ -138,6 +138,33 @@ func TestEvictPrefixTailFirst(t *testing.T) {
 		require.Equal(t, repeat(l1.OK, 6), e.finish(ks))
 		assert.Equal(t, []int{9, 8, 7, 17, 16, 6}, e.evictAll(t))
 	})
+	t.Run("chain_major_batch", func(t *testing.T) {
+		// A store batch of 40 chains of 40 keys, chain after chain
+		// (positions 0..39 each time), one FinishWrite: every chain's
+		// tail goes first, the last chain's first, then every
+		// position 38, and so on to the heads. Past 32 keys the
+		// ranking is a radix sort.
+		const chains, n = 40, 40
+		e := newEnv(t, chains*n*obj, l1.Config{Eviction: l1.EvictPrefix})
+		var ks []int
+		var pos []uint32
+		for c := range chains {
+			for p := range n {
+				ks, pos = append(ks, c*n+p), append(pos, uint32(p))
+			}
+		}
+		rs, err := e.m.ReserveWriteChain(ks, pos, nil, obj, l1.ModeAll)
+		require.NoError(t, err)
+		require.Equal(t, repeat(l1.OK, len(ks)), statuses(rs))
+		require.Equal(t, repeat(l1.OK, len(ks)), e.finish(ks))
+		var want []int
+		for p := n - 1; p >= 0; p-- {
+			for c := chains - 1; c >= 0; c-- {
+				want = append(want, c*n+p)
+			}
+		}
+		assert.Equal(t, want, e.evictAll(t))
+	})
 	t.Run("on_demand_evicts_the_old_chain_tail_first", func(t *testing.T) {
 		a := newAlloc(t, 8*obj, obj)
 		e := newEnvOver(t, a, a, l1.Config{Eviction: l1.EvictPrefix, EvictOnDemand: true})
@@ -198,6 +225,24 @@ func TestEvictS3FIFO(t *testing.T) {
 		// what is under the target, and 3 waits in main.
 		assert.Equal(t, append(append(keys(10, 10), 50), keys(100, 1)...), evict(t, e, 12))
 		assert.Equal(t, []int{3}, evict(t, e, 1), "main goes once the small queue is under its tenth")
+	})
+	t.Run("promoted_stays_in_main_after_a_lock", func(t *testing.T) {
+		// 0 is touched while at the front of the small queue (a use that
+		// takes no lock, so it keeps its place); the first eviction
+		// promotes it to main and takes 1. Then 0 is read-locked and
+		// released, twice: it re-enters main, at its tail, not the small
+		// queue. The small queue goes first while over its tenth (2-90),
+		// then 0 from main, then what is left of the small queue.
+		e := newS3(t)
+		e.put(t, keys(0, 100), obj)
+		e.touch([]int{0})
+		assert.Equal(t, []int{1}, evict(t, e, 1))
+		for _, locks := range []int{1, 3} {
+			require.Equal(t, []l1.Status{l1.OK}, statuses(e.read(t, []int{0}, locks)))
+			require.Equal(t, []l1.Status{l1.OK}, e.finishRead(t, []int{0}, locks))
+		}
+		assert.Equal(t, keys(2, 89), evict(t, e, 89))
+		assert.Equal(t, append([]int{0}, keys(91, 9)...), evict(t, e, 10))
 	})
 	t.Run("scan_resistance", func(t *testing.T) {
 		// A working set of 40 objects read again and again, and a scan of

@@ -110,6 +110,10 @@ func (m *Manager[K]) allocUpToLocked(size int64, n int) ([]allocator.Block, erro
 	case len(blocks) > n:
 		m.freeLocked(blocks)
 		return nil, fmt.Errorf("l1: memory returned %d blocks for up to %d", len(blocks), n)
+	case m.alloc == nil:
+		if err := m.checkSizesLocked(blocks, size); err != nil {
+			return nil, err
+		}
 	}
 	return blocks, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -17,7 +18,7 @@ import (
 func BenchmarkReadPrefix(b *testing.B) {
 	const chain = 32
 	for _, hit := range []int{0, 8, 24, 32} {
-		r, err := allocator.NewHeapRegion(64 * 4096)
+		r, err := hostmem.NewHeapRegion(64 * 4096)
 		if err != nil {
 			b.Fatal(err)
 		}

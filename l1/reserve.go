@@ -315,11 +315,20 @@ func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 // largest prefix that fits after on-demand eviction, or none. It errs only
 // when the memory fails for a reason other than lack of space, and then it
 // holds no block.
+//
+// With on-demand eviction over a memory that counts what each victim frees
+// (a Coalescer, as the allocator is), eviction begins by asking what fits
+// now and allocates once, after the victims it needs, if any: a batch
+// costs one allocation call, not a call that fails first.
 func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.Block, error) {
 	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
-	if !m.cfg.EvictOnDemand || !m.knownShortLocked(size, n) {
+	counted := m.cfg.EvictOnDemand && m.coal != nil && m.fit != nil
+	if counted && m.sizer != nil && size > m.sizer.Capacity() {
+		return nil, nil // never fits, whatever is evicted
+	}
+	if !counted && (!m.cfg.EvictOnDemand || !m.knownShortLocked(size, n)) {
 		blocks, err := m.allocBatchLocked(size, n)
 		switch {
 		case err == nil:
@@ -375,7 +384,26 @@ func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, err
 		m.freeLocked(blocks)
 		return nil, fmt.Errorf("l1: memory returned %d blocks for a batch of %d", len(blocks), n)
 	}
+	if m.alloc == nil {
+		if err := m.checkSizesLocked(blocks, size); err != nil {
+			return nil, err
+		}
+	}
 	return blocks, nil
+}
+
+// checkSizesLocked checks that every block a memory other than the
+// allocator returned holds size bytes; otherwise it gives the blocks back
+// and errs, since a writer would write past the short one into its
+// neighbour.
+func (m *Manager[K]) checkSizesLocked(blocks []allocator.Block, size int64) error {
+	for _, b := range blocks {
+		if b.Size < size {
+			m.freeLocked(blocks)
+			return fmt.Errorf("l1: memory returned a block of %d bytes for objects of %d", b.Size, size)
+		}
+	}
+	return nil
 }
 
 // freeLocked returns blocks the manager got but will not keep.

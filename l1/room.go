@@ -1,5 +1,7 @@
 package l1
 
+import "math"
+
 // Room: what a one-pass reservation knows before it asks the memory.
 //
 // The manager's own objects all live in its memory, so a memory that
@@ -11,8 +13,8 @@ package l1
 // missing keys within that room; a missing key past it would be answered
 // OutOfMemory after the call anyway, and answering it at once saves the
 // record it would have taken and given back: its index entry, its three
-// cache lines, and its removal (issue 10: the prefix must cost nothing on
-// top of the keys it grants). A full pool, the case that grants a prefix,
+// cache lines, and its removal (the prefix must cost nothing on top of the
+// keys it grants). A full pool, the case that grants a prefix,
 // has little room, so nearly every key past the prefix takes this path.
 // PrefixBinarySearch is LMCache's algorithm and knows only what its probes
 // tell it, so it keeps a placeholder for every missing key.
@@ -23,7 +25,8 @@ package l1
 // of size bytes rounded up to the alignment; 0 for a size above the
 // capacity. It is -1 when the memory is
 // not a Sizer. It reads no memory state but the capacity and alignment,
-// which for the allocator are immutable and need no lock.
+// which for the allocator are immutable and need no lock (the alignment is
+// read once, at New).
 func (m *Manager[K]) roomLocked(size int64) int64 {
 	a := m.sizer
 	if a == nil {
@@ -32,9 +35,18 @@ func (m *Manager[K]) roomLocked(size int64) int64 {
 	if size > a.Capacity() {
 		return 0
 	}
-	align := a.Align()
-	z := (size + align - 1) &^ (align - 1)
-	return (a.Capacity() - m.held - m.qbytes) / z
+	return (a.Capacity() - m.held - m.qbytes) / roundUp(size, m.align)
+}
+
+// roundUp returns size, positive, rounded up to a multiple of align,
+// positive, whether or not align is a power of two, saturated at
+// math.MaxInt64.
+func roundUp(size, align int64) int64 {
+	q := (size-1)/align + 1
+	if q > math.MaxInt64/align {
+		return math.MaxInt64
+	}
+	return q * align
 }
 
 // pastRoomLocked reports whether a missing key that would be the

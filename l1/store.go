@@ -309,7 +309,7 @@ func (s *store[K]) release(o *object[K]) {
 // objects left in. A free list would hand them back in the order the
 // policy evicted them, and each round of eviction in an order other than
 // the records' would shuffle them further, until walking a batch's records
-// missed the cache at every record (issue 10: once the allocator merged
+// missed the cache at every record (once the allocator merged
 // their frees, scattered victims still cost 1.7× adjacent ones, most of
 // the difference in first touches of records; with this, 1.25×).
 // It costs a bit per record. take scans the summary from the lowest word

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,9 +12,9 @@ type AllocatorSource interface {
 }
 
 // RegionSource is a segmented region to expose:
-// *allocator.SegmentedRegion.
+// *hostmem.SegmentedRegion.
 type RegionSource interface {
-	Progress() allocator.SegmentProgress
+	Progress() hostmem.SegmentProgress
 }
 
 // L1Source returns an l1 manager's figures at scrape time; L1 builds one
@@ -158,7 +159,7 @@ func (c *Collector) collectAllocator(ch chan<- prometheus.Metric, s allocator.St
 	counter(ch, c.partial, s.PartialGrants)
 }
 
-func (c *Collector) collectRegion(ch chan<- prometheus.Metric, p allocator.SegmentProgress) {
+func (c *Collector) collectRegion(ch chan<- prometheus.Metric, p hostmem.SegmentProgress) {
 	gauge(ch, c.regionSize, float64(p.TotalBytes))
 	gauge(ch, c.ready, float64(p.ReadyBytes))
 	gauge(ch, c.pinned, float64(p.PinnedBytes))

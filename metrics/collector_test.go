@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,7 +21,7 @@ const mib = 1 << 20
 // extents), one fragmented and one no-space failure, one partial grant.
 func knownAllocator(t *testing.T) *allocator.Allocator {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(16 * mib)
+	r, err := hostmem.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
@@ -76,9 +77,9 @@ kvalloc_allocator_used_bytes{pool="p0"} 1.3631488e+07
 `
 
 // fakeRegion is a RegionSource with a fixed progress.
-type fakeRegion allocator.SegmentProgress
+type fakeRegion hostmem.SegmentProgress
 
-func (f fakeRegion) Progress() allocator.SegmentProgress { return allocator.SegmentProgress(f) }
+func (f fakeRegion) Progress() hostmem.SegmentProgress { return hostmem.SegmentProgress(f) }
 
 const wantRegion = `
 # HELP kvalloc_region_pinned_bytes Bytes locked (mlock) or registered with the GPU driver.
@@ -251,7 +252,7 @@ func TestCollectorNoSources(t *testing.T) {
 // bytes are the manager's, and the allocator's used bytes are held plus
 // quarantined.
 func TestCollectorRealL1(t *testing.T) {
-	r, err := allocator.NewHeapRegion(16 * mib)
+	r, err := hostmem.NewHeapRegion(16 * mib)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
@@ -308,4 +309,36 @@ kvalloc_l1_lookup_skipped_keys_total{kind="unsafe_read"} 0
 kvalloc_l1_lookup_skipped_keys_total{kind="write"} 0
 `), "kvalloc_l1_objects", "kvalloc_l1_write_reservations_total", "kvalloc_l1_held_bytes", "kvalloc_l1_quarantined_bytes",
 		"kvalloc_allocator_used_bytes", "kvalloc_l1_lookups_total", "kvalloc_l1_lookup_skipped_keys_total"))
+}
+
+// TestCollectorL1HeldBytesShared: kvalloc_l1_held_bytes is the bytes in
+// the manager's own objects, not the allocator's used bytes, when another
+// user shares the allocator: the manager holds 3 MiB, the other user
+// 5 MiB, and kvalloc_allocator_used_bytes says 8 MiB.
+func TestCollectorL1HeldBytesShared(t *testing.T) {
+	r, err := hostmem.NewHeapRegion(16 * mib)
+	require.NoError(t, err)
+	a, err := allocator.New(r, allocator.Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	m, err := l1.New[string](a, l1.Config{})
+	require.NoError(t, err)
+	defer m.Close()
+	ks := []string{"a", "b", "c"}
+	res, err := m.ReserveWrite(ks, nil, mib, l1.ModeAll)
+	require.NoError(t, err)
+	_, err = m.FinishWrite(ks, []l1.Lease{res[0].Lease, res[1].Lease, res[2].Lease})
+	require.NoError(t, err)
+	other, err := a.AllocateBatch(mib, 5, allocator.Scattered)
+	require.NoError(t, err)
+	defer a.Free(other...)
+	c := New(Options{Allocator: a, L1: L1(m)})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP kvalloc_allocator_used_bytes Bytes in live blocks.
+# TYPE kvalloc_allocator_used_bytes gauge
+kvalloc_allocator_used_bytes 8.388608e+06
+# HELP kvalloc_l1_held_bytes Bytes in the objects' blocks.
+# TYPE kvalloc_l1_held_bytes gauge
+kvalloc_l1_held_bytes 3.145728e+06
+`), "kvalloc_allocator_used_bytes", "kvalloc_l1_held_bytes"))
 }

@@ -35,7 +35,7 @@
 // 1 when they are scattered in many small extents. It says how much of the
 // free memory a single large object cannot use.
 //
-// Segmented region (RegionSource, e.g. *allocator.SegmentedRegion):
+// Segmented region (RegionSource, e.g. *hostmem.SegmentedRegion):
 //
 //	kvalloc_region_size_bytes               gauge    the region's reserved size
 //	kvalloc_region_ready_bytes              gauge    bytes in segments ready to serve

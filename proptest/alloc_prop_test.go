@@ -11,6 +11,7 @@ import (
 	"github.com/leanovate/gopter/gen"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
 )
 
@@ -48,9 +49,9 @@ func (g *propPool) newAllocator() *allocator.Allocator {
 	var r allocator.Region
 	var err error
 	if g.noReserve {
-		r, err = allocator.NewMmapRegion(g.capacity, allocator.MmapOptions{NoReserve: true})
+		r, err = hostmem.NewMmapRegion(g.capacity, hostmem.MmapOptions{NoReserve: true})
 	} else {
-		r, err = allocator.NewHeapRegion(g.capacity)
+		r, err = hostmem.NewHeapRegion(g.capacity)
 	}
 	if err != nil {
 		panic(err)
@@ -310,7 +311,7 @@ func TestPropAllocatorInvariants(t *testing.T) {
 // scale: 8 MiB-class objects in batches of up to 6000 on a 44.5 GiB
 // MAP_NORESERVE pool, so the pool fills and fragments within a case.
 func TestPropAllocatorInvariants8MiB(t *testing.T) {
-	r, err := allocator.NewMmapRegion(largePool.capacity, allocator.MmapOptions{NoReserve: true})
+	r, err := hostmem.NewMmapRegion(largePool.capacity, hostmem.MmapOptions{NoReserve: true})
 	if err != nil {
 		t.Skipf("large pool unavailable: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/leanovate/gopter/commands"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 )
@@ -48,7 +49,7 @@ func TestPropAllocatorInvariantsBites(t *testing.T) {
 }
 
 func TestPropAllocatorInvariants8MiBBites(t *testing.T) {
-	r, err := allocator.NewMmapRegion(largePool.capacity, allocator.MmapOptions{NoReserve: true})
+	r, err := hostmem.NewMmapRegion(largePool.capacity, hostmem.MmapOptions{NoReserve: true})
 	if err != nil {
 		t.Skipf("large pool unavailable: %v", err)
 	}

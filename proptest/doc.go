@@ -23,7 +23,14 @@
 //   - TestPropL1StateMachine: random sequences of every Manager method and
 //     clock advances across both lock TTLs follow the reference model of
 //     the L1 state machine, result for result (a gopter commands test; keys
-//     are small integers, blocks are compared with the model's).
+//     are small integers, blocks are compared with the model's);
+//   - TestPropL1Policies and TestPropL1MixedEviction: under every eviction
+//     policy the manager evicts what the model of that policy evicts; the
+//     second with objects of 1 to 3 units and on-demand eviction under
+//     every placement and prefix strategy, where the victims must be
+//     exactly those of the plain "free the next victim, then ask Fit" loop.
+//     Seeds that once failed are replayed as fixed cases
+//     (policy_regress_test.go).
 //
 // Each property is named after the contract it checks, so a failure says
 // what broke, and each has a proof in bite_test.go: the same property run

@@ -20,3 +20,11 @@ func TestPropL1PolicyBites(t *testing.T) {
 		{"the Partial hint is ignored", commands.Prop(policyCommands(mutant.VariantPartialIgnored))},
 	}, 300, 60)
 }
+
+// TestPropL1MixedEvictionBites proves the mixed-size eviction state
+// machine fails on an eviction that misses merges, the exactness bug.
+func TestPropL1MixedEvictionBites(t *testing.T) {
+	assertFails(t, []bite{
+		{"eviction misses merges", commands.Prop(mixedCommands(mutant.VariantMergeBlind))},
+	}, 200, 60)
+}

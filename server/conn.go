@@ -200,7 +200,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	case q.Type == wire.TypeHello && !c.hello:
 		c.hello = true
 		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame,
-			PoolSize: c.s.pool.Size(), Align: c.s.alloc.Align()}
+			PoolSize: int64(len(c.s.pool.Bytes())), Align: c.s.alloc.Align()}
 		if !c.writeHello(a) {
 			return true, "hello answer not delivered"
 		}

@@ -152,22 +152,43 @@ func (c *conn) finishRead(q *wire.Request, a *wire.Answer) error {
 		_, err := m.FinishRead(nil, nil, locks) // l1's own refusal
 		return err
 	}
-	keys, leases, idx := c.passK[:0], c.passL[:0], c.passI[:0]
+	// While every key passes (the common case) the request's own slices
+	// go to l1 and nothing is copied; from the first refusal on, the
+	// passing keys are copied out.
+	var keys []l1.ObjectKey
+	var leases []l1.Lease
+	var idx []int
+	all := true
 	for i := range q.Keys {
 		held := c.own.heldReads(&q.Keys[i], q.Leases[i])
+		st := wire.StatusOK
 		switch {
 		case held == 0:
-			a.Statuses = append(a.Statuses, wire.StatusNotOwner)
-			continue
+			st = wire.StatusNotOwner
 		case held < int64(locks):
-			a.Statuses = append(a.Statuses, wire.StatusOverRelease)
+			st = wire.StatusOverRelease
+		}
+		a.Statuses = append(a.Statuses, st)
+		if st != wire.StatusOK {
+			if all {
+				all = false
+				keys, leases, idx = append(c.passK[:0], q.Keys[:i]...), append(c.passL[:0], q.Leases[:i]...), c.passI[:0]
+				for j := range i {
+					idx = append(idx, j)
+				}
+			}
 			continue
 		}
-		a.Statuses = append(a.Statuses, wire.StatusOK)
 		c.own.subRead(q.Leases[i], locks)
-		keys, leases, idx = append(keys, q.Keys[i]), append(leases, q.Leases[i]), append(idx, i)
+		if !all {
+			keys, leases, idx = append(keys, q.Keys[i]), append(leases, q.Leases[i]), append(idx, i)
+		}
 	}
-	c.passK, c.passL, c.passI = keys, leases, idx
+	if all {
+		keys, leases = q.Keys, q.Leases
+	} else {
+		c.passK, c.passL, c.passI = keys, leases, idx
+	}
 	sts, err := m.FinishRead(keys, leases, locks)
 	if err != nil {
 		// Only ErrClosed gets here (the arguments were checked): the
@@ -178,7 +199,7 @@ func (c *conn) finishRead(q *wire.Request, a *wire.Answer) error {
 		if st != l1.OK {
 			c.own.dropRead(leases[j])
 		}
-		a.Statuses[idx[j]] = wire.FromL1(st)
+		a.Statuses[at(idx, j)] = wire.FromL1(st)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/wire"
 )
@@ -104,10 +105,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.pool = p
-	if err := p.First(); err != nil {
-		p.Close()
-		return nil, err
-	}
 	s.alloc, err = allocator.New(p, allocator.Options{Align: cfg.Align})
 	if err != nil {
 		p.Close()
@@ -230,7 +227,7 @@ func (s *Server) SocketPath() string { return s.cfg.SocketPath }
 
 // Pool returns the pool's memory (the daemon's own mapping) and its
 // progress.
-func (s *Server) Pool() ([]byte, allocator.SegmentProgress) { return s.pool.Bytes(), s.pool.Progress() }
+func (s *Server) Pool() ([]byte, hostmem.SegmentProgress) { return s.pool.Bytes(), s.pool.Progress() }
 
 // ConnInfo is one open connection: its peer and what it holds.
 type ConnInfo struct {
@@ -271,7 +268,7 @@ func (s *Server) Stats() wire.Stats {
 		Objects: uint64(st.Objects), WriteLocked: uint64(st.WriteLocked), TemporaryReadLocked: uint64(st.TemporaryReadLocked),
 		HeldBytes: uint64(st.Held), UsedBytes: uint64(as.Used), CapacityBytes: uint64(as.Capacity),
 		QuarantinedBytes: uint64(st.QuarantinedBytes),
-		PoolBytes:        uint64(s.pool.Size()), ReadyBytes: uint64(pr.ReadyBytes),
+		PoolBytes:        uint64(len(s.pool.Bytes())), ReadyBytes: uint64(pr.ReadyBytes),
 		ConnsOpen: uint64(open), ConnsAccepted: s.accepted.Load(), ConnsClosed: s.closed.Load(), ConnsRefused: s.refused.Load(),
 		ReleasedWrites: s.releasedWrites.Load(), ReleasedReadLocks: s.releasedReads.Load(), ReleasedBytes: s.relBytes.Load(),
 		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,

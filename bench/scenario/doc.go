@@ -6,7 +6,7 @@
 // # What runs
 //
 // Run replays one Scenario under one sim.Policy: a fresh
-// allocator.Allocator (allocator.New over allocator.NewHeapRegion of the
+// allocator.Allocator (allocator.New over hostmem.NewHeapRegion of the
 // scenario's pool size) under a fresh l1.Manager[uint64] that
 // sim.NewManager configures with the policy's prefix strategy, placement
 // and control. The manager's Config.Now is the simulated clock

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -64,7 +65,7 @@ func Run(sc *Scenario, p sim.Policy, opt Options) (*Result, error) {
 	if len(sc.Groups)+len(sc.Streams) > maxGroups {
 		return nil, fmt.Errorf("%s: more than %d groups and streams", sc.Name, maxGroups)
 	}
-	region, err := allocator.NewHeapRegion(sc.Pool)
+	region, err := hostmem.NewHeapRegion(sc.Pool)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -14,7 +15,7 @@ import (
 // stored and finished, the first one read-locked when locked.
 func fullPool(t *testing.T, n int, locked bool) *l1.Manager[int] {
 	t.Helper()
-	r, err := allocator.NewHeapRegion(int64(n) * 4096)
+	r, err := hostmem.NewHeapRegion(int64(n) * 4096)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)

@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // TestNewManagerAppliesEveryField: each field of Policy reaches the
 // manager's Config, and base's lock lifetimes and clock survive.
 func TestNewManagerAppliesEveryField(t *testing.T) {
-	r, err := allocator.NewHeapRegion(1 << 20)
+	r, err := hostmem.NewHeapRegion(1 << 20)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)

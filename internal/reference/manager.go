@@ -28,6 +28,12 @@ import (
 // call (observe); finished temporary objects are evictable; a re-lock keeps
 // the object's temporary flag; after Close every call that names keys
 // returns ErrClosed.
+//
+// Under ManagerConfig.Quarantine a lapsed write's key goes and its block
+// stays taken, in a map by lease, until the lease comes back with its key
+// to AbortWrite (OK), FinishWrite or FinishWriteAndReserveRead
+// (WriteLapsed), which look there first, or until Close. Every lookup call
+// counts its keys by kind (ManagerCounters.Lookups).
 
 // Status mirrors l1.Status.
 type Status uint8
@@ -93,9 +99,10 @@ type ManagerConfig struct {
 	AllOrNothing  bool // l1.PrefixNone
 	EvictOnDemand bool
 	// ReuseVictims: the manager runs over the allocator itself (no
-	// wrapper), so on-demand eviction with Scattered placement hands a
-	// victim's block to the batch (allocator.Reissue) when it is one
-	// object's size and adds exactly one object to the free space.
+	// wrapper), so on-demand eviction with Scattered placement hands the
+	// batch, once the victims are chosen, each victim's block that is one
+	// object's size and starts a whole number of objects into its free
+	// run (allocator.Reissue; see evictFor).
 	ReuseVictims bool
 	Eviction     Policy
 	WriteTTL     time.Duration
@@ -546,29 +553,12 @@ func (m *Manager[K]) allocate(size int64, n int, request map[K]int) []allocator.
 // evictFor evicts evictable objects not named in the request, least
 // recently used first, until n objects fit. The check after each eviction
 // is l1's: Fit when placement is not Contiguous, else a retry of the batch
-// whenever free bytes would allow it.
-//
-// With ReuseVictims and Scattered placement, a victim whose block is one
-// object's size and whose release adds exactly one object to the free
-// space (Σ⌊run/size⌋ over the free runs, the reused blocks counted live)
-// is reused: the batch is the reused blocks, in eviction order, then the
-// rest planned over the free space without them.
+// whenever free bytes would allow it. The victims are those of this plain
+// loop whatever the memory, reused blocks or not.
 func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator.Block, bool) {
 	useFit := m.Cfg.Placement != allocator.Contiguous
 	reuse := m.Cfg.ReuseVictims && m.Cfg.Placement == allocator.Scattered
-	var reused []allocator.Block
-	// free is the model's memory with the reused blocks still live.
-	free := func() *Alloc {
-		if len(reused) == 0 {
-			return m.Mem
-		}
-		c := m.Mem.Clone()
-		c.NoGen = true
-		if err := c.Take(reused); err != nil {
-			panic("reference: reused blocks overlap: " + err.Error())
-		}
-		return c
-	}
+	var victims []allocator.Block
 	var aside []s3Entry[K]
 	defer func() { m.restore(aside) }()
 	for {
@@ -576,28 +566,14 @@ func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator
 		if !ok {
 			break
 		}
-		b, before := m.objects[k].Block, 0
-		if reuse {
-			before = free().MaxSlots(size, math.MaxInt)
-		}
+		victims = append(victims, m.objects[k].Block)
 		m.evict(k)
 		m.Counters.OnDemandEvictions++
-		if reuse && b.Size == m.Mem.Units(size)*m.Mem.Align && free().MaxSlots(size, math.MaxInt)-before == 1 {
-			reused = append(reused, b)
-		}
-		if useFit && free().MaxSlots(size, n)+len(reused) >= n {
-			if len(reused) == 0 {
-				break
+		if useFit && m.Mem.MaxSlots(size, n) >= n {
+			if reuse {
+				return m.reuse(size, n, victims), true
 			}
-			rest, ok := free().PlanBatch(size, n-len(reused), allocator.Scattered)
-			if !ok {
-				return nil, false
-			}
-			out := append(slices.Clone(reused), rest...)
-			for i := range out {
-				out[i].Gen = m.Mem.nextGen(i)
-			}
-			return out, true
+			break
 		}
 		if !useFit && m.Mem.FreeBytes()/size >= int64(n) {
 			if bs, ok := m.Mem.PlanBatch(size, n, m.Cfg.Placement); ok {
@@ -606,6 +582,41 @@ func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator
 		}
 	}
 	return m.Mem.PlanBatch(size, n, m.Cfg.Placement)
+}
+
+// reuse plans a scattered batch of n objects of size bytes after the
+// victims, whose blocks are now free, made room for it, as l1 does with
+// ReuseVictims: a victim's block that is one object's size and starts a
+// whole number of objects into its free run, where carving the run from
+// its front could put an object, goes to the batch as it is (at most n of
+// them, in eviction order); the rest are planned over the free space
+// without those blocks. Reuse never changes how many objects fit.
+func (m *Manager[K]) reuse(size int64, n int, victims []allocator.Block) []allocator.Block {
+	z := m.Mem.Units(size) * m.Mem.Align
+	runs := m.Mem.Runs()
+	var reused []allocator.Block
+	for _, b := range victims {
+		for _, x := range runs {
+			start, end := x[0]*m.Mem.Align, (x[0]+x[1])*m.Mem.Align
+			if b.Size == z && len(reused) < n && start <= b.Offset && b.Offset < end && (b.Offset-start)%z == 0 {
+				reused = append(reused, b)
+			}
+		}
+	}
+	free := m.Mem.Clone()
+	free.NoGen = true
+	if err := free.Take(reused); err != nil {
+		panic("reference: reused blocks overlap: " + err.Error())
+	}
+	rest, ok := free.PlanBatch(size, n-len(reused), allocator.Scattered)
+	if !ok {
+		panic("reference: reusing victims' blocks lost room")
+	}
+	out := append(reused, rest...)
+	for i := range out {
+		out[i].Gen = m.Mem.nextGen(i)
+	}
+	return out
 }
 
 // firsts maps each key to the index of its first occurrence.

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,11 +54,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := checkLoopback(*addr); err != nil {
 		return err
 	}
-	mode := allocator.PinNone
+	mode := hostmem.PinNone
 	switch *pin {
 	case "none":
 	case "mlock":
-		mode = allocator.PinLock
+		mode = hostmem.PinLock
 	default:
 		return fmt.Errorf("-pin %q: want none or mlock", *pin)
 	}
@@ -66,13 +67,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		region   allocator.Region
 		progress metrics.RegionSource
 	)
-	seg, err := allocator.NewSegmentedRegion(*pool, allocator.SegmentedOptions{SegmentSize: 16 << 20, Pin: mode})
+	seg, err := hostmem.NewSegmentedRegion(*pool, hostmem.SegmentedOptions{SegmentSize: 16 << 20, Pin: mode})
 	switch {
 	case err == nil:
 		region, progress = seg, seg
 	case errors.Is(err, errors.ErrUnsupported):
 		fmt.Fprintf(os.Stderr, "example: %v; serving a heap pool instead\n", err)
-		if region, err = allocator.NewHeapRegion(*pool); err != nil {
+		if region, err = hostmem.NewHeapRegion(*pool); err != nil {
 			return err
 		}
 	default:

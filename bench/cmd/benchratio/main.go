@@ -289,6 +289,9 @@ var targets = []target{
 	// ratio to it is shown below as information only.
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 20},
 	{num: m("AllocateBatch/region=heap/placement=scattered/n=5700", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 5},
+	// A fully ready segmented region costs the allocator what an mmap
+	// region does: it is asked nothing per call.
+	{num: m("Allocate/region=segmented", "ns/op"), den: m("Allocate/region=mmap", "ns/op"), op: "<=", bound: 1.1},
 	// Production sizes (issue 10): 5700 × 8 MiB in a 45 GiB NoReserve pool.
 	{num: m(pool8MiB+"/op=batch-warm", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 5},
 	{num: m(pool8MiB+"/op=batch-fresh", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 10},
@@ -310,6 +313,10 @@ var targets = []target{
 	{num: m("EvictOnDemand/victims=scattered", "ns/op"), den: m("EvictOnDemand/victims=adjacent", "ns/op"), op: "<=", bound: 2},
 	{num: m("EvictPastLocked/cold=temporary", "ns/op"), den: m("EvictPastLocked/cold=none", "ns/op"), op: "<=", bound: 1.5},
 	{num: m("EvictPastLocked/cold=read-locked", "ns/op"), den: m("EvictPastLocked/cold=none", "ns/op"), op: "<=", bound: 1.5},
+	// A store batch of 57 chains × 100 keys, chain-major: ranking by
+	// chain position costs what LRU's append does, whatever the order.
+	{num: m("PolicyBatch/policy=prefix/op=finish-write", "ns/op"), den: m("PolicyBatch/policy=lru/op=finish-write", "ns/op"), op: "<=", bound: 1.5},
+	{num: m("PolicyBatch/policy=prefix/op=read", "ns/op"), den: m("PolicyBatch/policy=lru/op=read", "ns/op"), op: "<=", bound: 1.5},
 	{num: m("Fill/region=pinned", "GB/s"), den: m("Floor/copy", "GB/s"), op: ">=", bound: 0.9},
 	{num: m("Allocate/region=heap", "allocs/op"), op: "==", bound: 0},
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
@@ -333,6 +340,11 @@ var targets = []target{
 		note: "one shared mutex: the floor of a one-lock design"},
 	{num: m("Contention/op=ceiling/procs=2", "ops/s"), den: m("Contention/op=ceiling/procs=1", "ops/s"), report: true,
 		note: "nothing shared: this run's ceiling for the rows above"},
+	// The Python client's 5700-key 8 MiB cycle against the Go client's,
+	// on one daemon.
+	{num: m(pyClient+"/client=python/op=cycle", "ns/op"), den: m(pyClient+"/client=go/op=cycle", "ns/op"), op: "<=", bound: 2},
+	{num: m(pyClient+"/client=python/op=ping", "ns/op"), den: m(pyClient+"/client=go/op=ping", "ns/op"), report: true,
+		note: "Python's per-call overhead against an empty round trip"},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -366,6 +378,8 @@ var targets = []target{
 	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
 	{num: m("DaemonClients/clients=8", "calls/s"), den: m("DaemonClients/clients=1", "calls/s"),
 		note: "8 connections of 32-key batches against 1"},
+	{num: m(pyClient+"/client=python/op=cycle-list", "ns/op"), den: m(pyClient+"/client=python/op=cycle", "ns/op"),
+		note: "keys encoded by every call, not once per cycle"},
 }
 
 func m(name, unit string) measure { return measure{name, unit} }
@@ -373,6 +387,10 @@ func m(name, unit string) measure { return measure{name, unit} }
 // pool8MiB is BenchmarkAllocatorPool's production case: 8 MiB objects in a
 // pool of 5700 of them (45 GiB).
 const pool8MiB = "AllocatorPool/object=8MiB/pool=45GiB"
+
+// pyClient is BenchmarkPythonClient: the Python and the Go client on one
+// daemon.
+const pyClient = "PythonClient"
 
 // evaluate computes every row from the medians in s.
 func evaluate(s samples, ts []target) []row {

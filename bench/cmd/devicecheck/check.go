@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // errNoGPU wraps every reason there is no device to check.
@@ -34,8 +35,8 @@ type env struct {
 	open        func() (device, error)
 	newCUDAHost func(size int64) (allocator.Region, error)
 	// registrar pins the segmented pool; nil means the CUDA runtime's
-	// cudaHostRegister (allocator.NewCUDARegistrar).
-	registrar allocator.HostRegistrar
+	// cudaHostRegister (hostmem.NewCUDARegistrar).
+	registrar hostmem.HostRegistrar
 	// segmentSize is the pool's segment size; 0 means the default.
 	segmentSize int64
 }
@@ -84,63 +85,103 @@ func check(ctx context.Context, e env, o options, w io.Writer) error {
 	}
 	row("cuda-host region (cudaHostAlloc)", s, base)
 
-	// A segmented pool pinned with cudaHostRegister, timed from its
-	// constructor to the first allocation and to the whole pool.
-	start := time.Now()
-	seg, err := allocator.NewSegmentedRegion(o.pool, allocator.SegmentedOptions{Pin: allocator.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize})
-	if err != nil {
-		return fmt.Errorf("segmented pool of %s pinned with cudaHostRegister: %w", sizeString(o.pool), err)
+	// The pinned pools, each timed from its constructor to the first
+	// allocation and to the whole pool.
+	var pinned []string
+	for i, p := range pinnedPools(e) {
+		s, line, err := c.pinnedPool(p, o, 3+uint64(i))
+		if err != nil {
+			return err
+		}
+		row(p.name, s, base)
+		pinned = append(pinned, line)
 	}
-	defer seg.Close()
-	pool, err := allocator.New(seg, allocator.Options{})
-	if err != nil {
-		return fmt.Errorf("allocator over the segmented pool: %w", err)
-	}
-	defer pool.Close()
-	src, err := firstBlock(ctx, pool, seg, o.block)
-	if err != nil {
+	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, line := range pinned {
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// A pinnedPool is a segmented region the check pins in full: its name in
+// the report and its options.
+type pinnedPool struct {
+	name string
+	opts hostmem.SegmentedOptions
+}
+
+// pinnedPools are the pools the check pins, each registered segment by
+// segment with cudaHostRegister (the registrar of e): a segmented region of
+// anonymous memory, and one backed by a sealed memfd mapped MAP_SHARED, as
+// a node daemon maps the pool it shares with its clients.
+func pinnedPools(e env) []pinnedPool {
+	return []pinnedPool{
+		{"segmented pool (cudaHostRegister)", hostmem.SegmentedOptions{Pin: hostmem.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize}},
+		{"memfd pool (cudaHostRegister)", hostmem.SegmentedOptions{Pin: hostmem.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize,
+			Memfd: &hostmem.MemfdOptions{Name: "kvalloc-devicecheck"}}},
+	}
+}
+
+// pinnedPool builds p's region of o.pool bytes with an allocator over it,
+// times the first block it serves and the whole pool pinned, then
+// measures two of its blocks. It returns the rates and the timing line.
+func (c copier) pinnedPool(p pinnedPool, o options, seed uint64) (speed, string, error) {
+	start := time.Now()
+	seg, err := hostmem.NewSegmentedRegion(o.pool, p.opts)
+	if err != nil {
+		return speed{}, "", fmt.Errorf("%s of %s: %w", p.name, sizeString(o.pool), err)
+	}
+	defer seg.Close()
+	if p.opts.Memfd != nil && seg.FD() < 0 {
+		return speed{}, "", fmt.Errorf("%s: the region has no memfd", p.name)
+	}
+	pool, err := allocator.New(seg, allocator.Options{})
+	if err != nil {
+		return speed{}, "", fmt.Errorf("allocator over the %s: %w", p.name, err)
+	}
+	defer pool.Close()
+	src, err := firstBlock(c.ctx, pool, seg, o.block)
+	if err != nil {
+		return speed{}, "", fmt.Errorf("%s: %w", p.name, err)
+	}
 	first := time.Since(start)
-	if err := seg.Wait(ctx); err != nil {
-		return fmt.Errorf("pinning the whole pool: %w", err)
+	if err := seg.Wait(c.ctx); err != nil {
+		return speed{}, "", fmt.Errorf("%s: pinning the whole pool: %w", p.name, err)
 	}
 	full := time.Since(start)
 	dst, err := pool.Allocate(o.block)
 	if err != nil {
-		return fmt.Errorf("second block of the pinned pool: %w", err)
+		return speed{}, "", fmt.Errorf("%s: a second block: %w", p.name, err)
 	}
 	mem := seg.Bytes()
-	s, err = c.measure("segmented pool", mem[src.Offset:src.Offset+src.Size], mem[dst.Offset:dst.Offset+dst.Size], 3)
+	s, err := c.measure(p.name, mem[src.Offset:src.Offset+src.Size], mem[dst.Offset:dst.Offset+dst.Size], seed)
 	if err != nil {
-		return err
+		return speed{}, "", err
 	}
-	row("segmented pool (cudaHostRegister)", s, base)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	p := seg.Progress()
-	fmt.Fprintf(w, "segmented pool of %s in %d segments: first %s allocation after %v, whole pool pinned after %v: first ÷ full = %.4f\n",
-		sizeString(o.pool), p.Segments, sizeString(o.block), first.Round(time.Microsecond), full.Round(time.Millisecond), first.Seconds()/full.Seconds())
-	return nil
+	line := fmt.Sprintf("%s of %s in %d segments: first %s allocation after %v, whole pool pinned after %v: first ÷ full = %.4f",
+		p.name, sizeString(o.pool), seg.Progress().Segments, sizeString(o.block),
+		first.Round(time.Microsecond), full.Round(time.Millisecond), first.Seconds()/full.Seconds())
+	return s, line, nil
 }
 
 // firstBlock polls the allocator over the growing pool until it serves
 // one block: the time a serving engine waits before its first store.
-func firstBlock(ctx context.Context, a *allocator.Allocator, seg *allocator.SegmentedRegion, size int64) (allocator.Block, error) {
+func firstBlock(ctx context.Context, a *allocator.Allocator, seg *hostmem.SegmentedRegion, size int64) (allocator.Block, error) {
 	for {
 		blk, err := a.Allocate(size)
 		if err == nil {
 			return blk, nil
 		}
 		if !errors.Is(err, allocator.ErrOutOfMemory) {
-			return blk, fmt.Errorf("first block of the pinned pool: %w", err)
+			return blk, fmt.Errorf("its first block: %w", err)
 		}
 		if p := seg.Progress(); p.Failed > 0 {
-			return blk, fmt.Errorf("pinning the pool before its first block: %w", seg.Wait(ctx))
+			return blk, fmt.Errorf("pinning before its first block: %w", seg.Wait(ctx))
 		}
 		if ctx.Err() != nil {
-			return blk, fmt.Errorf("no block of the pinned pool within the time limit: %w", ctx.Err())
+			return blk, fmt.Errorf("no block within the time limit: %w", ctx.Err())
 		}
 		time.Sleep(20 * time.Microsecond)
 	}

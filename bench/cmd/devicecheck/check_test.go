@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
 // fakeDevice is a CUDA device whose memory is Go slices: cudaMemcpy
@@ -117,21 +118,23 @@ func (r *fakeRegistrar) Unregister(mem []byte) error {
 }
 
 // fakeEnv runs the check on dev, heap memory for the CUDA-host region and
-// reg for cudaHostRegister, with 16 MiB segments.
+// reg for cudaHostRegister, with 8 MiB segments.
 func fakeEnv(dev *fakeDevice, reg *fakeRegistrar) (env, *atomic.Int64) {
 	var hostRegions atomic.Int64
 	return env{
 		open: func() (device, error) { return dev, nil },
 		newCUDAHost: func(size int64) (allocator.Region, error) {
 			hostRegions.Add(1)
-			return allocator.NewHeapRegion(size)
+			return hostmem.NewHeapRegion(size)
 		},
 		registrar:   reg,
-		segmentSize: 16 << 20,
+		segmentSize: 8 << 20,
 	}, &hostRegions
 }
 
-var smallArgs = []string{"-pool", "64MiB", "-block", "8MiB", "-copies", "3"}
+// smallArgs keep the test small: 1 MiB blocks in a 32 MiB pool of 8 MiB
+// segments.
+var smallArgs = []string{"-pool", "32MiB", "-block", "1MiB", "-copies", "3"}
 
 // TestCheckOnFakeRuntime runs the whole check against the fake device:
 // every source is copied both ways and compared, the pool is pinned in
@@ -145,22 +148,23 @@ func TestCheckOnFakeRuntime(t *testing.T) {
 	t.Log("\n" + out.String())
 	for _, want := range []string{
 		"device: fake CUDA device",
-		"pageable (Go heap)", "cuda-host region (cudaHostAlloc)", "segmented pool (cudaHostRegister)",
+		"pageable (Go heap)", "cuda-host region (cudaHostAlloc)", "segmented pool (cudaHostRegister)", "memfd pool (cudaHostRegister)",
 		"H2D ÷ pageable", "exact",
-		"segmented pool of 64 MiB in 4 segments: first 8 MiB allocation after", "first ÷ full = ",
+		"segmented pool (cudaHostRegister) of 32 MiB in 4 segments: first 1 MiB allocation after",
+		"memfd pool (cudaHostRegister) of 32 MiB in 4 segments: first 1 MiB allocation after", "first ÷ full = ",
 		"devicecheck: PASS",
 	} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.Equal(t, int64(1), hostRegions.Load(), "one CUDA-host region")
-	assert.Equal(t, int64(64<<20), reg.registered.Load(), "the whole pool registered")
-	assert.Equal(t, int64(64<<20), reg.unregistered.Load(), "and unregistered by Close")
+	assert.Equal(t, int64(2*32<<20), reg.registered.Load(), "both pools registered in full")
+	assert.Equal(t, int64(2*32<<20), reg.unregistered.Load(), "and unregistered by Close")
 	assert.Equal(t, 1, dev.frees, "the device buffer freed")
 	assert.Empty(t, dev.mem)
-	// Three sources: one round trip and 3 timed copies each way, and a
+	// Four sources: one round trip and 3 timed copies each way, and a
 	// synchronize after each timed run.
-	assert.Equal(t, map[string]int{"h2d": 3 * 4, "d2h": 3 * 4}, dev.copies)
-	assert.Equal(t, 3*2, dev.syncs)
+	assert.Equal(t, map[string]int{"h2d": 4 * 4, "d2h": 4 * 4}, dev.copies)
+	assert.Equal(t, 4*2, dev.syncs)
 }
 
 // TestCheckBites: a copy that corrupts a byte or moves nothing fails the
@@ -171,7 +175,7 @@ func TestCheckBites(t *testing.T) {
 		regFails    bool
 		want        string
 	}{
-		{"flipped byte", "flip", false, "pageable memory: the round trip through the device differs at byte 2796202 of 8388608"},
+		{"flipped byte", "flip", false, "pageable memory: the round trip through the device differs at byte 349525 of 1048576"},
 		{"copy moves nothing", "drop", false, "pageable memory: the round trip through the device differs at byte 0"},
 		{"cudaHostRegister refused", "", true, "fake cudaHostRegister refused"},
 	} {

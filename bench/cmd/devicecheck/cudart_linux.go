@@ -11,7 +11,7 @@ import (
 )
 
 // cudaSonames are the CUDA runtime names tried, in order: those
-// allocator.NewCUDAHostRegion tries.
+// hostmem.NewCUDAHostRegion tries.
 var cudaSonames = []string{"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}
 
 // cudaMemcpyKind values.

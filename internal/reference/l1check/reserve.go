@@ -42,6 +42,8 @@ type Observation struct {
 	// Reserved holds the keys of every EventWriteReserved the call
 	// delivered, in order, or nil when there was none.
 	Reserved [][]Key
+	// Evicted holds the keys the call evicted, in eviction order.
+	Evicted []Key
 	// Used and LiveBlocks are the allocator's after the call.
 	Used, LiveBlocks int64
 	// Quarantined and QuarantinedBytes are the manager's quarantine after
@@ -130,8 +132,11 @@ func (s *System) ObserveReserveChain(keys []Key, positions []uint32, temporary [
 		o.Results, o.Err = s.M.ReserveWrite(keys, temporary, size, mode)
 	}
 	for _, e := range s.takeEvents() {
-		if e.Kind == l1.EventWriteReserved {
+		switch {
+		case e.Kind == l1.EventWriteReserved:
 			o.Reserved = append(o.Reserved, e.Keys)
+		case e.Kind == l1.EventRemoved && e.Cause == l1.CauseEvicted:
+			o.Evicted = append(o.Evicted, e.Keys...)
 		}
 	}
 	o.After, o.ExtentsAfter = s.states(), s.A.FreeExtents()
@@ -186,6 +191,7 @@ func CheckReserve(o *Observation) error {
 		{"prefix maximality", CheckPrefixMaximal},
 		{"tail OOM statuses", CheckTailOOM},
 		{"no leak", CheckNoLeak},
+		{"no extra victim", CheckNoExtraVictim},
 	} {
 		if err := c.check(o); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
@@ -326,6 +332,45 @@ func CheckTailOOM(o *Observation) error {
 		}
 	}
 	return nil
+}
+
+// CheckNoExtraVictim: on-demand eviction that made room for the whole
+// batch stopped at the first victim that did. With every victim but the
+// last freed, the free extents held fewer than the needing keys (Fit, or
+// the largest extent under Contiguous): the plain loop "free the next
+// victim, then ask Fit" would have gone on, whatever sizes share the pool.
+func CheckNoExtraVictim(o *Observation) error {
+	n := len(o.Need)
+	if o.Err != nil || len(o.Evicted) == 0 || o.Granted() < n {
+		return nil
+	}
+	free := slices.Clone(o.ExtentsBefore)
+	for _, k := range o.Evicted[:len(o.Evicted)-1] {
+		st, ok := o.Before[k]
+		if !ok {
+			return fmt.Errorf("evicted key %d, which did not exist", k)
+		}
+		free = append(free, reference.WithoutGen(st.Block))
+	}
+	if fit := fitOf(mergeExtents(free), o.Size, n, o.Setup); fit >= n {
+		return fmt.Errorf("evicted %v; all but the last already made room for the %d needing keys (size %d, %v)",
+			o.Evicted, n, o.Size, o.Setup.Placement)
+	}
+	return nil
+}
+
+// mergeExtents sorts free blocks by offset and merges those that touch.
+func mergeExtents(bs []allocator.Block) []allocator.Block {
+	slices.SortFunc(bs, func(x, y allocator.Block) int { return cmp.Compare(x.Offset, y.Offset) })
+	var out []allocator.Block
+	for _, b := range bs {
+		if last := len(out) - 1; last >= 0 && out[last].End() == b.Offset {
+			out[last].Size += b.Size
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // CheckNoLeak: the allocator's used bytes and live blocks are exactly the

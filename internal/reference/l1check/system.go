@@ -10,7 +10,8 @@
 // ReserveWrite changed, and the Check* functions state the ReserveWrite
 // contracts on that record using only the real system's own observations,
 // not the model: prefix maximality, request-order locking, tail OOM
-// statuses, no leak, and rejected calls changing nothing.
+// statuses, no leak, no extra victim of on-demand eviction, and rejected
+// calls changing nothing.
 //
 // Every part of a System can be replaced through a Variant, which is how
 // the tests substitute the broken implementations of package mutant and
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -128,7 +130,7 @@ func New(s Setup, v Variant) (*System, error) {
 	if s.ReadTTL == 0 {
 		s.ReadTTL = l1.DefaultReadTTL
 	}
-	r, err := allocator.NewHeapRegion(int64(s.Units) * s.Align)
+	r, err := hostmem.NewHeapRegion(int64(s.Units) * s.Align)
 	if err != nil {
 		return nil, err
 	}

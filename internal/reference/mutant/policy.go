@@ -97,3 +97,19 @@ var (
 	// VariantPrefixIsLRU configures PrefixIsLRU.
 	VariantPrefixIsLRU = l1check.Variant{Config: PrefixIsLRU}
 )
+
+// MergeBlind is the allocator with a FreeAround that reports no free
+// neighbour: on-demand eviction then counts each victim's block alone, as
+// the manager once counted a victim's block it kept live for reuse, and
+// misses the merges that make room for more objects than the parts held.
+// With objects of mixed sizes the count comes out low and eviction takes
+// a victim more than the batch needs (on free [0,1) with victims of 3, 2
+// and 3 units and a batch of two 3-unit objects: all three, where the
+// first two leave [0,6)).
+type MergeBlind struct{ *allocator.Allocator }
+
+// FreeAround reports nothing free around b.
+func (MergeBlind) FreeAround(allocator.Block) (before, after int64) { return 0, 0 }
+
+// VariantMergeBlind runs the manager over a MergeBlind memory.
+var VariantMergeBlind = l1check.Variant{Memory: func(a *allocator.Allocator) l1.Memory { return MergeBlind{a} }}

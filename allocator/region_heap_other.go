@@ -1,7 +1,0 @@
-//go:build !linux
-
-package allocator
-
-// heapBackable cannot ask the system how much memory is left on this
-// platform; only the runtime's own limits apply there (see NewHeapRegion).
-func heapBackable(size int64) error { return nil }
