@@ -84,7 +84,7 @@ func (s *Server) Verify() VerifyReport {
 	var held int64
 	type span struct{ off, end int64 }
 	spans := make([]span, 0, len(snap))
-	size := s.pool.Size()
+	size := int64(len(s.pool.Bytes()))
 	for _, e := range snap {
 		held += e.Block.Size
 		spans = append(spans, span{e.Block.Offset, e.Block.Offset + e.Block.Size})
