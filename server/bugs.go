@@ -33,10 +33,18 @@ const (
 	// bugError: one reserve_read_prefix in 1000 is refused with an
 	// INTERNAL error instead of being served.
 	bugError
+	// bugNoEvict: one reserve_write in 200 answers OUT_OF_MEMORY for
+	// every key without asking l1, as an allocator that gave up while
+	// evictable objects were present would.
+	bugNoEvict
+	// bugSwapBlocks: one reserve_read_prefix in 1000 with two hits or
+	// more answers the first two hits with each other's blocks.
+	bugSwapBlocks
 )
 
 // bugNames are the values of KVALLOC_DAEMON_BUG.
-var bugNames = map[string]daemonBug{"forget-reads": bugForgetReads, "leak-block": bugLeakBlock, "retain": bugRetain, "error": bugError}
+var bugNames = map[string]daemonBug{"forget-reads": bugForgetReads, "leak-block": bugLeakBlock, "retain": bugRetain,
+	"error": bugError, "no-evict": bugNoEvict, "swap-blocks": bugSwapBlocks}
 
 // parseBug reads KVALLOC_DAEMON_BUG's value.
 func parseBug(s string) (daemonBug, error) {
@@ -45,15 +53,24 @@ func parseBug(s string) (daemonBug, error) {
 	}
 	b, ok := bugNames[s]
 	if !ok {
-		return bugNone, fmt.Errorf("KVALLOC_DAEMON_BUG=%q: want one of forget-reads, leak-block, retain, error", s)
+		return bugNone, fmt.Errorf("KVALLOC_DAEMON_BUG=%q: want one of forget-reads, leak-block, retain, error, no-evict, swap-blocks", s)
 	}
 	return b, nil
 }
 
 var bugState struct {
 	sync.Mutex
-	retained [][]l1.ObjectKey
-	prefixes uint64
+	retained                [][]l1.ObjectKey
+	prefixes, writes, swaps uint64
+}
+
+// bugCount counts one more of *n and reports whether it is a multiple of
+// every.
+func bugCount(n *uint64, every uint64) bool {
+	bugState.Lock()
+	defer bugState.Unlock()
+	*n++
+	return *n%every == 0
 }
 
 // bugRequest is the hook before a request is carried out: it returns the
@@ -68,15 +85,32 @@ func bugRequest(q *wire.Request) error {
 		if q.Type != wire.TypeReserveReadPrefix {
 			return nil
 		}
-		bugState.Lock()
-		bugState.prefixes++
-		n := bugState.prefixes
-		bugState.Unlock()
-		if n%1000 == 0 {
+		if bugCount(&bugState.prefixes, 1000) {
 			return &wire.Error{Code: wire.CodeInternal, Msg: "deliberate bug: a refused reserve_read_prefix"}
 		}
 	}
 	return nil
+}
+
+// bugServe is the hook in place of l1: it reports whether it answered q
+// itself (bugNoEvict's OUT_OF_MEMORY answers).
+func bugServe(q *wire.Request, a *wire.Answer) bool {
+	if bug != bugNoEvict || q.Type != wire.TypeReserveWrite || !bugCount(&bugState.writes, 200) {
+		return false
+	}
+	for range q.Keys {
+		a.Results = append(a.Results, wire.Result{Status: wire.StatusOutOfMemory})
+	}
+	return true
+}
+
+// bugAnswer is the hook after l1 answered q: bugSwapBlocks swaps two
+// hits' blocks.
+func bugAnswer(q *wire.Request, a *wire.Answer) {
+	if bug != bugSwapBlocks || q.Type != wire.TypeReserveReadPrefix || a.Prefix < 2 || !bugCount(&bugState.swaps, 1000) {
+		return
+	}
+	a.Results[0].Block, a.Results[1].Block = a.Results[1].Block, a.Results[0].Block
 }
 
 // bugEnd is the hook at a connection's end, under the gate: bugLeakBlock

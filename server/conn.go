@@ -225,8 +225,10 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		var err error
 		if c.stop.Load() {
 			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
-		} else if err = bugRequest(q); err == nil {
-			err = c.dispatch(q, a)
+		} else if err = bugRequest(q); err == nil && !bugServe(q, a) {
+			if err = c.dispatch(q, a); err == nil {
+				bugAnswer(q, a)
+			}
 		}
 		if excl {
 			if err == nil {
