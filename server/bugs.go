@@ -40,11 +40,18 @@ const (
 	// bugSwapBlocks: one reserve_read_prefix in 1000 with two hits or
 	// more answers the first two hits with each other's blocks.
 	bugSwapBlocks
+	// bugKeepConn: one connection's end in 10 goes unnoticed: the socket
+	// is closed, but the connection stays among the open ones with every
+	// lock it held, as a daemon that waits for a heartbeat would.
+	bugKeepConn
+	// bugCloseError: Close reports a failure, so kvallocd exits 1 on
+	// SIGTERM.
+	bugCloseError
 )
 
 // bugNames are the values of KVALLOC_DAEMON_BUG.
 var bugNames = map[string]daemonBug{"forget-reads": bugForgetReads, "leak-block": bugLeakBlock, "retain": bugRetain,
-	"error": bugError, "no-evict": bugNoEvict, "swap-blocks": bugSwapBlocks}
+	"error": bugError, "no-evict": bugNoEvict, "swap-blocks": bugSwapBlocks, "keep-conn": bugKeepConn, "close-error": bugCloseError}
 
 // parseBug reads KVALLOC_DAEMON_BUG's value.
 func parseBug(s string) (daemonBug, error) {
@@ -53,15 +60,15 @@ func parseBug(s string) (daemonBug, error) {
 	}
 	b, ok := bugNames[s]
 	if !ok {
-		return bugNone, fmt.Errorf("KVALLOC_DAEMON_BUG=%q: want one of forget-reads, leak-block, retain, error, no-evict, swap-blocks", s)
+		return bugNone, fmt.Errorf("KVALLOC_DAEMON_BUG=%q: want one of forget-reads, leak-block, retain, error, no-evict, swap-blocks, keep-conn, close-error", s)
 	}
 	return b, nil
 }
 
 var bugState struct {
 	sync.Mutex
-	retained                [][]l1.ObjectKey
-	prefixes, writes, swaps uint64
+	retained                      [][]l1.ObjectKey
+	prefixes, writes, swaps, ends uint64
 }
 
 // bugCount counts one more of *n and reports whether it is a multiple of
@@ -119,6 +126,20 @@ func (s *Server) bugEnd() {
 	if bug == bugLeakBlock {
 		_, _ = s.alloc.Allocate(s.alloc.Align())
 	}
+}
+
+// bugUnnoticed is the hook before a connection's end: it reports whether
+// bugKeepConn leaves this end unnoticed.
+func bugUnnoticed() bool {
+	return bug == bugKeepConn && bugCount(&bugState.ends, 10)
+}
+
+// bugClose is the hook at the end of Close: bugCloseError's failure.
+func bugClose(err error) error {
+	if bug == bugCloseError && err == nil {
+		return &wire.Error{Code: wire.CodeInternal, Msg: "deliberate bug: Close fails"}
+	}
+	return err
 }
 
 func (b daemonBug) String() string {

@@ -209,7 +209,7 @@ func (s *Server) Close() error {
 		err = e
 	}
 	s.log.Info("kvallocd stopped", "socket", s.cfg.SocketPath, "connections", s.accepted.Load())
-	return err
+	return bugClose(err)
 }
 
 // Epoch is the pool's epoch: random, nonzero, new at each New.

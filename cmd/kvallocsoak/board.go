@@ -3,11 +3,9 @@
 package main
 
 import (
-	"os"
 	"sync/atomic"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/kvalloc/kvalloc/internal/shmpage"
 )
 
 // A board is one client seat's page of shared memory, mapped by the
@@ -88,36 +86,12 @@ func (t *totals) plus(u totals) {
 
 // mapBoard maps the board file at path, creating it when create.
 func mapBoard(path string, create bool) (*board, func(), error) {
-	p, unmap, err := mapPage(path, create)
+	p, unmap, err := shmpage.Map(path, create)
 	return (*board)(p), unmap, err
 }
 
 // mapDispatch maps the dispatch file at path, creating it when create.
 func mapDispatch(path string, create bool) (*dispatch, func(), error) {
-	p, unmap, err := mapPage(path, create)
+	p, unmap, err := shmpage.Map(path, create)
 	return (*dispatch)(p), unmap, err
-}
-
-// mapPage maps a page of shared memory from the file at path.
-func mapPage(path string, create bool) (unsafe.Pointer, func(), error) {
-	flags := os.O_RDWR
-	if create {
-		flags |= os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flags, 0o600)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	const size = 4096
-	if create {
-		if err := f.Truncate(size); err != nil {
-			return nil, nil, err
-		}
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, err
-	}
-	return unsafe.Pointer(&mem[0]), func() { unix.Munmap(mem) }, nil
 }

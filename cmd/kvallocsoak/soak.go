@@ -14,7 +14,8 @@ import (
 	"github.com/kvalloc/kvalloc/client"
 )
 
-// LMCache issue 3187's allocation failures, a day on one server.
+// The allocation failures a day that LMCache's L1 logged on one
+// production server, for the summary's comparison.
 const lmcacheLow, lmcacheHigh = 200_000, 600_000
 
 // soak runs the soak and prints its table and summary on out; it returns
