@@ -75,7 +75,7 @@ func TestSoakBites(t *testing.T) {
 	daemon := buildDaemon(t)
 	t.Run("control", func(t *testing.T) {
 		cfg := soakCI(daemon)
-		cfg.duration = 12 * time.Second
+		cfg.duration = 8 * time.Second
 		var out bytes.Buffer
 		if err := soak(cfg, &out); err != nil {
 			t.Fatalf("%v\n%s", err, out.String())
