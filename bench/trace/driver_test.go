@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -30,7 +31,7 @@ type managerDriver struct {
 }
 
 func newManagerDriver(t *testing.T, tr *Trace, p sim.Policy, o Options, clock *sim.Clock) *managerDriver {
-	r, err := allocator.NewHeapRegion(o.Slots * o.Unit())
+	r, err := hostmem.NewHeapRegion(o.Slots * o.Unit())
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
