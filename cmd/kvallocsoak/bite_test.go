@@ -66,8 +66,8 @@ func soakCI(daemon string) config {
 //   - close-error: Close fails (the end's check of a clean SIGTERM), in a
 //     soak of 8 s.
 //
-// It takes about a minute, so the race suite skips it: make soak-bites
-// runs it (KVALLOC_SOAK_BITES=1), in CI after make soak.
+// It takes about a minute and a half, so the race suite skips it: make
+// soak-bites runs it (KVALLOC_SOAK_BITES=1).
 func TestSoakBites(t *testing.T) {
 	if os.Getenv("KVALLOC_SOAK_BITES") != "1" {
 		t.Skip("KVALLOC_SOAK_BITES=1 runs it (make soak-bites): a minute of soaks, too long for the race suite")

@@ -102,7 +102,7 @@
 // then stops the daemon with SIGTERM and expects exit 0 within 60 s.
 //
 // Every check is shown to fail: TestSoakBites (make soak-bites, about a
-// minute, in CI after make soak) runs the soak against kvallocd built
+// minute and a half) runs the soak against kvallocd built
 // with server's kvalloc_daemon_bugs tag, one deliberate bug per check (a
 // dead connection's read locks forgotten, a block leaked per disconnect,
 // every request's keys retained, a reserve_read_prefix that errs, an
