@@ -24,14 +24,16 @@
 // conversation trace. The pool is a memfd that costs nothing until
 // touched, and the clients touch only the stamps at the two ends of each
 // object (two pages), so RAM grows by at most 8 KiB per block, 143 MiB in
-// all, as the daemon's RssShmem.
+// all: the memfd's touched pages (the touched column), counted in the
+// clients' RSS; the daemon never touches the pool.
 //
 // # The clients
 //
-// The trace's requests, in arrival order, are dealt round-robin to the
-// -clients (8) client processes (this binary in its client role), so that
-// together they replay it in order, each its share in a loop, as fast as
-// it can: no pacing, no think time. Each request is what an engine's
+// The -clients (8) client processes (this binary in its client role) take
+// the trace's requests in arrival order from a shared counter, each the
+// next one when it is free, as a load balancer hands each arrival to a
+// free engine: together they replay the trace in order, in a loop, as
+// fast as they can, with no pacing and no think time. Each request is what an engine's
 // connector does for one prompt of blocks b0, b1, ...: reserve_read_prefix
 // (one lock each) of its blocks; check the stamps of the hits under their
 // read locks; finish_read; reserve_write, in mode new, of the blocks after
