@@ -114,7 +114,7 @@ func (s *supervisor) generation(st *seat, board string) (bool, error) {
 	}
 	defer pr.Close()
 	cmd := exec.Command(s.exe)
-	cmd.Env = append(s.env, envBoard+"="+board, envSlot+"="+strconv.Itoa(st.i), envGen+"="+strconv.Itoa(st.gens+1))
+	cmd.Env = s.clientEnv(st.i, st.gens+1, board)
 	cmd.ExtraFiles = []*os.File{pw}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -177,6 +177,16 @@ func (s *supervisor) generation(st *seat, board string) (bool, error) {
 				st.i, gen, cmd.Process.Pid, err, tail(stderr.String(), 20))
 		}
 	}
+}
+
+// clientEnv is the environment of generation gen of the client in seat
+// i: the clients' shared one, then the seat's. It is a new slice: the
+// seats start their clients concurrently, and appending to the shared one
+// in place would hand one seat's board to another.
+func (s *supervisor) clientEnv(i, gen int, board string) []string {
+	env := make([]string, 0, len(s.env)+3)
+	env = append(env, s.env...)
+	return append(env, envBoard+"="+board, envSlot+"="+strconv.Itoa(i), envGen+"="+strconv.Itoa(gen))
 }
 
 // stop tells every client to finish its request and exit, and waits, at

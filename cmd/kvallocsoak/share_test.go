@@ -65,3 +65,21 @@ func TestStamps(t *testing.T) {
 		t.Errorf("keys %v, %v", k1, k2)
 	}
 }
+
+// TestClientEnv: each seat's environment names its own board, even when
+// the shared environment has room to grow in place (os.Environ's usually
+// does), where an append in place handed the next seat's board to the
+// first.
+func TestClientEnv(t *testing.T) {
+	shared := make([]string, 2, 16)
+	shared[0], shared[1] = "A=1", "B=2"
+	s := &supervisor{env: shared}
+	e0 := s.clientEnv(0, 1, "board-0")
+	e1 := s.clientEnv(1, 1, "board-1")
+	if !slices.Contains(e0, envBoard+"=board-0") || slices.Contains(e0, envBoard+"=board-1") {
+		t.Fatalf("seat 0's environment: %q", e0)
+	}
+	if !slices.Contains(e1, envBoard+"=board-1") || !slices.Contains(e1, envSlot+"=1") || e1[0] != "A=1" {
+		t.Fatalf("seat 1's environment: %q", e1)
+	}
+}
