@@ -49,6 +49,7 @@ func startDaemon(bin, dir string, pool int64) (*daemon, error) {
 		"-evict-on-demand", "-eviction", "prefix", "-placement", "scattered",
 		"-metrics", d.metrics, "-debug-verify", "-log-level", "info")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = diesWithSoak()
 	if err := d.cmd.Start(); err != nil {
 		d.log.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)

@@ -116,6 +116,7 @@ func (s *supervisor) generation(st *seat, board string) (bool, error) {
 	cmd := exec.Command(s.exe)
 	cmd.Env = s.clientEnv(st.i, st.gens+1, board)
 	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = diesWithSoak()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err = cmd.Start()
@@ -177,6 +178,12 @@ func (s *supervisor) generation(st *seat, board string) (bool, error) {
 				st.i, gen, cmd.Process.Pid, err, tail(stderr.String(), 20))
 		}
 	}
+}
+
+// diesWithSoak makes a child SIGKILLed when the soak dies (PR_SET_PDEATHSIG),
+// so that a soak killed by a signal leaves no daemon or client behind.
+func diesWithSoak() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
 // clientEnv is the environment of generation gen of the client in seat
