@@ -35,6 +35,13 @@
 // so. SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
 // every connection, closes the pool and removes the socket, and exits 0.
 //
+// A kvallocd built with -tags kvalloc_daemon_bugs is for tests only: it
+// carries the one deliberate bug the environment variable
+// KVALLOC_DAEMON_BUG names (forget-reads, leak-block, retain, error,
+// no-evict, swap-blocks, keep-conn, close-error; see the server package's
+// bugs.go), and logs a warning that it does; make soak-bites runs the
+// soak against each. Any other build ignores the variable.
+//
 // Flags:
 //
 //	-socket path          the Unix socket (default $XDG_RUNTIME_DIR/kvallocd.sock, else /tmp/kvallocd-<uid>.sock)
