@@ -209,8 +209,12 @@ func (s *soaker) finish() error {
 			break
 		}
 	}
-	if sm.at-s.last.at > time.Second {
-		sm.at = stopAt // the clients' time
+	// The end's time is the clients' (the rates of the summary), and a
+	// last, partial row covers it since the last row, if a second or more
+	// (the few requests finished after being told to stop count in the
+	// summary either way).
+	sm.at = stopAt
+	if stopAt-s.last.at >= time.Second {
 		r := rowOf(len(s.rows)+1, s.last, sm)
 		s.rows = append(s.rows, r)
 		fmt.Fprintln(s.out, r.format())
