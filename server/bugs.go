@@ -5,6 +5,7 @@ package server
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/kvalloc/kvalloc/l1"
@@ -86,7 +87,12 @@ func bugRequest(q *wire.Request) error {
 	switch bug {
 	case bugRetain:
 		bugState.Lock()
-		bugState.retained = append(bugState.retained, slices.Clone(q.Keys))
+		// Copies: a lookup's keys alias the frame (wire.Decoder.Borrow).
+		keys := slices.Clone(q.Keys)
+		for i := range keys {
+			keys[i].ChunkHash = strings.Clone(keys[i].ChunkHash)
+		}
+		bugState.retained = append(bugState.retained, keys)
 		bugState.Unlock()
 	case bugError:
 		if q.Type != wire.TypeReserveReadPrefix {

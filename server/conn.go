@@ -51,7 +51,12 @@ type conn struct {
 // credentials, read before the connection is registered, so that the
 // metrics read them without a race.
 func newConn(s *Server, c *net.UnixConn, id uint64, peer Peer, peerErr error) *conn {
-	return &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, 64<<10)}
+	cn := &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, 64<<10)}
+	// A lookup's keys alias the frame, which is not read over until the
+	// request is done: l1 keeps no key of a lookup, the ledger copies what
+	// it keeps.
+	cn.dec.Borrow = true
+	return cn
 }
 
 // shutdown makes the connection's goroutine end: its next or current read
@@ -230,6 +235,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 				bugAnswer(q, a)
 			}
 		}
+		c.own.publish()
 		if excl {
 			if err == nil {
 				c.s.noteOOM(q, a)

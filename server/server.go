@@ -216,7 +216,11 @@ func (s *Server) Close() error {
 func (s *Server) Epoch() uint64 { return s.epoch }
 
 // Manager is the daemon's manager, for tests and checks that look at it in
-// process; calls made on it bypass every connection's ledger.
+// process; calls made on it bypass every connection's ledger. The keys of
+// the events its listeners get from a connection's lookups (every keyed
+// request but reserve_write) alias that connection's frame buffer, which
+// the next request overwrites: a listener that keeps such a key past its
+// call must copy its ChunkHash (strings.Clone).
 func (s *Server) Manager() *l1.Manager[l1.ObjectKey] { return s.mgr }
 
 // Allocator is the daemon's allocator.
