@@ -8,7 +8,7 @@
 // # Flow
 //
 // A request enters the Manager, which works under one mutex and asks its
-// Memory (an *allocator.Allocator, or any Memory) for blocks:
+// Memory (an *allocator.Allocator, or a wrapper of one) for blocks:
 //
 //	ReserveWrite(keys, temporary, size, mode)        write-lock; allocate missing keys; write leases
 //	ReserveWriteChain(keys, positions, ...)           the same, with each key's place in its prefix chain
@@ -151,9 +151,8 @@
 // # Eviction
 //
 // The policy's structures hold the evictable objects only, so eviction
-// never walks a locked or unread object, and on-demand eviction over the
-// allocator counts what each victim frees in O(1) (allocator.FreeAround)
-// instead of calling Fit after each victim: O(victims) per call, scattered
+// never walks a locked or unread object, and on-demand eviction counts
+// what each victim frees in O(1) (Memory.FreeAround) instead of calling Fit after each victim: O(victims) per call, scattered
 // victims as cheap as adjacent ones. With Scattered placement a victim's
 // block of the batch's size goes to the new object in place
 // (allocator.Reissue: a new generation, so the victim's handle is stale),

@@ -3,6 +3,7 @@ package l1_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -293,48 +294,76 @@ func slotsFit(extents []allocator.Block, size int64, n int, p allocator.Placemen
 }
 
 // countMem is a synthetic Memory holding up to capacity objects of any
-// size. It records every call: the n of each allocation, successful or
-// not, and the number of blocks of each free.
+// size, at offsets that only grow. It records every call: the n of each
+// AppendBatch, successful or not, the n of each AppendUpTo, and the
+// number of blocks of each free. It cannot bound its bytes (Capacity is
+// math.MaxInt64), so the manager asks it for every missing key; no block
+// has a free neighbour (FreeAround answers 0, 0), and its unit is align
+// (1 unless set).
 type countMem struct {
-	mu       sync.Mutex
-	capacity int
-	objSize  int64
-	live     map[int64]bool
-	next     int64
-	calls    []int
-	freed    []int
-	fail     error // returned by every allocation when set
+	mu        sync.Mutex
+	capacity  int
+	objSize   int64
+	align     int64
+	live      map[int64]bool
+	next      int64
+	calls     []int
+	upToCalls []int
+	freed     []int
+	fail      error // returned by every allocation when set
 }
 
 func newCountMem(capacity int, objSize int64) *countMem {
-	return &countMem{capacity: capacity, objSize: objSize, live: map[int64]bool{}}
+	return &countMem{capacity: capacity, objSize: objSize, align: 1, live: map[int64]bool{}}
 }
 
-func (c *countMem) AllocateBatch(size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
+func (c *countMem) AppendBatch(dst []allocator.Block, size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, n)
-	return c.allocLocked(size, n, false)
+	return c.allocLocked(dst, size, n, false)
 }
 
-func (c *countMem) allocLocked(size int64, n int, upTo bool) ([]allocator.Block, error) {
+func (c *countMem) AppendUpTo(dst []allocator.Block, size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upToCalls = append(c.upToCalls, n)
+	return c.allocLocked(dst, size, n, true)
+}
+
+func (c *countMem) allocLocked(dst []allocator.Block, size int64, n int, upTo bool) ([]allocator.Block, error) {
 	if c.fail != nil {
-		return nil, c.fail
+		return dst, c.fail
 	}
 	free := c.capacity - len(c.live)
 	if n > free {
 		if !upTo {
-			return nil, fmt.Errorf("%w: %d of %d", allocator.ErrOutOfMemory, n, free)
+			return dst, fmt.Errorf("%w: %d of %d", allocator.ErrOutOfMemory, n, free)
 		}
 		n = free
 	}
-	out := make([]allocator.Block, n)
-	for i := range out {
-		out[i] = allocator.Block{Offset: c.next, Size: size}
+	for range n {
+		dst = append(dst, allocator.Block{Offset: c.next, Size: size})
 		c.live[c.next] = true
 		c.next += size
 	}
-	return out, nil
+	return dst, nil
+}
+
+// AppendReissue hands live blocks back under the next generation.
+func (c *countMem) AppendReissue(dst []allocator.Block, blocks []allocator.Block) ([]allocator.Block, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range blocks {
+		if !c.live[b.Offset] {
+			return dst, fmt.Errorf("%w: %v", allocator.ErrInvalidBlock, b)
+		}
+	}
+	for _, b := range blocks {
+		b.Gen++
+		dst = append(dst, b)
+	}
+	return dst, nil
 }
 
 func (c *countMem) Free(blocks ...allocator.Block) error {
@@ -352,6 +381,16 @@ func (c *countMem) Free(blocks ...allocator.Block) error {
 	return nil
 }
 
+func (c *countMem) Fit(_ int64, n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(0, min(n, c.capacity-len(c.live)))
+}
+
+func (c *countMem) FreeAround(allocator.Block) (before, after int64) { return 0, 0 }
+func (c *countMem) Align() int64                                     { return c.align }
+func (c *countMem) Capacity() int64                                  { return math.MaxInt64 }
+
 func (c *countMem) Stats() allocator.Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -365,22 +404,5 @@ func (c *countMem) record() (calls, freed []int) {
 	defer c.mu.Unlock()
 	return slices.Clone(c.calls), slices.Clone(c.freed)
 }
-
-// upToMem is countMem with AllocateUpTo; upToCalls records its n.
-type upToMem struct {
-	*countMem
-	upToCalls []int
-}
-
-func (u *upToMem) AllocateUpTo(size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.upToCalls = append(u.upToCalls, n)
-	return u.allocLocked(size, n, true)
-}
-
-// plainMem hides every method of its Memory but the three of the
-// interface: no AllocateUpTo, no Fit.
-type plainMem struct{ l1.Memory }
 
 var errBroken = errors.New("memory broken")

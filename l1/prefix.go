@@ -83,25 +83,19 @@ func (m *Manager[K]) prefixLocked(size int64, n int) ([]allocator.Block, error) 
 	switch {
 	case n <= 1 || m.cfg.Prefix == PrefixNone:
 		return nil, nil
-	case m.cfg.Prefix == PrefixOnePass && m.upTo != nil:
+	case m.cfg.Prefix == PrefixOnePass:
 		return m.allocUpToLocked(size, n)
 	}
 	return m.searchPrefixLocked(size, n)
 }
 
-// allocUpToLocked makes one AllocateUpTo call and checks its answer.
-// Like allocBatchLocked, it may answer in m.blocks.
+// allocUpToLocked makes one AppendUpTo call and checks its answer.
+// Like allocBatchLocked, it answers in m.blocks.
 func (m *Manager[K]) allocUpToLocked(size int64, n int) ([]allocator.Block, error) {
 	m.flushLocked()
 	m.stats.AllocCalls++
-	var blocks []allocator.Block
-	var err error
-	if m.alloc != nil {
-		blocks, err = m.alloc.AppendUpTo(m.blocks[:0], size, n, m.cfg.Placement)
-		m.blocks = blocks[:0]
-	} else {
-		blocks, err = m.upTo.AllocateUpTo(size, n, m.cfg.Placement)
-	}
+	blocks, err := m.mem.AppendUpTo(m.blocks[:0], size, n, m.cfg.Placement)
+	m.blocks = blocks[:0]
 	switch {
 	case err != nil && isOOM(err):
 		return nil, nil
@@ -110,10 +104,9 @@ func (m *Manager[K]) allocUpToLocked(size int64, n int) ([]allocator.Block, erro
 	case len(blocks) > n:
 		m.freeLocked(blocks)
 		return nil, fmt.Errorf("l1: memory returned %d blocks for up to %d", len(blocks), n)
-	case m.alloc == nil:
-		if err := m.checkSizesLocked(blocks, size); err != nil {
-			return nil, err
-		}
+	}
+	if err := m.checkSizesLocked(blocks, size); err != nil {
+		return nil, err
 	}
 	return blocks, nil
 }

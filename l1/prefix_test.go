@@ -14,9 +14,7 @@ import (
 )
 
 // The largest-prefix tests run bbolt style: one table of scenarios, each
-// run under every prefix strategy, over the allocator itself and over the
-// allocator with AllocateUpTo and Fit hidden (where PrefixOnePass falls
-// back to the binary search). The scenario names map to LMCache's tests:
+// run under every prefix strategy, over the allocator. The scenario names map to LMCache's tests:
 // test_l1_manager_partial_alloc.py ([PA]) and the malaiwah / LIL variants.
 
 // prefixScenario is a pool in a given state and one ReserveWrite.
@@ -84,33 +82,22 @@ var prefixScenarios = []prefixScenario{
 	{name: "grant_is_exact_one_short", pool: 64 * KiB, fill: func(t *testing.T, e *env) { e.put(t, []int{1000}, obj) }, size: obj, want: 16, grant: 15},
 }
 
-// memories are the Memory shapes the table runs over.
-var memories = []struct {
-	name string
-	wrap func(a *allocator.Allocator) l1.Memory
-}{
-	{"allocator", func(a *allocator.Allocator) l1.Memory { return a }},
-	{"no-upto", func(a *allocator.Allocator) l1.Memory { return plainMem{a} }},
-}
-
 func TestPrefixScenarios(t *testing.T) {
 	for _, sc := range prefixScenarios {
 		for _, s := range l1.PrefixStrategies {
-			for _, mem := range memories {
-				t.Run(fmt.Sprintf("%s/%s/%s", sc.name, s, mem.name), func(t *testing.T) {
-					a := newAlloc(t, sc.pool, obj)
-					e := newEnvOver(t, a, mem.wrap(a), l1.Config{Prefix: s})
-					if sc.fill != nil {
-						sc.fill(t, e)
-					}
-					runPrefixScenario(t, e, sc, s, mem.name == "allocator")
-				})
-			}
+			t.Run(fmt.Sprintf("%s/%s", sc.name, s), func(t *testing.T) {
+				a := newAlloc(t, sc.pool, obj)
+				e := newEnvOver(t, a, a, l1.Config{Prefix: s})
+				if sc.fill != nil {
+					sc.fill(t, e)
+				}
+				runPrefixScenario(t, e, sc, s)
+			})
 		}
 	}
 }
 
-func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrategy, upTo bool) {
+func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrategy) {
 	ks := keys(0, sc.want)
 	var fresh []int // the keys needing memory, in request order
 	for _, k := range ks {
@@ -180,7 +167,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	assert.Equal(t, b2u(grant == 0), st.FailedReservations-stBefore.FailedReservations)
 	neverFits := sc.size > sc.pool
 	switch {
-	case s == l1.PrefixOnePass && upTo:
+	case s == l1.PrefixOnePass:
 		// One call, or none when the manager's own objects leave no room
 		// for one object (room.go).
 		room := int64(0)
@@ -192,7 +179,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	case sc.grant == n || n == 1 || s == l1.PrefixNone || neverFits:
 		assert.Equal(t, uint64(1), calls, "no prefix search")
 		assert.Zero(t, probes)
-	default: // the binary search, directly or as the fallback
+	default: // the binary search
 		assert.Positive(t, probes)
 		assert.LessOrEqual(t, probes, uint64(log2ceil(n)))
 		assert.Equal(t, 1+probes+b2u(grant > 0), calls)
@@ -233,8 +220,8 @@ func TestLargestPrefixProbe(t *testing.T) {
 		// Capacity 7, want 10: one failed full call, probes 5 (fits),
 		// 7 (fits), 8 (fails), then the final 7; the probes freed are 5
 		// and 7.
-		for _, s := range []l1.PrefixStrategy{l1.PrefixBinarySearch, l1.PrefixOnePass} {
-			t.Run(s.String()+"/no-upto", func(t *testing.T) {
+		for _, s := range []l1.PrefixStrategy{l1.PrefixBinarySearch} {
+			t.Run(s.String(), func(t *testing.T) {
 				mem := newCountMem(7, obj)
 				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
 				rs := e.reserve(t, keys(0, 10), obj)
@@ -248,8 +235,8 @@ func TestLargestPrefixProbe(t *testing.T) {
 				assert.Equal(t, int64(7), mem.Stats().LiveBlocks)
 			})
 		}
-		t.Run("onepass/upto", func(t *testing.T) {
-			mem := &upToMem{countMem: newCountMem(7, obj)}
+		t.Run("onepass", func(t *testing.T) {
+			mem := newCountMem(7, obj)
 			e := newEnvOver(t, nil, mem, l1.Config{})
 			rs := e.reserve(t, keys(0, 10), obj)
 			assert.Equal(t, append(repeat(l1.OK, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
@@ -260,7 +247,7 @@ func TestLargestPrefixProbe(t *testing.T) {
 			assert.Zero(t, e.m.Stats().Probes)
 		})
 		t.Run("none", func(t *testing.T) {
-			mem := &upToMem{countMem: newCountMem(7, obj)}
+			mem := newCountMem(7, obj)
 			e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixNone})
 			rs := e.reserve(t, keys(0, 10), obj)
 			assert.Equal(t, repeat(l1.OutOfMemory, 10), statuses(rs))

@@ -208,14 +208,14 @@ type failAfter struct {
 	after int
 }
 
-func (f *failAfter) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+func (f *failAfter) AppendBatch(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
 	f.mu.Lock()
 	calls := len(f.calls)
 	f.mu.Unlock()
 	if calls >= f.after {
-		return nil, errBroken
+		return dst, errBroken
 	}
-	return f.countMem.AllocateBatch(size, n, p)
+	return f.countMem.AppendBatch(dst, size, n, p)
 }
 
 func TestFinishWrite(t *testing.T) {
@@ -337,8 +337,15 @@ type panicMem struct {
 	panics bool
 }
 
-func (p *panicMem) AllocateBatch(size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
-	blocks, err := p.countMem.AllocateBatch(size, n, pl)
+func (p *panicMem) AppendBatch(dst []allocator.Block, size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
+	return p.panicOn(p.countMem.AppendBatch(dst, size, n, pl))
+}
+
+func (p *panicMem) AppendUpTo(dst []allocator.Block, size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
+	return p.panicOn(p.countMem.AppendUpTo(dst, size, n, pl))
+}
+
+func (p *panicMem) panicOn(blocks []allocator.Block, err error) ([]allocator.Block, error) {
 	if err != nil && p.panics {
 		panic(err)
 	}

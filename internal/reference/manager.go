@@ -92,12 +92,6 @@ type ManagerConfig struct {
 	Placement     allocator.Placement
 	AllOrNothing  bool // l1.PrefixNone
 	EvictOnDemand bool
-	// ReuseVictims: the manager runs over the allocator itself (no
-	// wrapper), so on-demand eviction with Scattered placement hands the
-	// batch, once the victims are chosen, each victim's block that is one
-	// object's size and starts a whole number of objects into its free
-	// run (allocator.Reissue; see evictFor).
-	ReuseVictims bool
 	Eviction     Policy
 	WriteTTL     time.Duration
 	ReadTTL      time.Duration
@@ -551,7 +545,7 @@ func (m *Manager[K]) allocate(size int64, n int, request map[K]int) []allocator.
 // loop whatever the memory, reused blocks or not.
 func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator.Block, bool) {
 	useFit := m.Cfg.Placement != allocator.Contiguous
-	reuse := m.Cfg.ReuseVictims && m.Cfg.Placement == allocator.Scattered
+	reuse := m.Cfg.Placement == allocator.Scattered
 	var victims []allocator.Block
 	var aside []s3Entry[K]
 	defer func() { m.restore(aside) }()
@@ -579,8 +573,8 @@ func (m *Manager[K]) evictFor(size int64, n int, request map[K]int) ([]allocator
 }
 
 // reuse plans a scattered batch of n objects of size bytes after the
-// victims, whose blocks are now free, made room for it, as l1 does with
-// ReuseVictims: a victim's block that is one object's size and starts a
+// victims, whose blocks are now free, made room for it, as l1 does under
+// Scattered placement: a victim's block that is one object's size and starts a
 // whole number of objects into its free run, where carving the run from
 // its front could put an object, goes to the batch as it is (at most n of
 // them, in eviction order); the rest are planned over the free space

@@ -156,8 +156,7 @@ func New(s Setup, v Variant) (*System, error) {
 	modelMem.NoGen = true // the manager's probes consume generations the model does not mirror
 	sys.Model = reference.NewManager[Key](modelMem, reference.ManagerConfig{
 		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
-		ReuseVictims: v.Memory == nil, // l1 reissues victims' blocks over the allocator itself only
-		Eviction:     reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Quarantine: s.Quarantine,
+		Eviction: reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Quarantine: s.Quarantine,
 	})
 	return sys, nil
 }

@@ -57,7 +57,7 @@ func (m RepeatAllocTwice[K]) ReserveWrite(keys []K, temporary []bool, size int64
 	}
 	for i, k := range keys {
 		if slices.Index(keys, k) != i {
-			_, _ = m.Mem.AllocateBatch(size, 1, m.Placement)
+			_, _ = m.Mem.AppendBatch(nil, size, 1, m.Placement)
 		}
 	}
 	return res, nil
