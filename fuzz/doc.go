@@ -22,7 +22,8 @@
 //   - FuzzL1Lifecycle: random sequences of every Manager method and clock
 //     advances across both TTLs follow the model's state machine.
 //   - FuzzPrefixStrategies: on the same state, the one-pass and the
-//     binary-search prefix grant the same k, and PrefixNone grants n or 0.
+//     binary-search prefix grant the same k, and all or nothing grants n
+//     or 0 (LMCache's baselines, in internal/reference/baseline).
 //
 // Inputs are sequences of fixed-size binary records, decoded with
 // encoding/binary and built by an encode helper that a round-trip test

@@ -6,15 +6,16 @@ import (
 	"testing"
 
 	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // variants picks the Variant of each prefix strategy's system; genuine
 // returns the zero Variant for all.
-type variants func(l1.PrefixStrategy) l1check.Variant
+type variants func(baseline.Strategy) l1check.Variant
 
-func genuine(l1.PrefixStrategy) l1check.Variant { return l1check.Variant{} }
+func genuine(baseline.Strategy) l1check.Variant { return l1check.Variant{} }
 
 func FuzzL1Lifecycle(f *testing.F) {
 	f.Add([]byte{})
@@ -79,7 +80,7 @@ func checkReserveWrite(setup l1check.Setup, ops []l1check.Op, v variants) error 
 	req.Kind, req.Observe = l1check.OpReserveWrite, true
 	for _, p := range l1.EvictionPolicies {
 		setup.Eviction = p
-		for _, s := range l1.PrefixStrategies {
+		for _, s := range baseline.Strategies {
 			setup.Prefix = s
 			if err := func() error {
 				sys, err := l1check.New(setup, v(s))
@@ -107,8 +108,8 @@ func checkReserveWrite(setup l1check.Setup, ops []l1check.Op, v variants) error 
 // checkPrefixStrategies is FuzzPrefixStrategies' body: it runs ops on three
 // systems in lockstep, one per prefix strategy. At every ReserveWrite,
 // before comparing each system with its model, it checks the strategies
-// against each other: PrefixOnePass and PrefixBinarySearch give the same
-// answer, blocks included; PrefixNone grants all of its needing keys or
+// against each other: the one pass and the binary search give the same
+// answer, blocks included; all or nothing grants all of its needing keys or
 // none, and, when its state is the one-pass system's, all exactly when the
 // one-pass system grants all.
 func checkPrefixStrategies(setup l1check.Setup, ops []l1check.Op, v variants) error {
@@ -124,8 +125,8 @@ func checkPrefixStrategies(setup l1check.Setup, ops []l1check.Op, v variants) er
 // checkPrefixStrategiesUnder is checkPrefixStrategies under one eviction
 // policy.
 func checkPrefixStrategiesUnder(setup l1check.Setup, ops []l1check.Op, v variants) error {
-	systems := make([]*l1check.System, len(l1.PrefixStrategies))
-	for i, s := range l1.PrefixStrategies {
+	systems := make([]*l1check.System, len(baseline.Strategies))
+	for i, s := range baseline.Strategies {
 		setup.Prefix = s
 		sys, err := l1check.New(setup, v(s))
 		if err != nil {
@@ -169,7 +170,8 @@ func checkPrefixStrategiesUnder(setup l1check.Setup, ops []l1check.Op, v variant
 }
 
 // comparePrefixes is the differential check of one ReserveWrite observed
-// under PrefixOnePass (a), PrefixBinarySearch (b) and PrefixNone (c).
+// under the one pass (a), the binary search (b) and all or nothing (c)
+// (baseline.OnePass, BinarySearch, None).
 func comparePrefixes(a, b, c *l1check.Observation) error {
 	if (a.Err == nil) != (b.Err == nil) || (a.Err == nil) != (c.Err == nil) {
 		return fmt.Errorf("errors differ: onepass %v, binarysearch %v, none %v", a.Err, b.Err, c.Err)

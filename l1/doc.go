@@ -130,10 +130,10 @@
 //
 // This is exact because all objects of a batch share one size, so k objects
 // fit exactly when k ≤ Σ⌊extent/size⌋, a condition monotone in k.
-// PrefixOnePass (the default) gets k from the allocator's AllocateUpTo in
-// one call; PrefixBinarySearch is LMCache's search with trial allocations,
-// kept as the reference and for memories without AllocateUpTo;
-// PrefixNone keeps the old all-or-nothing answer. With
+// The manager gets k from the memory's AppendUpTo in one call (LMCache's
+// search with trial allocations, and its all-or-nothing answer before the
+// fix, are memory wrappers in internal/reference/baseline, measured beside
+// it). With
 // Config.EvictOnDemand, evictable objects not named in the call are
 // evicted first, in the order of the eviction policy (Config.Eviction:
 // LRU, prefix-aware tail first, or S3-FIFO), until the batch fits.
@@ -191,7 +191,8 @@
 //   - Lock counts are O(1) per call, not one step per hold.
 //   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll
 //     that counts keys.
-//   - Stats counts probes, partial grants, OOM keys, evictions and expiries.
+//   - Stats counts allocation calls, partial grants, OOM keys, evictions
+//     and expiries.
 //   - Each call hashes each key it names at most once, into an index that
 //     holds no pointers (see store.go); ObjectKey has a hash of its own, at
 //     half the cost of hash/maphash.Comparable. A call that names the keys

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -35,10 +36,11 @@ const (
 func TestEvictExactMixedSizes(t *testing.T) {
 	for _, p := range allocator.Placements {
 		for _, policy := range l1.EvictionPolicies {
-			for _, s := range l1.PrefixStrategies {
+			for _, s := range baseline.Strategies {
 				t.Run(fmt.Sprintf("%v/%v/%v", p, policy, s), func(t *testing.T) {
 					a := newAlloc(t, 10*unit, unit)
-					e := newEnvOver(t, a, a, l1.Config{Placement: p, Eviction: policy, Prefix: s, EvictOnDemand: true})
+					cfg := l1.Config{Placement: p, Eviction: policy, EvictOnDemand: true}
+					e := newEnvOver(t, a, under(s, a, cfg), cfg)
 					// x=0, then a..d, one call each so that each is its
 					// own operation for the prefix policy.
 					for i, u := range []int64{1, 3, 2, 3, 1} {
@@ -69,7 +71,7 @@ func TestEvictExactDifferential(t *testing.T) {
 	}
 	for _, p := range allocator.Placements {
 		for _, policy := range l1.EvictionPolicies {
-			for _, s := range l1.PrefixStrategies {
+			for _, s := range baseline.Strategies {
 				name := fmt.Sprintf("%v/%v/%v", p, policy, s)
 				t.Run(name, func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(p)<<16|uint64(policy)<<8|uint64(s), 19))

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -32,14 +33,20 @@ func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 	// the allocator; a case that sets a placement keeps it.
 	for _, place := range []allocator.Placement{allocator.ContiguousFirst, allocator.Scattered} {
 		t.Run(place.String(), func(t *testing.T) {
-			newE := func(t *testing.T, cfg l1.Config) *env {
+			// newE's manager runs under prefix strategy s, onepass
+			// unless given.
+			newE := func(t *testing.T, cfg l1.Config, s ...baseline.Strategy) *env {
 				a := newAlloc(t, 16*obj, obj)
 				if cfg.Placement == allocator.ContiguousFirst {
 					cfg.Placement = place
 				}
 				cfg.EvictOnDemand = true
 				cfg.Eviction = policy
-				return newEnvOver(t, a, a, cfg)
+				var mem l1.Memory = a
+				for _, s := range s {
+					mem = under(s, a, cfg)
+				}
+				return newEnvOver(t, a, mem, cfg)
 			}
 			t.Run("least_recently_used_first", func(t *testing.T) {
 				if policy != l1.EvictLRU {
@@ -135,13 +142,13 @@ func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 				assert.Equal(t, uint64(1), e.m.Stats().Evictions, "evicting 104 joins 103-105")
 			})
 			t.Run("then_the_prefix_under_each_strategy", func(t *testing.T) {
-				for _, s := range l1.PrefixStrategies {
-					e := newE(t, l1.Config{Prefix: s})
+				for _, s := range baseline.Strategies {
+					e := newE(t, l1.Config{}, s)
 					e.put(t, keys(100, 16), obj)
 					e.read(t, keys(100, 10), 1)
 					rs := e.reserve(t, keys(0, 8), obj)
 					k := 6
-					if s == l1.PrefixNone {
+					if s == baseline.None {
 						k = 0
 					}
 					assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -83,6 +84,7 @@ type env struct {
 	t   testing.TB
 	m   *l1.Manager[int]
 	a   *allocator.Allocator
+	mem l1.Memory // the manager's memory: a, or a wrapper of it
 	clk *clock
 	rec *recorder
 }
@@ -109,7 +111,7 @@ func newEnv(t testing.TB, capacity int64, cfg l1.Config) *env {
 // under it.
 func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Config) *env {
 	t.Helper()
-	e := &env{t: t, a: a, clk: newClock(), rec: &recorder{}}
+	e := &env{t: t, a: a, mem: mem, clk: newClock(), rec: &recorder{}}
 	if cfg.Now == nil {
 		cfg.Now = e.clk.Now
 	}
@@ -118,6 +120,39 @@ func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Conf
 	m.AddListenerFunc(e.rec.listen)
 	e.m = m
 	return e
+}
+
+// under returns mem as a manager configured by cfg sees it under prefix
+// strategy s: mem itself for onepass, LMCache's baseline over it
+// otherwise (see baseline.Strategy.Wrap).
+func under(s baseline.Strategy, mem l1.Memory, cfg l1.Config) l1.Memory {
+	return s.Wrap(mem, cfg.EvictOnDemand)
+}
+
+// newStrategyEnv is newEnv under prefix strategy s.
+func newStrategyEnv(t testing.TB, capacity int64, s baseline.Strategy, cfg l1.Config) *env {
+	t.Helper()
+	a := newAlloc(t, capacity, 4*KiB)
+	return newEnvOver(t, a, under(s, a, cfg), cfg)
+}
+
+// calls returns the allocation calls made to the memory under the
+// manager: the baseline wrapper's count, or the manager's own over the
+// memory itself.
+func (e *env) calls() uint64 {
+	if c, ok := e.mem.(baseline.Counter); ok {
+		return c.Counts().Calls
+	}
+	return e.m.Stats().AllocCalls
+}
+
+// probes returns the baseline search's trial allocations (0 for the other
+// strategies, which make none).
+func (e *env) probes() uint64 {
+	if c, ok := e.mem.(baseline.Counter); ok {
+		return c.Counts().Probes
+	}
+	return 0
 }
 
 // keys returns n consecutive keys from lo.

@@ -377,9 +377,3 @@ func (m *Manager[K]) Len() int {
 
 // isOOM reports whether an allocator error means "does not fit".
 func isOOM(err error) bool { return errors.Is(err, allocator.ErrOutOfMemory) }
-
-// neverFits reports whether an allocator error means the size can never fit
-// (larger than the capacity): it wraps both sentinels.
-func neverFits(err error) bool {
-	return isOOM(err) && errors.Is(err, allocator.ErrInvalidArgument)
-}

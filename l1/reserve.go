@@ -77,13 +77,12 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 //     are never evicted. Over the allocator with Scattered placement, a
 //     victim's block of the batch's size is reissued to the batch rather
 //     than freed (see evict.go); the batch then gets those blocks first.
-//  2. If it still does not fit, the largest prefix that fits is granted,
-//     as Config.Prefix says: the first k missing keys, in request order,
+//  2. If it still does not fit, the largest prefix that fits is granted
+//     (prefix.go): the first k missing keys, in request order,
 //     get OK and the rest OutOfMemory. A one-key batch, and a size
 //     larger than the memory's capacity, are all or nothing.
 //
-// With PrefixOnePass and no on-demand eviction, the call is AppendUpTo
-// itself: one call in all, whether or not the batch fits. Missing keys
+// Without on-demand eviction, the call is AppendUpTo itself: one call in all, whether or not the batch fits. Missing keys
 // past the most objects its capacity less the manager's own objects can
 // hold are answered OutOfMemory without asking it (room.go), so that a
 // call with no room for one object makes no call at all.
@@ -173,7 +172,7 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 	// A missing key past the room gets no placeholder (room.go): it is
 	// OutOfMemory at once, or KeyNotWritable as a repeat of one.
 	room, past := int64(-1), 0
-	if m.cfg.Prefix == PrefixOnePass && !m.cfg.EvictOnDemand {
+	if !m.cfg.EvictOnDemand {
 		room = m.roomLocked(size)
 	}
 	hits := 0
@@ -319,28 +318,15 @@ func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 // after the victims it needs, if any: a batch costs one allocation call,
 // not a call that fails first.
 func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.Block, error) {
-	if m.cfg.Prefix == PrefixOnePass && !m.cfg.EvictOnDemand {
+	if !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
-	if m.cfg.EvictOnDemand && size > m.capacity {
+	if size > m.capacity {
 		return nil, nil // never fits, whatever is evicted
 	}
-	if !m.cfg.EvictOnDemand {
-		blocks, err := m.allocBatchLocked(size, n)
-		switch {
-		case err == nil:
-			return blocks, nil
-		case !isOOM(err):
-			return nil, err
-		case neverFits(err):
-			return nil, nil
-		}
-	}
-	if m.cfg.EvictOnDemand {
-		blocks, err := m.evictForLocked(size, n, now)
-		if err != nil || blocks != nil {
-			return blocks, err
-		}
+	blocks, err := m.evictForLocked(size, n, now)
+	if err != nil || blocks != nil {
+		return blocks, err
 	}
 	return m.prefixLocked(size, n)
 }

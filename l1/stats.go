@@ -4,11 +4,8 @@ package l1
 type Counters struct {
 	// AllocCalls counts the memory's AppendBatch, AppendUpTo and
 	// AppendReissue calls (the last: on-demand eviction reusing victims'
-	// blocks), probes included.
+	// blocks).
 	AllocCalls uint64
-	// Probes counts the binary search's trial allocations (each allocated
-	// and freed): not the failed full call, not the final allocation.
-	Probes uint64
 	// WriteReservations counts keys ReserveWrite granted.
 	WriteReservations uint64
 	// PartialGrants counts ReserveWrite calls that allocated some, but not

@@ -90,11 +90,11 @@ type Result struct {
 // already applied.
 type ManagerConfig struct {
 	Placement     allocator.Placement
-	AllOrNothing  bool // l1.PrefixNone
+	AllOrNothing  bool // baseline.None
 	EvictOnDemand bool
-	Eviction     Policy
-	WriteTTL     time.Duration
-	ReadTTL      time.Duration
+	Eviction      Policy
+	WriteTTL      time.Duration
+	ReadTTL       time.Duration
 	// Quarantine is l1.Config.QuarantineLapsedWrites.
 	Quarantine bool
 }

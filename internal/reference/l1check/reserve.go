@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -223,8 +224,8 @@ func CheckRejected(o *Observation) error {
 
 // CheckPrefixMaximal: the number k of needing keys granted is the maximum
 // the memory held before the call: all of them if they fit, else Fit,
-// except that a one-key batch, an object larger than the memory and
-// PrefixNone are all or nothing. With on-demand eviction k may only be
+// except that a one-key batch, an object larger than the memory and the
+// all-or-nothing baseline (baseline.None) are all or nothing. With on-demand eviction k may only be
 // larger.
 func CheckPrefixMaximal(o *Observation) error {
 	if o.Err != nil {
@@ -232,12 +233,12 @@ func CheckPrefixMaximal(o *Observation) error {
 	}
 	n, k := len(o.Need), o.Granted()
 	want := o.Fit
-	if o.Fit < n && (n == 1 || o.Setup.Prefix == l1.PrefixNone) {
+	if o.Fit < n && (n == 1 || o.Setup.Prefix == baseline.None) {
 		want = 0
 	}
 	switch {
-	case o.Setup.Prefix == l1.PrefixNone && k != 0 && k != n:
-		return fmt.Errorf("PrefixNone granted %d of %d needing keys; want all or none", k, n)
+	case o.Setup.Prefix == baseline.None && k != 0 && k != n:
+		return fmt.Errorf("all or nothing granted %d of %d needing keys; want all or none", k, n)
 	case o.Setup.EvictOnDemand && k < want:
 		return fmt.Errorf("granted %d of %d needing keys; at least %d fit before evicting", k, n, want)
 	case !o.Setup.EvictOnDemand && k != want:

@@ -28,6 +28,7 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -63,10 +64,12 @@ type Manager interface {
 // Setup describes a System: a heap-backed allocator of Units units of
 // Align bytes and the manager's configuration.
 type Setup struct {
-	Units         int
-	Align         int64
-	Placement     allocator.Placement
-	Prefix        l1.PrefixStrategy
+	Units     int
+	Align     int64
+	Placement allocator.Placement
+	// Prefix is how the largest prefix is found: over the allocator
+	// itself (onepass), or through one of LMCache's baselines.
+	Prefix        baseline.Strategy
 	EvictOnDemand bool
 	// Eviction is the eviction policy, on demand and in EvictTo.
 	Eviction l1.EvictionPolicy
@@ -87,6 +90,8 @@ type Variant struct {
 	Memory func(*allocator.Allocator) l1.Memory
 	// Config edits the manager's configuration behind the model's back.
 	Config func(*l1.Config)
+	// Strategy edits the prefix strategy behind the model's back.
+	Strategy func(baseline.Strategy) baseline.Strategy
 	// Manager wraps the manager; a is the allocator under it.
 	Manager func(m *l1.Manager[Key], a *allocator.Allocator) Manager
 }
@@ -134,8 +139,13 @@ func New(s Setup, v Variant) (*System, error) {
 	if v.Memory != nil {
 		mem = v.Memory(a)
 	}
+	strategy := s.Prefix
+	if v.Strategy != nil {
+		strategy = v.Strategy(strategy)
+	}
+	mem = strategy.Wrap(mem, s.EvictOnDemand)
 	cfg := l1.Config{
-		Placement: s.Placement, Prefix: s.Prefix, EvictOnDemand: s.EvictOnDemand, Eviction: s.Eviction,
+		Placement: s.Placement, EvictOnDemand: s.EvictOnDemand, Eviction: s.Eviction,
 		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, QuarantineLapsedWrites: s.Quarantine, Now: sys.clock,
 	}
 	if v.Config != nil {
@@ -155,7 +165,7 @@ func New(s Setup, v Variant) (*System, error) {
 	modelMem := reference.NewAlloc(int64(s.Units)*s.Align, s.Align)
 	modelMem.NoGen = true // the manager's probes consume generations the model does not mirror
 	sys.Model = reference.NewManager[Key](modelMem, reference.ManagerConfig{
-		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
+		Placement: s.Placement, AllOrNothing: s.Prefix == baseline.None, EvictOnDemand: s.EvictOnDemand,
 		Eviction: reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Quarantine: s.Quarantine,
 	})
 	return sys, nil
