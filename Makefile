@@ -110,11 +110,11 @@ bench-trace:
 # DEVICE_CHECK_FLAGS are devicecheck's flags (-pool, -block, -copies, -timeout).
 DEVICE_CHECK_FLAGS ?=
 ## device-check: on a machine with an NVIDIA GPU, copy 8 MiB blocks between
-## the GPU and a CUDA-host region, a segmented pool pinned with
-## cudaHostRegister and pageable memory; print GiB/s, the ratios and time to
-## first allocation ÷ time to pin the pool; check every round trip's bytes.
-## At most 5 minutes. Without a GPU it exits 3, "no GPU: ..." (see
-## bench/cmd/devicecheck).
+## the GPU and a CUDA-host region, two pools pinned with cudaHostRegister (a
+## segmented region, and a memfd pool as the daemon maps it) and pageable
+## memory; print GiB/s, pinned ÷ pageable and time to first allocation ÷ time
+## to pin each pool; check every round trip's bytes. At most 5 minutes.
+## Without a GPU it exits 3, "no GPU: ..." (see bench/cmd/devicecheck).
 device-check:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) build -o $(BENCH_OUT)/devicecheck ./bench/cmd/devicecheck
