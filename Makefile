@@ -4,23 +4,53 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: test vet unit unit-invariants kill-harness kill-soak fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, the suites of
-## INVARIANTS_PKGS again under -tags invariants, then a short run of every
-## fuzz target, in that order (also under make -j).
+## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
+## (verbose, for its counts), then a short run of every fuzz target, in
+## that order (also under make -j).
 test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
+	@$(MAKE) --no-print-directory kill-harness
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants $(PKGS)
 
+# unit runs the kill harness short (20 kills) under the race detector;
+# kill-harness runs it in full on its own, so that its counts are printed.
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	KVALLOC_KILL_KILLS=20 $(GO) test -race -count=1 $(PKGS)
+
+# KILLS is the number of client kills of kill-harness (at least 200) and
+# SOAK_KILLS kill-soak's.
+KILLS      ?= 200
+SOAK_KILLS ?= 3000
+# KILL_RUN runs the harness with KVALLOC_KILL_KILLS=$(1), prints its
+# counts, and on a failure the end of its output; its status is go test's.
+define KILL_RUN
+	@out=$$(mktemp); status=0; \
+	KVALLOC_KILL_KILLS=$(1) $(GO) test -count=1 -timeout 60m -run '$(2)' -v ./server/ >$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|kill harness|caught' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
+endef
+
+## kill-harness: kvallocd's kill harness (server/kill_test.go): 8 client
+## processes, KILLS SIGKILLs at aimed points, the checks after each, then
+## the daemon killed mid-run; prints the counts. Without the race detector,
+## which slows the daemon 5-10x and would distort its timings (unit runs a
+## short harness under it).
+kill-harness:
+	$(call KILL_RUN,$(KILLS),^TestKillHarness)
+
+## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
+## the counts and the time from kill to release, p50 and p99.
+kill-soak:
+	$(call KILL_RUN,$(SOAK_KILLS),^TestKillHarness$$$$)
 
 # INVARIANTS_PKGS are the packages whose suites run a second time built
 # with -tags invariants (internal/invariants), where every call that

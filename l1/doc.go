@@ -191,8 +191,9 @@
 //   - Lock counts are O(1) per call, not one step per hold.
 //   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll
 //     that counts keys.
-//   - Stats counts allocation calls, partial grants, OOM keys, evictions
-//     and expiries.
+//   - Stats counts allocation calls, partial grants, OOM keys, evictions,
+//     expiries, the quarantine, and the hits and misses of every kind of
+//     lookup (Counters.Lookups).
 //   - Each call hashes each key it names at most once, into an index that
 //     holds no pointers (see store.go); ObjectKey has a hash of its own, at
 //     half the cost of hash/maphash.Comparable. A call that names the keys

@@ -322,6 +322,11 @@ var targets = []target{
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
 	{num: m("SegmentPin/pin=mlock/workers=2", "first-ns"), den: m("SegmentPin/pin=mlock/workers=2", "full-ns"), op: "<=", bound: 0.1},
 	{num: m("SegmentPin/pin=mlock/workers=2", "GiB/s"), den: m("SegmentPin/pin=mlock/workers=1", "GiB/s"), op: ">=", bound: 1.6},
+	// The node daemon: the production cycle through client/ and a Unix
+	// socket against the same cycle in process, and a one-key call
+	// against an empty one on the same socket.
+	{num: m("DaemonCycle/size=8MiB/keys=5700", "ns/key"), den: m("L1Cycle/size=8MiB/keys=5700", "ns/key"), op: "<=", bound: 1.5},
+	{num: m("DaemonRoundTrip/op=reserve-finish", "ns/rtt"), den: m("DaemonRoundTrip/op=ping", "ns/rtt"), op: "<=", bound: 1.5},
 	// Contention: ops/s on two cores ÷ on one, one manager or allocator
 	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
 	// "Contention").
@@ -364,6 +369,8 @@ var targets = []target{
 	{num: m("SegmentPin/pin=none/workers=2", "GiB/s"), den: m("SegmentPin/pin=none/workers=1", "GiB/s")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "first-ns"), den: m("SegmentPin/pin=cuda/workers=2", "full-ns")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
+	{num: m("DaemonClients/clients=8", "calls/s"), den: m("DaemonClients/clients=1", "calls/s"),
+		note: "8 connections of 32-key batches against 1"},
 }
 
 func m(name, unit string) measure { return measure{name, unit} }
