@@ -16,7 +16,7 @@ import (
 // FuzzDaemonOwnership runs random calls of three client connections to
 // kvallocd (in process, over real sockets), random disconnects and clock
 // advances against the manager model extended with connection ownership
-// (reference.Owners), and compares every answer and, after every step,
+// (daemoncheck.Owners), and compares every answer and, after every step,
 // every object's state and the daemon's Check (internal/reference/
 // daemoncheck). Ownership shows in the answers (NOT_OWNER for another
 // connection's lease or a spent one, OVER_RELEASE for a release beyond the

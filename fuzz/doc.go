@@ -31,7 +31,7 @@
 //   - FuzzDaemonOwnership: three client connections to kvallocd (package
 //     server, in process, over real sockets), random calls, disconnects and
 //     clock advances, against the manager model extended with connection
-//     ownership (reference.Owners): NOT_OWNER and OVER_RELEASE where the
+//     ownership (daemoncheck.Owners): NOT_OWNER and OVER_RELEASE where the
 //     model says, and after every step every object's state and the
 //     daemon's Check (internal/reference/daemoncheck).
 //

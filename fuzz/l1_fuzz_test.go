@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
@@ -184,7 +184,7 @@ func comparePrefixes(a, b, c *l1check.Observation) error {
 	}
 	for i := range a.Results {
 		// Generations differ by design: binarysearch's probes consume some.
-		if a.Results[i].Status != b.Results[i].Status || reference.WithoutGen(a.Results[i].Block) != reference.WithoutGen(b.Results[i].Block) {
+		if a.Results[i].Status != b.Results[i].Status || allocref.WithoutGen(a.Results[i].Block) != allocref.WithoutGen(b.Results[i].Block) {
 			return fmt.Errorf("key #%d: onepass %v %+v, binarysearch %v %+v (granted %d and %d of %d)",
 				i, a.Results[i].Status, a.Results[i].Block, b.Results[i].Status, b.Results[i].Block, a.Granted(), b.Granted(), len(a.Need))
 		}
@@ -205,7 +205,7 @@ func sameBefore(a, c *l1check.Observation) bool {
 		return false
 	}
 	for k, s := range a.Before {
-		if t, ok := c.Before[k]; !ok || reference.WithoutGen(t.Block) != reference.WithoutGen(s.Block) || t.WriteLocked != s.WriteLocked || t.ReadLocks != s.ReadLocks ||
+		if t, ok := c.Before[k]; !ok || allocref.WithoutGen(t.Block) != allocref.WithoutGen(s.Block) || t.WriteLocked != s.WriteLocked || t.ReadLocks != s.ReadLocks ||
 			t.Temporary != s.Temporary || t.Finished != s.Finished {
 			return false
 		}

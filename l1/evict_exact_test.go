@@ -21,7 +21,7 @@ import (
 // and prefix strategy. The manager counts what each victim frees instead
 // (evict.go), and under Scattered placement reissues victims' blocks to
 // the batch (allocator.Reissue) where that changes nothing; the reference
-// model (internal/reference) runs the plain loop itself.
+// model (internal/reference/l1ref) runs the plain loop itself.
 
 const (
 	unit     = 64 // the allocation unit of these tests
