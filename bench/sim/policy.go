@@ -66,6 +66,18 @@ type Policy struct {
 // String returns the policy's Name.
 func (p Policy) String() string { return p.Name }
 
+// Config returns base (the lock lifetimes and the simulated clock) with
+// p's placement, control and eviction policy: the l1 configuration of p,
+// for a manager made elsewhere (a daemon's). The prefix strategy is not
+// in it: it is the memory's (NewManager), and a daemon runs l1's one pass.
+func (p Policy) Config(base l1.Config) l1.Config {
+	cfg := base
+	cfg.Placement = p.Placement
+	cfg.EvictOnDemand = p.Control == OnDemand
+	cfg.Eviction = p.Eviction
+	return cfg
+}
+
 // Manager is an l1 manager built by NewManager, with the memory it runs
 // over: the allocator, or a baseline over it.
 type Manager[K comparable] struct {
@@ -73,15 +85,11 @@ type Manager[K comparable] struct {
 	mem l1.Memory
 }
 
-// NewManager returns an l1 manager over mem configured by p: base (the
-// lock lifetimes and the simulated clock) with p's placement, control and
-// eviction policy, over mem as p's prefix strategy has it (mem itself for
-// the one pass, a baseline wrapper otherwise).
+// NewManager returns an l1 manager configured by p.Config(base) over mem
+// as p's prefix strategy has it (mem itself for the one pass, a baseline
+// wrapper otherwise).
 func NewManager[K comparable](p Policy, mem *allocator.Allocator, base l1.Config) (*Manager[K], error) {
-	cfg := base
-	cfg.Placement = p.Placement
-	cfg.EvictOnDemand = p.Control == OnDemand
-	cfg.Eviction = p.Eviction
+	cfg := p.Config(base)
 	wrapped := p.Prefix.Wrap(mem, cfg.EvictOnDemand)
 	m, err := l1.New[K](wrapped, cfg)
 	if err != nil {

@@ -340,6 +340,11 @@ var targets = []target{
 		note: "one shared mutex: the floor of a one-lock design"},
 	{num: m("Contention/op=ceiling/procs=2", "ops/s"), den: m("Contention/op=ceiling/procs=1", "ops/s"), report: true,
 		note: "nothing shared: this run's ceiling for the rows above"},
+	// The Python client's 5700-key 8 MiB cycle against the Go client's,
+	// on one daemon.
+	{num: m(pyClient+"/client=python/op=cycle", "ns/op"), den: m(pyClient+"/client=go/op=cycle", "ns/op"), op: "<=", bound: 2},
+	{num: m(pyClient+"/client=python/op=ping", "ns/op"), den: m(pyClient+"/client=go/op=ping", "ns/op"), report: true,
+		note: "Python's per-call overhead against an empty round trip"},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -371,6 +376,8 @@ var targets = []target{
 	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
 	{num: m("DaemonClients/clients=8", "calls/s"), den: m("DaemonClients/clients=1", "calls/s"),
 		note: "8 connections of 32-key batches against 1"},
+	{num: m(pyClient+"/client=python/op=cycle-list", "ns/op"), den: m(pyClient+"/client=python/op=cycle", "ns/op"),
+		note: "keys encoded by every call, not once per cycle"},
 }
 
 func m(name, unit string) measure { return measure{name, unit} }
@@ -378,6 +385,10 @@ func m(name, unit string) measure { return measure{name, unit} }
 // pool8MiB is BenchmarkAllocatorPool's production case: 8 MiB objects in a
 // pool of 5700 of them (45 GiB).
 const pool8MiB = "AllocatorPool/object=8MiB/pool=45GiB"
+
+// pyClient is BenchmarkPythonClient: the Python and the Go client on one
+// daemon.
+const pyClient = "PythonClient"
 
 // evaluate computes every row from the medians in s.
 func evaluate(s samples, ts []target) []row {
