@@ -38,7 +38,7 @@ const (
 	s3Small
 )
 
-// maxFreq mirrors l1's cap on S3-FIFO's use count.
+// maxFreq is l1's cap on S3-FIFO's use count.
 const maxFreq = 3
 
 // s3Entry is a place in an S3-FIFO queue: the key and the object that
