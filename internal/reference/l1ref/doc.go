@@ -7,7 +7,8 @@
 // with the allocator's placement policy for memory. Nothing is indexed or
 // queued, so it is slow and short enough to check by reading. The fuzz
 // targets and the property tests diff the manager against it, through
-// package l1check. Nothing outside the test harness imports it.
+// package l1check, and kvallocd, through package daemoncheck. Nothing
+// outside the test harness imports it.
 //
 // Its files follow l1's: reserve.go (ReserveWrite), write.go (FinishWrite,
 // FinishWriteAndReserveRead, AbortWrite), read.go (ReserveRead,
