@@ -54,6 +54,7 @@ type Server struct {
 
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
+	dbg                                     debugCounts
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -87,6 +88,9 @@ const maxCloses = 4096
 func New(cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBug(); err != nil {
 		return nil, err
 	}
 	var eb [8]byte
@@ -129,6 +133,9 @@ func New(cfg Config) (*Server, error) {
 			s.alloc.Close()
 			return nil, err
 		}
+	}
+	if bug != bugNone {
+		s.log.Warn("this daemon carries a deliberate bug (built with the kvalloc_daemon_bugs tag)", "bug", bug)
 	}
 	s.log.Info("kvallocd ready", "socket", cfg.SocketPath, "pool_bytes", cfg.PoolSize, "align", s.alloc.Align(),
 		"epoch", fmt.Sprintf("%#x", s.epoch), "allow_uids", cfg.AllowUIDs, "allow_gids", cfg.AllowGIDs)
@@ -202,7 +209,7 @@ func (s *Server) Close() error {
 		err = e
 	}
 	s.log.Info("kvallocd stopped", "socket", s.cfg.SocketPath, "connections", s.accepted.Load())
-	return err
+	return bugClose(err)
 }
 
 // Epoch is the pool's epoch: random, nonzero, new at each New.
