@@ -16,7 +16,7 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/internal/invariants"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 )
 
 const (
@@ -370,7 +370,7 @@ func TestFreeCoalescesToOneExtent(t *testing.T) {
 
 // TestDifferential runs thousands of random operations under every
 // placement against the bitmap reference and checks, after each one, the
-// allocator's invariants and its agreement with the reference.
+// allocator's invariants and its agreement with the allocref.
 func TestDifferential(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -424,7 +424,7 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 // cfg's pool, against the reference model.
 func runDifferentialOn(t *testing.T, a *allocator.Allocator, cfg diffConfig, seed uint64, ops int) {
 	align := cfg.align
-	ref := reference.NewAlloc(cfg.capacity, align)
+	ref := allocref.NewAlloc(cfg.capacity, align)
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
 	var live, freed []allocator.Block
 	sizes := cfg.sizes

@@ -91,7 +91,7 @@ func BenchmarkContention(b *testing.B) {
 // setupContendedLookup stores the 5700 keys of a full production pool and
 // gives goroutine g every procs-th of them to read.
 func setupContendedLookup(b *testing.B, procs int) func(*testing.PB, int) {
-	m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{})
+	m, _ := newProdManager(b, prodKeys, prodObject, l1.Config{})
 	keys := cycleKeys(prodKeys, 300)
 	storeAll(b, m, keys)
 	return func(pb *testing.PB, g int) {
@@ -134,7 +134,7 @@ func storeAll(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey) {
 // key comes round only after the least recently used policy has evicted
 // it.
 func setupContendedStore(b *testing.B, procs int) func(*testing.PB, int) {
-	m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{EvictOnDemand: true, Placement: allocator.Scattered})
+	m, _ := newProdManager(b, prodKeys, prodObject, l1.Config{EvictOnDemand: true, Placement: allocator.Scattered})
 	storeAll(b, m, cycleKeys(prodKeys, 400))
 	rings := make([][]cycleKey, procs)
 	for g := range rings {

@@ -64,10 +64,7 @@
 //     a full 45 GiB pool of 5700 evictable objects, so on-demand eviction
 //     takes them all; the reordering between ops is not timed. adjacent
 //     evicts in address order, scattered every other object first.
-//     scattered is compared with adjacent. The memory=fit-only variants run
-//     over a memory without FreeAround, where eviction calls Fit after
-//     every victim, as it did before it counted free runs. Reports
-//     ns/victim.
+//     scattered is compared with adjacent. Reports ns/victim.
 //   - EvictPastLocked/cold=C: a 16-key ReserveWrite and FinishWrite into a
 //     full pool whose 100,000 coldest objects are unread temporary
 //     (cold=temporary) or read-locked (cold=read-locked) and cannot be

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -49,17 +50,21 @@ const (
 // pool with room for 4560, the batch that does not fit. onepass and
 // binarysearch grant the same 4560-key prefix, none grants nothing. Only
 // the ReserveWrite is timed: the AbortWrite that returns the prefix to the
-// pool runs with the timer stopped. Reports probes/op (trial allocations),
-// granted/op (keys answered OK) and alloc-ns/op, the part of the op
-// spent inside the memory's calls, which is where the strategies differ;
-// the rest is the manager's per-key work, the same for all three. Compare
-// binarysearch with onepass.
+// pool runs with the timer stopped. Reports probes/op (trial allocations,
+// counted where the allocator sees them: a search frees each probe at
+// once, in a Free call inside the ReserveWrite, and nothing else frees
+// there), granted/op (keys answered OK) and alloc-ns/op, the part of the
+// op spent inside the allocator's calls, which is where the strategies
+// differ; the rest is the manager's per-key work, the same for all three.
+// Compare binarysearch with onepass. The baselines are memories over the
+// timed allocator that answer the manager's one AppendUpTo their way
+// (internal/reference/baseline).
 func BenchmarkPrefixRecovery(b *testing.B) {
-	for _, s := range l1.PrefixStrategies {
+	for _, s := range baseline.Strategies {
 		b.Run(fmt.Sprintf("strategy=%s/n=%d", s, prefixWant), func(b *testing.B) {
 			a := newPool(b, l1Region, prefixRoom*l1Object, 0)
-			mem := &timedMemory{a: a}
-			m, err := l1.New[cycleKey](mem, l1.Config{Prefix: s})
+			mem := &timedMemory{Allocator: a}
+			m, err := l1.New[cycleKey](s.Wrap(mem, false), l1.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,22 +78,22 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 				b.Fatal(err)
 			}
 			abortGranted(b, m, keys, res, granted, leases)
-			probes0 := m.Stats().Probes
-			total := 0
+			total, probes := 0, 0
 			var inMem time.Duration
 			b.ReportAllocs()
 			for b.Loop() {
-				t0 := mem.spent
+				t0, f0 := mem.spent, mem.frees
 				res, err := m.ReserveWrite(keys, nil, l1Object, l1.ModeAll)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
 				inMem += mem.spent - t0
+				probes += mem.frees - f0
 				total += abortGranted(b, m, keys, res, granted, leases)
 				b.StartTimer()
 			}
-			b.ReportMetric(float64(m.Stats().Probes-probes0)/float64(b.N), "probes/op")
+			b.ReportMetric(float64(probes)/float64(b.N), "probes/op")
 			b.ReportMetric(float64(total)/float64(b.N), "granted/op")
 			b.ReportMetric(float64(inMem.Nanoseconds())/float64(b.N), "alloc-ns/op")
 		})
@@ -99,7 +104,7 @@ func BenchmarkPrefixRecovery(b *testing.B) {
 	b.Run(fmt.Sprintf("fit/n=%d", prefixRoom), func(b *testing.B) {
 		// Over the same timed memory as the strategies, so that the
 		// ratio is the prefix's cost alone.
-		m, err := l1.New[cycleKey](&timedMemory{a: newPool(b, l1Region, prefixRoom*l1Object, 0)}, l1.Config{})
+		m, err := l1.New[cycleKey](&timedMemory{Allocator: newPool(b, l1Region, prefixRoom*l1Object, 0)}, l1.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -152,59 +157,45 @@ func abortGranted(b *testing.B, m *l1.Manager[cycleKey], keys []cycleKey, res []
 	return len(granted)
 }
 
-// timedMemory is an allocator that adds up the time spent in its calls. It
-// has every optional interface the manager looks for, so the manager
-// treats it as it treats the allocator. Not safe for concurrent use: the
-// manager calls it under its lock, and the benchmark reads spent between
-// calls.
+// timedMemory is an allocator that adds up the time spent in the calls
+// that do the work of a reservation (AppendBatch, AppendUpTo, Fit, Free)
+// and counts the Free calls; the rest of the Memory contract is the
+// allocator's own. Not safe for concurrent use: the manager calls it under
+// its lock, and the benchmark reads spent and frees between calls.
 type timedMemory struct {
-	a     *allocator.Allocator
+	*allocator.Allocator
 	spent time.Duration
+	frees int
 }
 
-func (t *timedMemory) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+func (t *timedMemory) AppendBatch(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
 	t0 := time.Now()
-	bs, err := t.a.AllocateBatch(size, n, p)
+	bs, err := t.Allocator.AppendBatch(dst, size, n, p)
 	t.spent += time.Since(t0)
 	return bs, err
 }
 
-func (t *timedMemory) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+func (t *timedMemory) AppendUpTo(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
 	t0 := time.Now()
-	bs, err := t.a.AllocateUpTo(size, n, p)
+	bs, err := t.Allocator.AppendUpTo(dst, size, n, p)
 	t.spent += time.Since(t0)
 	return bs, err
 }
-
-// Capacity and Align make timedMemory an l1.Sizer, as the allocator is.
-// They read immutable fields and are not timed.
-func (t *timedMemory) Capacity() int64 { return t.a.Capacity() }
-
-// Align is the allocator's alignment; see Capacity.
-func (t *timedMemory) Align() int64 { return t.a.Align() }
 
 func (t *timedMemory) Fit(size int64, n int) int {
 	t0 := time.Now()
-	k := t.a.Fit(size, n)
+	k := t.Allocator.Fit(size, n)
 	t.spent += time.Since(t0)
 	return k
 }
 
 func (t *timedMemory) Free(blocks ...allocator.Block) error {
+	t.frees++
 	t0 := time.Now()
-	err := t.a.Free(blocks...)
+	err := t.Allocator.Free(blocks...)
 	t.spent += time.Since(t0)
 	return err
 }
-
-func (t *timedMemory) Stats() allocator.Stats { return t.a.Stats() }
-
-// The manager must see timedMemory as it sees the allocator.
-var (
-	_ l1.Memory        = (*timedMemory)(nil)
-	_ l1.UpToAllocator = (*timedMemory)(nil)
-	_ l1.Fitter        = (*timedMemory)(nil)
-)
 
 // l1CycleKeys are the batch sizes of BenchmarkL1Cycle.
 var l1CycleKeys = []int{256, 5700}
@@ -219,7 +210,7 @@ const (
 // exactly room objects of size bytes (4 KiB alignment): address space the
 // allocator and the manager never touch, so 45 GiB cost no RAM. It skips
 // where such a region cannot be had.
-func newProdManager(b *testing.B, room int, size int64, mem func(*allocator.Allocator) l1.Memory, cfg l1.Config) (*l1.Manager[cycleKey], *allocator.Allocator) {
+func newProdManager(b *testing.B, room int, size int64, cfg l1.Config) (*l1.Manager[cycleKey], *allocator.Allocator) {
 	b.Helper()
 	r, err := newNoReserveRegion(int64(room) * size)
 	if err != nil {
@@ -231,11 +222,7 @@ func newProdManager(b *testing.B, room int, size int64, mem func(*allocator.Allo
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { a.Close() })
-	var memory l1.Memory = a
-	if mem != nil {
-		memory = mem(a)
-	}
-	m, err := l1.New[cycleKey](memory, cfg)
+	m, err := l1.New[cycleKey](a, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -264,7 +251,7 @@ func BenchmarkL1Cycle(b *testing.B) {
 	}
 	// The production regime: 5700 keys of 8 MiB in a 45 GiB pool.
 	b.Run(fmt.Sprintf("size=8MiB/keys=%d", prodKeys), func(b *testing.B) {
-		m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{})
+		m, _ := newProdManager(b, prodKeys, prodObject, l1.Config{})
 		keys := cycleKeys(prodKeys, 2)
 		leases := make([]l1.Lease, prodKeys)
 		l1CycleSized(b, m, keys, leases, prodObject) // warm: see TestAllocsPerOpIndependentOfN
@@ -366,96 +353,75 @@ func mustAll(b *testing.B, op string, sts []l1.Status, err error) {
 	}
 }
 
-// fitOnly is the allocator without FreeAround: on-demand eviction over it
-// calls Fit after every victim, as it did before it counted free runs.
-type fitOnly struct{ a *allocator.Allocator }
-
-func (f fitOnly) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
-	return f.a.AllocateBatch(size, n, p)
-}
-func (f fitOnly) Free(blocks ...allocator.Block) error { return f.a.Free(blocks...) }
-func (f fitOnly) Stats() allocator.Stats               { return f.a.Stats() }
-func (f fitOnly) Fit(size int64, n int) int            { return f.a.Fit(size, n) }
-
 // BenchmarkEvictOnDemand times one ReserveWrite of 5700 new 8 MiB keys into
 // a full 45 GiB pool of 5700 evictable objects: on-demand eviction takes
 // every one. victims=adjacent evicts them in address order, so each victim
 // merges with the one before; victims=scattered evicts every other object
 // first, so the first 2850 victims each leave a free extent of their own.
 // The reordering between ops (FinishWrite, one Touch per key) is not timed.
-// Reports ns/victim. memory=fit-only is the same over a memory without
-// FreeAround, where eviction calls Fit after each victim: the cost before
-// eviction counted free runs, which grows with the free extents.
+// Reports ns/victim.
 func BenchmarkEvictOnDemand(b *testing.B) {
-	for _, mem := range []string{"allocator", "fit-only"} {
-		for _, victims := range []string{"adjacent", "scattered"} {
-			name := "victims=" + victims
-			var wrap func(*allocator.Allocator) l1.Memory
-			if mem == "fit-only" {
-				name += "/memory=fit-only"
-				wrap = func(a *allocator.Allocator) l1.Memory { return fitOnly{a} }
-			}
-			b.Run(name, func(b *testing.B) {
-				m, _ := newProdManager(b, prodKeys, prodObject, wrap, l1.Config{EvictOnDemand: true})
-				cur, next := cycleKeys(prodKeys, 3), cycleKeys(prodKeys, 4)
-				leases := make([]l1.Lease, prodKeys)
-				settle := func(keys []cycleKey, res []l1.Result) {
-					mustGrant(b, res, leases)
-					sts, err := m.FinishWrite(keys, leases)
-					mustAll(b, "FinishWrite", sts, err)
-					// Rank the objects for eviction: by address, or every
-					// other one first.
-					idx := make([]int, len(keys))
-					for i := range idx {
-						idx[i] = i
-					}
-					slices.SortFunc(idx, func(x, y int) int { return cmp.Compare(res[x].Block.Offset, res[y].Block.Offset) })
-					if victims == "scattered" {
-						var even, odd []int
-						for j, i := range idx {
-							if j%2 == 0 {
-								even = append(even, i)
-							} else {
-								odd = append(odd, i)
-							}
-						}
-						idx = append(even, odd...)
-					}
-					for _, i := range idx {
-						if err := m.Touch(keys[i : i+1]); err != nil {
-							b.Fatal(err)
+	for _, victims := range []string{"adjacent", "scattered"} {
+		b.Run("victims="+victims, func(b *testing.B) {
+			m, _ := newProdManager(b, prodKeys, prodObject, l1.Config{EvictOnDemand: true})
+			cur, next := cycleKeys(prodKeys, 3), cycleKeys(prodKeys, 4)
+			leases := make([]l1.Lease, prodKeys)
+			settle := func(keys []cycleKey, res []l1.Result) {
+				mustGrant(b, res, leases)
+				sts, err := m.FinishWrite(keys, leases)
+				mustAll(b, "FinishWrite", sts, err)
+				// Rank the objects for eviction: by address, or every
+				// other one first.
+				idx := make([]int, len(keys))
+				for i := range idx {
+					idx[i] = i
+				}
+				slices.SortFunc(idx, func(x, y int) int { return cmp.Compare(res[x].Block.Offset, res[y].Block.Offset) })
+				if victims == "scattered" {
+					var even, odd []int
+					for j, i := range idx {
+						if j%2 == 0 {
+							even = append(even, i)
+						} else {
+							odd = append(odd, i)
 						}
 					}
+					idx = append(even, odd...)
 				}
-				res, err := m.ReserveWrite(cur, nil, prodObject, l1.ModeAll)
-				if err != nil {
-					b.Fatal(err)
-				}
-				settle(cur, res)
-				// warm: one op before timing (TestAllocsPerOpIndependentOfN).
-				res, err = m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
-				if err != nil {
-					b.Fatal(err)
-				}
-				settle(next, res)
-				cur, next = next, cur
-				b.ReportAllocs()
-				for b.Loop() {
-					res, err := m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
-					if err != nil {
+				for _, i := range idx {
+					if err := m.Touch(keys[i : i+1]); err != nil {
 						b.Fatal(err)
 					}
-					b.StopTimer()
-					settle(next, res)
-					cur, next = next, cur
-					b.StartTimer()
 				}
-				if got := m.Stats().OnDemandEvictions; got < uint64(b.N*prodKeys) {
-					b.Fatalf("%d on-demand evictions in %d ops, want %d each", got, b.N, prodKeys)
+			}
+			res, err := m.ReserveWrite(cur, nil, prodObject, l1.ModeAll)
+			if err != nil {
+				b.Fatal(err)
+			}
+			settle(cur, res)
+			// warm: one op before timing (TestAllocsPerOpIndependentOfN).
+			res, err = m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
+			if err != nil {
+				b.Fatal(err)
+			}
+			settle(next, res)
+			cur, next = next, cur
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := m.ReserveWrite(next, nil, prodObject, l1.ModeAll)
+				if err != nil {
+					b.Fatal(err)
 				}
-				perUnit(b, prodKeys, "ns/victim")
-			})
-		}
+				b.StopTimer()
+				settle(next, res)
+				cur, next = next, cur
+				b.StartTimer()
+			}
+			if got := m.Stats().OnDemandEvictions; got < uint64(b.N*prodKeys) {
+				b.Fatalf("%d on-demand evictions in %d ops, want %d each", got, b.N, prodKeys)
+			}
+			perUnit(b, prodKeys, "ns/victim")
+		})
 	}
 }
 
@@ -479,7 +445,7 @@ func BenchmarkEvictPastLocked(b *testing.B) {
 			if cold != "none" {
 				n = evictPastCold
 			}
-			m, _ := newProdManager(b, n+warm, l1Object, nil, l1.Config{EvictOnDemand: true, ReadTTL: time.Hour})
+			m, _ := newProdManager(b, n+warm, l1Object, l1.Config{EvictOnDemand: true, ReadTTL: time.Hour})
 			coldKeys := cycleKeys(n, 5)
 			for lo := 0; lo < n; lo += 10_000 {
 				ks := coldKeys[lo:min(n, lo+10_000)]

@@ -37,7 +37,7 @@ func BenchmarkPolicyBatch(b *testing.B) {
 	for _, p := range []l1.EvictionPolicy{l1.EvictLRU, l1.EvictPrefix} {
 		for _, op := range []string{"finish-write", "read"} {
 			b.Run("policy="+p.String()+"/op="+op, func(b *testing.B) {
-				m, _ := newProdManager(b, prodKeys, prodObject, nil, l1.Config{Eviction: p})
+				m, _ := newProdManager(b, prodKeys, prodObject, l1.Config{Eviction: p})
 				keys, pos := storeBatch()
 				leases := make([]l1.Lease, len(keys))
 				reserve := func() {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 )
 
@@ -69,7 +69,7 @@ func TestFuzzAllocatorLargeSeeds(t *testing.T) {
 	seeds := corpus(t, "FuzzAllocatorLarge")
 	peak := 0
 	for _, s := range seeds {
-		c := &allocChecker{g: largeGeometry, a: newLarge(t), ref: reference.NewAlloc(largeGeometry.capacity, largeGeometry.align)}
+		c := &allocChecker{g: largeGeometry, a: newLarge(t), ref: allocref.NewAlloc(largeGeometry.capacity, largeGeometry.align)}
 		for i, op := range decodeAllocOps(s.data) {
 			if err := c.step(op); err != nil {
 				t.Fatalf("seed %s op %d: %v", s.name, i, err)

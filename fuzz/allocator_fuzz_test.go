@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 )
 
 // The allocator under FuzzAllocator: 256 units of 64 bytes. Small units let
@@ -39,7 +39,7 @@ func (g geometry) units() int64 { return g.capacity / g.align }
 
 // allocatorUnderTest is what the checks call and observes; the broken variants
 // in internal/reference/mutant satisfy it too.
-type allocatorUnderTest = reference.UnderTest
+type allocatorUnderTest = allocref.UnderTest
 
 // allocRecord is one operation of FuzzAllocator: 8 bytes, little endian.
 type allocRecord struct {
@@ -265,7 +265,7 @@ func (s allocSnapshot) diff(after allocSnapshot) error {
 type allocChecker struct {
 	g     geometry
 	a     allocatorUnderTest
-	ref   *reference.Alloc
+	ref   *allocref.Alloc
 	live  []allocator.Block // in allocation order
 	stale []allocator.Block // recently freed
 	peak  int               // most blocks live at once, for tests of the seeds
@@ -281,7 +281,7 @@ func checkAllocatorOps(a allocatorUnderTest, ops []allocRecord) error {
 
 // checkAllocatorOpsIn is checkAllocatorOps on geometry g.
 func checkAllocatorOpsIn(a allocatorUnderTest, g geometry, ops []allocRecord) error {
-	c := &allocChecker{g: g, a: a, ref: reference.NewAlloc(g.capacity, g.align)}
+	c := &allocChecker{g: g, a: a, ref: allocref.NewAlloc(g.capacity, g.align)}
 	if err := c.ref.CompareView(a); err != nil {
 		return fmt.Errorf("fresh allocator: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 // FuzzDaemonOwnership runs random calls of three client connections to
 // kvallocd (in process, over real sockets), random disconnects and clock
 // advances against the manager model extended with connection ownership
-// (reference.Owners), and compares every answer and, after every step,
+// (daemoncheck.Owners), and compares every answer and, after every step,
 // every object's state and the daemon's Check (internal/reference/
 // daemoncheck). Ownership shows in the answers (NOT_OWNER for another
 // connection's lease or a spent one, OVER_RELEASE for a release beyond the
@@ -68,9 +68,11 @@ func decodeDaemonOps(data []byte) (daemoncheck.Setup, []daemoncheck.Op) {
 	var h [daemonHeader]byte
 	copy(h[:], data)
 	setup := daemoncheck.Setup{
-		Units:         8 + int(h[0])%57,
-		Placement:     allocator.Placements[int(h[1])%3],
-		Prefix:        l1.PrefixStrategies[int(h[1])/3%3],
+		Units:     8 + int(h[0])%57,
+		Placement: allocator.Placements[int(h[1])%3],
+		// h[1]/3%3 chose LMCache's prefix baselines, which the daemon
+		// no longer runs; the bit stays unused so the corpus keeps its
+		// meaning.
 		EvictOnDemand: int(h[1])/9%2 == 1,
 		Eviction:      l1.EvictionPolicies[int(h[2])%3],
 	}

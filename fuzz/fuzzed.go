@@ -2,7 +2,7 @@ package fuzz
 
 import (
 	"github.com/kvalloc/kvalloc/allocator"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 )
 
 // fuzzedAllocator is what FuzzAllocator checks: the allocator itself.
@@ -11,4 +11,4 @@ import (
 // crash path: libFuzzer finds the failure, and the input it writes back
 // makes go test fail too. It lives in a non-test file because the
 // libFuzzer build compiles no _test.go file but the target's.
-var fuzzedAllocator = func(a *allocator.Allocator) reference.UnderTest { return a }
+var fuzzedAllocator = func(a *allocator.Allocator) allocref.UnderTest { return a }

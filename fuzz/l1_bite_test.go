@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 	"github.com/kvalloc/kvalloc/l1"
@@ -18,12 +19,12 @@ import (
 
 // everywhere applies v under every prefix strategy.
 func everywhere(v l1check.Variant) variants {
-	return func(l1.PrefixStrategy) l1check.Variant { return v }
+	return func(baseline.Strategy) l1check.Variant { return v }
 }
 
 // only applies v under strategy s and the real system elsewhere.
-func only(s l1.PrefixStrategy, v l1check.Variant) variants {
-	return func(t l1.PrefixStrategy) l1check.Variant {
+func only(s baseline.Strategy, v l1check.Variant) variants {
+	return func(t baseline.Strategy) l1check.Variant {
 		if t == s {
 			return v
 		}
@@ -160,8 +161,8 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 // only the model behind it) catches a strategy that grants a different k.
 func TestFuzzPrefixStrategiesBites(t *testing.T) {
 	bites(t, "FuzzPrefixStrategies", checkPrefixStrategies, []l1Bite{
-		{"one-pass grants one short", only(l1.PrefixOnePass, mutant.VariantUpToOneShort), "differential"},
-		{"PrefixNone grants a prefix", only(l1.PrefixNone, mutant.VariantPrefixNoneIgnored), "differential"},
-		{"binary search grants a suffix", only(l1.PrefixBinarySearch, mutant.VariantReversedPrefix), "differential"},
+		{"one-pass grants one short", only(baseline.OnePass, mutant.VariantUpToOneShort), "differential"},
+		{"all or nothing grants a prefix", only(baseline.None, mutant.VariantPrefixNoneIgnored), "differential"},
+		{"binary search grants a suffix", only(baseline.BinarySearch, mutant.VariantReversedPrefix), "differential"},
 	})
 }

@@ -5,16 +5,17 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // variants picks the Variant of each prefix strategy's system; genuine
 // returns the zero Variant for all.
-type variants func(l1.PrefixStrategy) l1check.Variant
+type variants func(baseline.Strategy) l1check.Variant
 
-func genuine(l1.PrefixStrategy) l1check.Variant { return l1check.Variant{} }
+func genuine(baseline.Strategy) l1check.Variant { return l1check.Variant{} }
 
 func FuzzL1Lifecycle(f *testing.F) {
 	f.Add([]byte{})
@@ -79,7 +80,7 @@ func checkReserveWrite(setup l1check.Setup, ops []l1check.Op, v variants) error 
 	req.Kind, req.Observe = l1check.OpReserveWrite, true
 	for _, p := range l1.EvictionPolicies {
 		setup.Eviction = p
-		for _, s := range l1.PrefixStrategies {
+		for _, s := range baseline.Strategies {
 			setup.Prefix = s
 			if err := func() error {
 				sys, err := l1check.New(setup, v(s))
@@ -107,8 +108,8 @@ func checkReserveWrite(setup l1check.Setup, ops []l1check.Op, v variants) error 
 // checkPrefixStrategies is FuzzPrefixStrategies' body: it runs ops on three
 // systems in lockstep, one per prefix strategy. At every ReserveWrite,
 // before comparing each system with its model, it checks the strategies
-// against each other: PrefixOnePass and PrefixBinarySearch give the same
-// answer, blocks included; PrefixNone grants all of its needing keys or
+// against each other: the one pass and the binary search give the same
+// answer, blocks included; all or nothing grants all of its needing keys or
 // none, and, when its state is the one-pass system's, all exactly when the
 // one-pass system grants all.
 func checkPrefixStrategies(setup l1check.Setup, ops []l1check.Op, v variants) error {
@@ -124,8 +125,8 @@ func checkPrefixStrategies(setup l1check.Setup, ops []l1check.Op, v variants) er
 // checkPrefixStrategiesUnder is checkPrefixStrategies under one eviction
 // policy.
 func checkPrefixStrategiesUnder(setup l1check.Setup, ops []l1check.Op, v variants) error {
-	systems := make([]*l1check.System, len(l1.PrefixStrategies))
-	for i, s := range l1.PrefixStrategies {
+	systems := make([]*l1check.System, len(baseline.Strategies))
+	for i, s := range baseline.Strategies {
 		setup.Prefix = s
 		sys, err := l1check.New(setup, v(s))
 		if err != nil {
@@ -169,7 +170,8 @@ func checkPrefixStrategiesUnder(setup l1check.Setup, ops []l1check.Op, v variant
 }
 
 // comparePrefixes is the differential check of one ReserveWrite observed
-// under PrefixOnePass (a), PrefixBinarySearch (b) and PrefixNone (c).
+// under the one pass (a), the binary search (b) and all or nothing (c)
+// (baseline.OnePass, BinarySearch, None).
 func comparePrefixes(a, b, c *l1check.Observation) error {
 	if (a.Err == nil) != (b.Err == nil) || (a.Err == nil) != (c.Err == nil) {
 		return fmt.Errorf("errors differ: onepass %v, binarysearch %v, none %v", a.Err, b.Err, c.Err)
@@ -182,7 +184,7 @@ func comparePrefixes(a, b, c *l1check.Observation) error {
 	}
 	for i := range a.Results {
 		// Generations differ by design: binarysearch's probes consume some.
-		if a.Results[i].Status != b.Results[i].Status || reference.WithoutGen(a.Results[i].Block) != reference.WithoutGen(b.Results[i].Block) {
+		if a.Results[i].Status != b.Results[i].Status || allocref.WithoutGen(a.Results[i].Block) != allocref.WithoutGen(b.Results[i].Block) {
 			return fmt.Errorf("key #%d: onepass %v %+v, binarysearch %v %+v (granted %d and %d of %d)",
 				i, a.Results[i].Status, a.Results[i].Block, b.Results[i].Status, b.Results[i].Block, a.Granted(), b.Granted(), len(a.Need))
 		}
@@ -203,7 +205,7 @@ func sameBefore(a, c *l1check.Observation) bool {
 		return false
 	}
 	for k, s := range a.Before {
-		if t, ok := c.Before[k]; !ok || reference.WithoutGen(t.Block) != reference.WithoutGen(s.Block) || t.WriteLocked != s.WriteLocked || t.ReadLocks != s.ReadLocks ||
+		if t, ok := c.Before[k]; !ok || allocref.WithoutGen(t.Block) != allocref.WithoutGen(s.Block) || t.WriteLocked != s.WriteLocked || t.ReadLocks != s.ReadLocks ||
 			t.Temporary != s.Temporary || t.Finished != s.Finished {
 			return false
 		}

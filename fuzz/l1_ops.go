@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -74,7 +75,7 @@ func (h l1Header) setup() l1check.Setup {
 		Units:         h.units(),
 		Align:         l1Align,
 		Placement:     allocator.Placements[h.Place%3],
-		Prefix:        l1.PrefixStrategies[(h.Flags>>1&3)%3],
+		Prefix:        baseline.Strategies[(h.Flags>>1&3)%3],
 		EvictOnDemand: h.Flags&1 != 0,
 		WriteTTL:      t[0],
 		ReadTTL:       t[1],

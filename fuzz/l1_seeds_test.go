@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -24,7 +25,7 @@ func hdr(units int, p allocator.Placement, keySpace int) l1Header {
 }
 
 func (h l1Header) evict() l1Header                     { h.Flags |= 1; return h }
-func (h l1Header) prefix(s l1.PrefixStrategy) l1Header { h.Flags |= uint8(s) << 1; return h }
+func (h l1Header) prefix(s baseline.Strategy) l1Header { h.Flags |= uint8(s) << 1; return h }
 func (h l1Header) ttl(i int) l1Header                  { h.Flags |= uint8(i) << 3; return h }
 func (h l1Header) quarantine() l1Header                { h.Flags |= 0x40; return h }
 func (r l1Record) temp(mask uint16) l1Record           { r.Flags |= 1; r.Temp = mask; return r }
@@ -269,8 +270,8 @@ func init() {
 		)...))},
 		{"prefix-10-into-8", encodeL1(hdr10into8, obsAll(req10into8, fw(0, 10), rr(0, 10, 1)))},
 		{"prefix-5700-into-4560", encodeL1(hdr5700, obsAll(req5700))},
-		{"prefix-7-of-10", encodeL1(hdr7of10.prefix(l1.PrefixBinarySearch), obsAll(req7of10))},
-		{"prefix-none", encodeL1(hdr10into8.prefix(l1.PrefixNone), obsAll(req10into8, rw(20, 8, 512, l1.ModeAll)))},
+		{"prefix-7-of-10", encodeL1(hdr7of10.prefix(baseline.BinarySearch), obsAll(req7of10))},
+		{"prefix-none", encodeL1(hdr10into8.prefix(baseline.None), obsAll(req10into8, rw(20, 8, 512, l1.ModeAll)))},
 		{"object-larger-than-pool", encodeL1(lifeHdr, obsAll(tooLarge, tooLarge3))},
 		{"every-lock-state", encodeL1(lifeHdr, append(everyLockState(), obsAll(
 			rw(0, 20, 256, l1.ModeAll), isEv(0, 20), adv(300*time.Second), length(), adv(300*time.Second), length(),
@@ -436,11 +437,11 @@ func TestEncodeDecodeL1(t *testing.T) {
 	if h, recs := decodeL1([]byte{1, 2, 3}); h != (l1Header{}) || len(recs) != 0 {
 		t.Fatalf("a short input decodes to %+v %v", h, recs)
 	}
-	setup, ops := decodeL1Ops(encodeL1(hdr5700.evict().prefix(l1.PrefixNone).ttl(1), []l1Record{
+	setup, ops := decodeL1Ops(encodeL1(hdr5700.evict().prefix(baseline.None).ttl(1), []l1Record{
 		req5700.temp(0b10), adv(605 * time.Second), adv(1500 * time.Millisecond), rr(3, 2, 128), tooLarge, closeRec(),
 		rw(0, 3, 256, l1.ModeAll).stride(0), evictTo(0.5),
 	}))
-	want := l1check.Setup{Units: 4560, Align: l1Align, Placement: allocator.ContiguousFirst, Prefix: l1.PrefixNone,
+	want := l1check.Setup{Units: 4560, Align: l1Align, Placement: allocator.ContiguousFirst, Prefix: baseline.None,
 		EvictOnDemand: true, WriteTTL: 10 * time.Second, ReadTTL: 5 * time.Second}
 	if setup != want {
 		t.Fatalf("setup %v, want %v", setup, want)

@@ -4,7 +4,7 @@ package fuzz
 
 import (
 	"github.com/kvalloc/kvalloc/allocator"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 )
 
@@ -12,5 +12,5 @@ import (
 // Used is one unit off, which every committed seed catches; only
 // .clusterfuzzlite/libfuzzer.sh's self-test builds it.
 func init() {
-	fuzzedAllocator = func(a *allocator.Allocator) reference.UnderTest { return mutant.UsedOffByOne{Allocator: a} }
+	fuzzedAllocator = func(a *allocator.Allocator) allocref.UnderTest { return mutant.UsedOffByOne{Allocator: a} }
 }

@@ -7,41 +7,30 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// The memory's alignment, from a Sizer or a Coalescer, is validated at New
-// and rounds sizes correctly whether or not it is a power of two.
+// The memory's alignment and capacity are validated at New, and the
+// alignment rounds sizes correctly whether or not it is a power of two.
 
-// sizedMem is upToMem that reports its capacity and an alignment.
-type sizedMem struct {
-	*upToMem
-	align int64
+// sizedMem is countMem that reports its capacity, as the allocator does.
+type sizedMem struct{ *countMem }
+
+func (s sizedMem) Capacity() int64 { return int64(s.capacity) * s.objSize }
+
+// aligned returns a countMem of capacity objects of objSize bytes whose
+// unit is align.
+func aligned(capacity int, objSize, align int64) *countMem {
+	c := newCountMem(capacity, objSize)
+	c.align = align
+	return c
 }
-
-func (s *sizedMem) Capacity() int64 { return int64(s.capacity) * s.objSize }
-func (s *sizedMem) Align() int64    { return s.align }
-
-// coalMem is countMem with Fit and FreeAround (a Coalescer), no Capacity.
-type coalMem struct {
-	*countMem
-	align int64
-}
-
-func (c *coalMem) Fit(size int64, n int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return min(n, c.capacity-len(c.live))
-}
-func (c *coalMem) FreeAround(allocator.Block) (before, after int64) { return 0, 0 }
-func (c *coalMem) Align() int64                                     { return c.align }
 
 func TestAlignValidated(t *testing.T) {
 	for _, align := range []int64{0, -1, math.MinInt64} {
 		mems := map[string]l1.Memory{
-			"sizer":     &sizedMem{upToMem: &upToMem{countMem: newCountMem(10, obj)}, align: align},
-			"coalescer": &coalMem{countMem: newCountMem(10, obj), align: align},
+			"unbounded": aligned(10, obj, align),
+			"sized":     sizedMem{aligned(10, obj, align)},
 		}
 		for name, mem := range mems {
 			m, err := l1.New[int](mem, l1.Config{EvictOnDemand: true})
@@ -51,20 +40,35 @@ func TestAlignValidated(t *testing.T) {
 	}
 }
 
+// shrunkMem reports a Capacity below the capacity its Stats say is
+// usable now.
+type shrunkMem struct{ *countMem }
+
+func (s shrunkMem) Capacity() int64 { return int64(s.capacity)*s.objSize - 1 }
+
+func TestCapacityValidated(t *testing.T) {
+	m, err := l1.New[int](shrunkMem{newCountMem(10, obj)}, l1.Config{})
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "usable now")
+	assert.Nil(t, m)
+	_, err = l1.New[int](sizedMem{newCountMem(10, obj)}, l1.Config{})
+	require.NoError(t, err, "a Capacity equal to the usable capacity")
+}
+
 // A slab of ten 3 KiB slots: its unit is not a power of two, and a batch
 // of twelve 3 KiB objects gets the ten that fit (a bit mask rounded 3072
 // up to 5120 and granted six), with and without on-demand eviction.
 func TestAlignNotPowerOfTwo(t *testing.T) {
 	const slot = 3 * KiB
 	for _, evict := range []bool{false, true} {
-		mem := &sizedMem{upToMem: &upToMem{countMem: newCountMem(10, slot)}, align: slot}
+		mem := sizedMem{aligned(10, slot, slot)}
 		e := newEnvOver(t, nil, mem, l1.Config{EvictOnDemand: evict})
 		rs := e.reserve(t, keys(0, 12), slot)
 		assert.Equal(t, append(repeat(l1.OK, 10), repeat(l1.OutOfMemory, 2)...), statuses(rs), "evict on demand %v", evict)
 	}
-	// On-demand eviction over a Coalescer counts in the same unit: one
-	// victim of 3 KiB makes room for one 3 KiB object.
-	mem := &coalMem{countMem: newCountMem(4, slot), align: slot}
+	// On-demand eviction counts in the same unit: one victim of 3 KiB
+	// makes room for one 3 KiB object.
+	mem := aligned(4, slot, slot)
 	e := newEnvOver(t, nil, mem, l1.Config{EvictOnDemand: true})
 	e.put(t, keys(0, 4), slot)
 	rs := e.reserve(t, keys(10, 1), slot)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -83,7 +84,7 @@ func TestThreadSafety(t *testing.T) {
 		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
 	})
 	t.Run("concurrent_read_write_mixed_operations", func(t *testing.T) {
-		for _, s := range l1.PrefixStrategies {
+		for _, s := range baseline.Strategies {
 			t.Run(s.String(), func(t *testing.T) { mixedOperations(t, s) })
 		}
 	})
@@ -92,9 +93,9 @@ func TestThreadSafety(t *testing.T) {
 // mixedOperations runs random operations on a small key space from several
 // goroutines, with on-demand eviction, a listener that calls back, and a
 // reader of every accessor; then checks that no block leaked.
-func mixedOperations(t *testing.T, s l1.PrefixStrategy) {
+func mixedOperations(t *testing.T, s baseline.Strategy) {
 	const workers, ops, keySpace = 6, 300, 48
-	e := newEnv(t, 32*obj, l1.Config{Prefix: s, EvictOnDemand: true})
+	e := newStrategyEnv(t, 32*obj, s, l1.Config{EvictOnDemand: true})
 	var events atomic.Int64
 	e.m.AddListenerFunc(func(ev l1.Event[int]) {
 		events.Add(int64(len(ev.Keys)))

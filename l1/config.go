@@ -27,14 +27,11 @@ const NoExpiry time.Duration = math.MaxInt64
 const MaxReadLocks = 128
 
 // Config configures New. The zero Config is LMCache's behaviour with the
-// one-pass prefix: ContiguousFirst placement, 600 s write and 300 s read
+// one-pass largest prefix: ContiguousFirst placement, 600 s write and 300 s read
 // lock lifetimes, no on-demand eviction.
 type Config struct {
 	// Placement is passed to every allocation.
 	Placement allocator.Placement
-	// Prefix says how ReserveWrite finds the largest prefix of a batch that
-	// fits when the whole batch does not.
-	Prefix PrefixStrategy
 	// EvictOnDemand makes ReserveWrite evict evictable objects, in the
 	// order of the eviction policy, when a batch does not fit, before it
 	// falls back to a prefix. See ReserveWrite.
@@ -72,9 +69,6 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if !slices.Contains(allocator.Placements, c.Placement) {
 		return c, fmt.Errorf("%w: unknown placement %d", ErrInvalidArgument, c.Placement)
-	}
-	if !c.Prefix.valid() {
-		return c, fmt.Errorf("%w: unknown prefix strategy %d", ErrInvalidArgument, c.Prefix)
 	}
 	if !c.Eviction.valid() {
 		return c, fmt.Errorf("%w: unknown eviction policy %d", ErrInvalidArgument, c.Eviction)

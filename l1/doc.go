@@ -8,7 +8,7 @@
 // # Flow
 //
 // A request enters the Manager, which works under one mutex and asks its
-// Memory (an *allocator.Allocator, or any Memory) for blocks:
+// Memory (an *allocator.Allocator, or a wrapper of one) for blocks:
 //
 //	ReserveWrite(keys, temporary, size, mode)        write-lock; allocate missing keys; write leases
 //	ReserveWriteChain(keys, positions, ...)           the same, with each key's place in its prefix chain
@@ -130,10 +130,10 @@
 //
 // This is exact because all objects of a batch share one size, so k objects
 // fit exactly when k ≤ Σ⌊extent/size⌋, a condition monotone in k.
-// PrefixOnePass (the default) gets k from the allocator's AllocateUpTo in
-// one call; PrefixBinarySearch is LMCache's search with trial allocations,
-// kept as the reference and for memories without AllocateUpTo;
-// PrefixNone keeps the old all-or-nothing answer. With
+// The manager gets k from the memory's AppendUpTo in one call (LMCache's
+// search with trial allocations, and its all-or-nothing answer before the
+// fix, are memory wrappers in internal/reference/baseline, measured beside
+// it). With
 // Config.EvictOnDemand, evictable objects not named in the call are
 // evicted first, in the order of the eviction policy (Config.Eviction:
 // LRU, prefix-aware tail first, or S3-FIFO), until the batch fits.
@@ -151,9 +151,8 @@
 // # Eviction
 //
 // The policy's structures hold the evictable objects only, so eviction
-// never walks a locked or unread object, and on-demand eviction over the
-// allocator counts what each victim frees in O(1) (allocator.FreeAround)
-// instead of calling Fit after each victim: O(victims) per call, scattered
+// never walks a locked or unread object, and on-demand eviction counts
+// what each victim frees in O(1) (Memory.FreeAround) instead of calling Fit after each victim: O(victims) per call, scattered
 // victims as cheap as adjacent ones. With Scattered placement a victim's
 // block of the batch's size goes to the new object in place
 // (allocator.Reissue: a new generation, so the victim's handle is stale),
@@ -192,9 +191,9 @@
 //   - Lock counts are O(1) per call, not one step per hold.
 //   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll
 //     that counts keys.
-//   - Stats counts probes, partial grants, OOM keys, evictions, expiries,
-//     the quarantine, and the hits and misses of every kind of lookup
-//     (Counters.Lookups).
+//   - Stats counts allocation calls, partial grants, OOM keys, evictions,
+//     expiries, the quarantine, and the hits and misses of every kind of
+//     lookup (Counters.Lookups).
 //   - Each call hashes each key it names at most once, into an index that
 //     holds no pointers (see store.go); ObjectKey has a hash of its own, at
 //     half the cost of hash/maphash.Comparable. A call that names the keys

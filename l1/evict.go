@@ -29,9 +29,8 @@ import (
 //
 // Stopping as soon as the batch fits. The victims are those of the plain
 // loop "free the next victim in policy order, then ask Fit, until the
-// batch fits", whatever sizes share the pool. Over a memory with Fit and
-// FreeAround (the allocator), on-demand eviction frees the blocks that
-// lapsed locks released, asks Fit once how many objects fit, then counts
+// batch fits", whatever sizes share the pool. On-demand eviction frees
+// the blocks that lapsed locks released, asks Fit once how many objects fit, then counts
 // what each victim adds without freeing anything: the victim's block,
 // merged with the free extents on either side (from FreeAround) and with
 // the runs of earlier victims of the same call (freeruns.go), holds
@@ -39,12 +38,12 @@ import (
 // For Contiguous placement the count is the longest run instead. It stops
 // at the first victim that makes the batch fit, frees the victims in one
 // Free call and allocates: O(1) per victim and one walk of the free
-// extents per call, so scattered victims cost what adjacent ones do. Over
-// other memories it checks Fit after each victim, or, without Fit, retries
-// the allocation whenever the free bytes would allow it.
+// extents per call, so scattered victims cost what adjacent ones do. When
+// the allocation fails all the same (below), it goes on with the plain
+// loop itself: Fit after each victim, or under Contiguous placement a
+// retry whenever the free bytes would allow it.
 //
-// Reusing victims' blocks. Over the allocator itself (not a wrapper) with
-// Scattered placement, once the victims are chosen, a victim whose block
+// Reusing victims' blocks. With Scattered placement, once the victims are chosen, a victim whose block
 // is exactly one object of the batch's size and starts a multiple of that
 // size into its free run (the victims' blocks merged with each other and
 // with their free neighbours) is not freed: its block goes to the batch
@@ -73,13 +72,10 @@ import (
 // allocation then fails, and eviction goes on with the plain loop, victim
 // by victim, until the batch fits or no victim is left.)
 //
-// Over the allocator (a Coalescer), ReserveWrite with on-demand eviction
-// starts with eviction's count, which asks what fits now, so a batch makes
-// one allocation call, after the victims it needs, and none when nothing
-// it may evict makes room: no call fails first. Over other memories that
-// report their capacity (a Sizer) it does so when the capacity less the
-// bytes in the manager's own objects cannot hold the batch
-// (knownShortLocked), and otherwise tries the batch first.
+// ReserveWrite with on-demand eviction starts with eviction's count, which
+// asks what fits now, so a batch makes one allocation call, after the
+// victims it needs, and none when nothing it may evict makes room: no
+// call fails first.
 
 // evictableLocked is the eviction predicate.
 func evictableLocked[K comparable](o *object[K], now int64) bool {
@@ -98,8 +94,8 @@ func (m *Manager[K]) IsEvictable(key K) bool {
 
 // evictForLocked evicts until n objects of size bytes fit, and returns
 // them allocated; nil when it ran out of victims first. The call's own keys
-// carry its stamp and are never evicted. The count over a Coalescer rests
-// on the memory's answers (Fit, FreeAround) and on nobody else changing
+// carry its stamp and are never evicted. The count rests on the memory's
+// answers (Fit, FreeAround) and on nobody else changing
 // it meanwhile; when its allocation fails all the same (another user of a
 // shared allocator took the memory, or the memory misreported), eviction
 // goes on with the plain loop, which asks after every victim.
@@ -113,21 +109,20 @@ func (m *Manager[K]) evictForLocked(size int64, n int, now int64) ([]allocator.B
 	if size > st.Capacity {
 		return nil, nil // larger than all the memory usable now
 	}
-	if m.coal != nil && m.fit != nil {
-		if blocks, err := m.evictCountedLocked(size, n, st); blocks != nil || err != nil {
-			return blocks, err
-		}
+	if blocks, err := m.evictCountedLocked(size, n, st); blocks != nil || err != nil {
+		return blocks, err
 	}
 	return m.evictPlainLocked(size, n)
 }
 
 // evictPlainLocked is the plain loop: free the next victim, then ask Fit
-// (or, without Fit or under Contiguous placement, try the batch whenever
-// the free bytes would allow it), until the batch fits. It is called once
-// the batch has been found not to fit: its first victim goes at once.
+// (or, under Contiguous placement, try the batch whenever the free bytes
+// would allow it), until the batch fits. It runs when the count's
+// allocation failed (see evictForLocked), so its first victim goes at
+// once.
 func (m *Manager[K]) evictPlainLocked(size int64, n int) ([]allocator.Block, error) {
-	useFit := m.fit != nil && m.cfg.Placement != allocator.Contiguous
-	for evicted := false; !useFit || !evicted || m.fit.Fit(size, n) < n; {
+	useFit := m.cfg.Placement != allocator.Contiguous
+	for evicted := false; !useFit || !evicted || m.mem.Fit(size, n) < n; {
 		v := m.nextVictimLocked()
 		if v == nil {
 			return nil, nil
@@ -149,11 +144,10 @@ func (m *Manager[K]) evictPlainLocked(size int64, n int) ([]allocator.Block, err
 	return blocks, err
 }
 
-// evictCountedLocked is evictForLocked over a Coalescer (see Eviction):
-// it counts what each victim frees instead of asking Fit, and stops at
-// the first victim that makes the batch fit, so its victims are those of
-// the plain loop. Over the allocator itself with Scattered placement, the
-// victims' blocks that change nothing by staying live go to the batch
+// evictCountedLocked is evictForLocked's count (see Eviction): it counts
+// what each victim frees instead of asking Fit, and stops at the first
+// victim that makes the batch fit, so its victims are those of the plain
+// loop. With Scattered placement, the victims' blocks that change nothing by staying live go to the batch
 // through Reissue (see reusableLocked and reuseLocked).
 //
 // st is the memory's Stats as eviction begins, the blocks of objects
@@ -173,7 +167,7 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) (
 	case full:
 		have, need = 0, int64(n)
 	default:
-		have, need = int64(min(max(m.fit.Fit(size, n), 0), n)), int64(n)
+		have, need = int64(min(max(m.mem.Fit(size, n), 0), n)), int64(n)
 	}
 	r := &m.runs
 	r.reset()
@@ -186,7 +180,7 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) (
 		lo, hi := v.block.Offset, v.block.End()
 		var before, after int64
 		if !full {
-			before, after = m.coal.FreeAround(v.block)
+			before, after = m.mem.FreeAround(v.block)
 			// Free space lies in [0, lo) and after hi; a larger or
 			// negative answer is the memory's error, taken as nothing
 			// free (the plain loop corrects a count that comes out high).
@@ -207,7 +201,7 @@ func (m *Manager[K]) evictCountedLocked(size int64, n int, st allocator.Stats) (
 		}
 		m.evictLocked(v, true) // its block joins m.pending, in eviction order
 	}
-	if m.alloc != nil && m.cfg.Placement == allocator.Scattered && m.reusableLocked(z, n) {
+	if m.cfg.Placement == allocator.Scattered && m.reusableLocked(z, n) {
 		return m.reuseLocked(size, n)
 	}
 	blocks, err := m.allocBatchLocked(size, n)
@@ -249,8 +243,15 @@ func (m *Manager[K]) reusableLocked(z int64, n int) bool {
 func (m *Manager[K]) reuseLocked(size int64, n int) ([]allocator.Block, error) {
 	m.flushLocked()
 	m.stats.AllocCalls++
-	blocks, err := m.alloc.AppendReissue(m.blocks[:0], m.reused)
+	blocks, err := m.mem.AppendReissue(m.blocks[:0], m.reused)
 	m.blocks = blocks[:0]
+	if err == nil && !sameExtents(blocks, m.reused) {
+		// The memory broke Reissue's contract: give back what it returned.
+		want := len(m.reused)
+		m.reused = m.reused[:0]
+		m.freeLocked(blocks)
+		return nil, fmt.Errorf("l1: memory reissued %d blocks for %d, or other extents", len(blocks), want)
+	}
 	if err != nil {
 		m.pending = append(m.pending, m.reused...)
 		m.reused = m.reused[:0]
@@ -264,8 +265,12 @@ func (m *Manager[K]) reuseLocked(size int64, n int) ([]allocator.Block, error) {
 	m.reused = m.reused[:0]
 	if k < n {
 		m.stats.AllocCalls++
-		blocks, err = m.alloc.AppendBatch(blocks, size, n-k, m.cfg.Placement)
+		blocks, err = m.mem.AppendBatch(blocks, size, n-k, m.cfg.Placement)
 		m.blocks = blocks[:0]
+		if err == nil && len(blocks) != n {
+			m.freeLocked(blocks)
+			return nil, fmt.Errorf("l1: memory returned %d blocks for a batch of %d", len(blocks)-k, n-k)
+		}
 		if err != nil {
 			m.pending = append(m.pending, blocks[:k]...)
 			if isOOM(err) {
@@ -273,8 +278,25 @@ func (m *Manager[K]) reuseLocked(size int64, n int) ([]allocator.Block, error) {
 			}
 			return nil, err
 		}
+		if err := m.checkSizesLocked(blocks[k:], size); err != nil {
+			m.pending = append(m.pending, blocks[:k]...)
+			return nil, err
+		}
 	}
 	return blocks, nil
+}
+
+// sameExtents reports whether got holds the extents of want, in order.
+func sameExtents(got, want []allocator.Block) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i].Offset != want[i].Offset || got[i].Size != want[i].Size {
+			return false
+		}
+	}
+	return true
 }
 
 // nextVictimLocked returns the policy's next victim that the current

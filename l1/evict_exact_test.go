@@ -3,7 +3,6 @@ package l1_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,17 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
+	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // On-demand eviction is exact whatever sizes share the pool: it evicts the
 // victims of the plain loop "free the next victim in policy order, then
 // ask Fit, until the batch fits", no more, under every placement, policy
-// and prefix strategy. The plain loop is what the manager runs over
-// fitMem, a memory that offers only Fit; over the allocator itself it
-// counts what each victim frees instead, and under Scattered placement
-// reissues victims' blocks to the batch (allocator.Reissue) where that
-// changes nothing.
+// and prefix strategy. The manager counts what each victim frees instead
+// (evict.go), and under Scattered placement reissues victims' blocks to
+// the batch (allocator.Reissue) where that changes nothing; the reference
+// model (internal/reference/l1ref) runs the plain loop itself.
 
 const (
 	unit     = 64 // the allocation unit of these tests
@@ -31,50 +31,39 @@ const (
 // TestEvictExactMixedSizes is the fixed case: free [0,1); a=[1,4),
 // b=[4,6), c=[6,9), d=[9,10) in units, least recently used first; a batch
 // of two 3-unit objects. Freeing a and b leaves [0,6), which holds both:
-// c and d stay.
+// c and d stay, as the plain loop finds (freeing a alone leaves [0,4),
+// room for one).
 func TestEvictExactMixedSizes(t *testing.T) {
 	for _, p := range allocator.Placements {
 		for _, policy := range l1.EvictionPolicies {
-			for _, s := range l1.PrefixStrategies {
+			for _, s := range baseline.Strategies {
 				t.Run(fmt.Sprintf("%v/%v/%v", p, policy, s), func(t *testing.T) {
-					for _, mem := range exactMemories {
-						a := newAlloc(t, 10*unit, unit)
-						e := newEnvOver(t, a, mem.wrap(a), l1.Config{Placement: p, Eviction: policy, Prefix: s, EvictOnDemand: true})
-						// x=0, then a..d, one call each so that each is its
-						// own operation for the prefix policy.
-						for i, u := range []int64{1, 3, 2, 3, 1} {
-							rs := e.put(t, []int{i}, u*unit)
-							require.Equal(t, []int64{0, 1, 4, 6, 9}[i]*unit, rs[0].Block.Offset)
-						}
-						e.del([]int{0}, false)
-						e.rec.take()
-						rs := e.reserve(t, keys(10, 2), 3*unit)
-						assert.Equal(t, repeat(l1.OK, 2), statuses(rs), mem.name)
-						assert.Equal(t, []int{1, 2}, evicted(e.rec.take()), "%s: victims", mem.name)
-						require.NoError(t, a.Verify())
+					a := newAlloc(t, 10*unit, unit)
+					cfg := l1.Config{Placement: p, Eviction: policy, EvictOnDemand: true}
+					e := newEnvOver(t, a, under(s, a, cfg), cfg)
+					// x=0, then a..d, one call each so that each is its
+					// own operation for the prefix policy.
+					for i, u := range []int64{1, 3, 2, 3, 1} {
+						rs := e.put(t, []int{i}, u*unit)
+						require.Equal(t, []int64{0, 1, 4, 6, 9}[i]*unit, rs[0].Block.Offset)
 					}
+					e.del([]int{0}, false)
+					e.rec.take()
+					rs := e.reserve(t, keys(10, 2), 3*unit)
+					assert.Equal(t, repeat(l1.OK, 2), statuses(rs))
+					assert.Equal(t, []int{1, 2}, evicted(e.rec.take()), "victims")
+					require.NoError(t, a.Verify())
 				})
 			}
 		}
 	}
 }
 
-// exactMemories are the two sides of the differential test: the
-// allocator, and fitMem, where eviction runs the plain loop.
-var exactMemories = []struct {
-	name string
-	wrap func(a *allocator.Allocator) l1.Memory
-}{
-	{"allocator", func(a *allocator.Allocator) l1.Memory { return a }},
-	{"fit-only", func(a *allocator.Allocator) l1.Memory { return fitMem{a} }},
-}
-
 // TestEvictExactDifferential runs random operations, objects of 1 to 3
-// units, on two managers in lockstep, one over the allocator and one over
-// fitMem, under every placement, policy and prefix strategy, and compares
-// every answer and the victims of every call. Reissued blocks may lie
-// elsewhere than the blocks the plain loop allocates; the run of a case
-// ends at the first call after which the two hold different blocks.
+// units, on a manager over the allocator and on the reference model in
+// lockstep (l1check), under every placement, policy and prefix strategy,
+// and compares every answer, every object's state (so the victims of
+// every call) and the allocator's free extents after each.
 func TestEvictExactDifferential(t *testing.T) {
 	cases := 30
 	if testing.Short() {
@@ -82,14 +71,15 @@ func TestEvictExactDifferential(t *testing.T) {
 	}
 	for _, p := range allocator.Placements {
 		for _, policy := range l1.EvictionPolicies {
-			for _, s := range l1.PrefixStrategies {
+			for _, s := range baseline.Strategies {
 				name := fmt.Sprintf("%v/%v/%v", p, policy, s)
 				t.Run(name, func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(p)<<16|uint64(policy)<<8|uint64(s), 19))
-					calls := 0
+					calls := uint64(0)
 					for c := range cases {
-						cfg := l1.Config{Placement: p, Eviction: policy, Prefix: s, EvictOnDemand: true, WriteTTL: exactTTL, ReadTTL: exactTTL}
-						calls += exactCase(t, rng, cfg, c)
+						setup := l1check.Setup{Units: 6 + rng.IntN(30), Align: unit, Placement: p, Prefix: s, EvictOnDemand: true,
+							Eviction: policy, WriteTTL: exactTTL, ReadTTL: exactTTL}
+						calls += exactCase(t, rng, setup, c)
 						if t.Failed() {
 							return
 						}
@@ -102,17 +92,11 @@ func TestEvictExactDifferential(t *testing.T) {
 }
 
 // exactCase runs one random case and returns how many calls evicted.
-func exactCase(t *testing.T, rng *rand.Rand, cfg l1.Config, c int) int {
-	units := 6 + rng.IntN(30)
-	var envs [2]*env
-	var allocs [2]*allocator.Allocator
-	for i, mem := range exactMemories {
-		allocs[i] = newAlloc(t, int64(units)*unit, unit)
-		envs[i] = newEnvOver(t, allocs[i], mem.wrap(allocs[i]), cfg)
-	}
-	leases := [2]map[int]l1.Lease{{}, {}}
+func exactCase(t *testing.T, rng *rand.Rand, setup l1check.Setup, c int) uint64 {
+	sys := l1check.MustNew(setup, l1check.Variant{})
+	defer sys.Close()
 	const keySpace = 24
-	calls := 0
+	calls := uint64(0)
 	for op := range 60 {
 		ks := make([]int, 1+rng.IntN(4))
 		for i := range ks {
@@ -129,85 +113,41 @@ func exactCase(t *testing.T, rng *rand.Rand, cfg l1.Config, c int) int {
 			}
 		}
 		size := int64(1+rng.IntN(3)) * unit
-		kind := rng.IntN(11)
-		where := fmt.Sprintf("case %d (%d units) op %d", c, units, op)
-		var answers [2]string
-		var victims [2][]int
-		for i, e := range envs {
-			e.rec.take()
-			switch {
-			case kind < 5: // store, and usually finish
-				rs, err := e.m.ReserveWriteChain(ks, pos, nil, size, l1.ModeAll)
-				require.NoError(t, err)
-				answers[i] = fmt.Sprint(statuses(rs))
-				var done []int
-				var ls []l1.Lease
-				for j, r := range rs {
-					if r.Status == l1.OK {
-						leases[i][ks[j]] = r.Lease
-						done, ls = append(done, ks[j]), append(ls, r.Lease)
-					}
-				}
-				if kind < 4 && len(done) > 0 {
-					sts, err := e.m.FinishWrite(done, ls)
-					require.NoError(t, err)
-					answers[i] += fmt.Sprint(sts)
-				}
-			case kind < 7: // read, and usually release
-				rs, err := e.m.ReserveRead(ks, 1)
-				require.NoError(t, err)
-				answers[i] = fmt.Sprint(statuses(rs))
-				if kind < 6 {
-					ls := make([]l1.Lease, len(ks))
-					for j, r := range rs {
-						ls[j] = r.Lease
-					}
-					sts, err := e.m.FinishRead(ks, ls, 1)
-					require.NoError(t, err)
-					answers[i] += fmt.Sprint(sts)
-				}
-			case kind < 9:
-				require.NoError(t, e.m.Touch(ks))
-			case kind == 10: // unfinished writes and unreleased reads lapse
-				e.clk.Advance(exactTTL + time.Second)
-			default:
-				sts, err := e.m.Delete(ks, false)
-				require.NoError(t, err)
-				answers[i] = fmt.Sprint(sts)
+		var ops []l1check.Op
+		switch kind := rng.IntN(11); {
+		case kind < 5: // store, and usually finish
+			ops = append(ops, l1check.Op{Kind: l1check.OpReserveWrite, Keys: ks, Positions: pos, Size: size, Mode: l1.ModeAll})
+			if kind < 4 {
+				ops = append(ops, l1check.Op{Kind: l1check.OpFinishWrite, Keys: ks})
 			}
-			victims[i] = evicted(e.rec.take())
+		case kind < 7: // read, and usually release
+			ops = append(ops, l1check.Op{Kind: l1check.OpReserveRead, Keys: ks, Locks: 1})
+			if kind < 6 {
+				ops = append(ops, l1check.Op{Kind: l1check.OpFinishRead, Keys: ks, Locks: 1})
+			}
+		case kind < 9:
+			ops = append(ops, l1check.Op{Kind: l1check.OpTouch, Keys: ks})
+		case kind == 10: // unfinished writes and unreleased reads lapse
+			ops = append(ops, l1check.Op{Kind: l1check.OpAdvance, Advance: exactTTL + time.Second})
+		default:
+			ops = append(ops, l1check.Op{Kind: l1check.OpDelete, Keys: ks})
 		}
-		if !assert.Equal(t, answers[1], answers[0], "%s: answers", where) ||
-			!assert.Equal(t, victims[1], victims[0], "%s: victims (plain loop, then the allocator's)", where) {
-			return calls
-		}
-		if len(victims[0]) > 0 {
-			calls++
-		}
-		if kind < 5 && !sameBlocks(envs[0].m, envs[1].m) {
-			break
+		for _, o := range ops {
+			o.Observe = true
+			before := sys.M.Stats().OnDemandEvictions
+			if err := sys.Apply(o); err != nil {
+				t.Errorf("case %d (%d units) op %d: %v", c, setup.Units, op, err)
+				return calls
+			}
+			if sys.M.Stats().OnDemandEvictions > before {
+				calls++
+			}
 		}
 	}
-	for _, a := range allocs {
-		require.NoError(t, a.Verify())
+	if err := sys.Drain(); err != nil {
+		t.Errorf("case %d: %v", c, err)
 	}
 	return calls
-}
-
-// sameBlocks reports whether two managers hold the same keys in the same
-// blocks (generations aside).
-func sameBlocks(a, b *l1.Manager[int]) bool {
-	key := func(e l1.Entry[int]) string { return fmt.Sprint(e.Key, e.Block.Offset, e.Block.Size) }
-	var x, y []string
-	for _, e := range a.Snapshot() {
-		x = append(x, key(e))
-	}
-	for _, e := range b.Snapshot() {
-		y = append(y, key(e))
-	}
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }
 
 // TestEvictExactAfterLapse: an object whose write lock lapsed is reclaimed
@@ -217,20 +157,18 @@ func sameBlocks(a, b *l1.Manager[int]) bool {
 // block and the first one's, not two victims.
 func TestEvictExactAfterLapse(t *testing.T) {
 	for _, p := range allocator.Placements {
-		for _, mem := range exactMemories {
-			t.Run(p.String()+"/"+mem.name, func(t *testing.T) {
-				a := newAlloc(t, 4*unit, unit)
-				e := newEnvOver(t, a, mem.wrap(a), l1.Config{Placement: p, EvictOnDemand: true, WriteTTL: exactTTL})
-				e.put(t, []int{0}, unit)
-				e.reserve(t, []int{1}, unit) // never finished
-				e.put(t, keys(2, 2), unit)
-				e.clk.Advance(exactTTL)
-				e.rec.take()
-				rs := e.reserve(t, keys(10, 2), unit)
-				assert.Equal(t, repeat(l1.OK, 2), statuses(rs))
-				assert.Equal(t, []int{0}, evicted(e.rec.take()))
-				assert.Equal(t, uint64(1), e.m.Stats().Expired)
-			})
-		}
+		t.Run(p.String(), func(t *testing.T) {
+			a := newAlloc(t, 4*unit, unit)
+			e := newEnvOver(t, a, a, l1.Config{Placement: p, EvictOnDemand: true, WriteTTL: exactTTL})
+			e.put(t, []int{0}, unit)
+			e.reserve(t, []int{1}, unit) // never finished
+			e.put(t, keys(2, 2), unit)
+			e.clk.Advance(exactTTL)
+			e.rec.take()
+			rs := e.reserve(t, keys(10, 2), unit)
+			assert.Equal(t, repeat(l1.OK, 2), statuses(rs))
+			assert.Equal(t, []int{0}, evicted(e.rec.take()))
+			assert.Equal(t, uint64(1), e.m.Stats().Expired)
+		})
 	}
 }

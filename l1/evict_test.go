@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -27,133 +28,134 @@ func TestEvictOnDemand(t *testing.T) {
 
 func testEvictOnDemand(t *testing.T, policy l1.EvictionPolicy) {
 	// Every case runs over the allocator (eviction counts slots per
-	// victim), over a memory with Fit but no FreeAround (eviction checks
-	// Fit after each victim) and over a memory without Fit (eviction
-	// retries the allocation).
-	// Each runs with the default placement and with Scattered, under
+	// victim), with the default placement and with Scattered, under
 	// which a victim's block goes to the batch in place (Reissue) over
 	// the allocator; a case that sets a placement keeps it.
-	for _, mem := range evictMemories {
-		for _, place := range []allocator.Placement{allocator.ContiguousFirst, allocator.Scattered} {
-			t.Run(mem.name+"/"+place.String(), func(t *testing.T) {
-				newE := func(t *testing.T, cfg l1.Config) *env {
-					a := newAlloc(t, 16*obj, obj)
-					if cfg.Placement == allocator.ContiguousFirst {
-						cfg.Placement = place
-					}
-					cfg.EvictOnDemand = true
-					cfg.Eviction = policy
-					return newEnvOver(t, a, mem.wrap(a), cfg)
+	for _, place := range []allocator.Placement{allocator.ContiguousFirst, allocator.Scattered} {
+		t.Run(place.String(), func(t *testing.T) {
+			// newE's manager runs under prefix strategy s, onepass
+			// unless given.
+			newE := func(t *testing.T, cfg l1.Config, s ...baseline.Strategy) *env {
+				a := newAlloc(t, 16*obj, obj)
+				if cfg.Placement == allocator.ContiguousFirst {
+					cfg.Placement = place
 				}
-				t.Run("least_recently_used_first", func(t *testing.T) {
-					if policy != l1.EvictLRU {
-						t.Skip("victim order is LRU's")
-					}
-					e := newE(t, l1.Config{})
-					e.put(t, keys(100, 16), obj)
-					e.touch([]int{100})
-					e.read(t, []int{101}, 1)
-					e.finishRead(t, []int{101}, 1)
-					e.rec.take()
-					rs := e.reserve(t, keys(0, 3), obj)
-					assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
-					assert.Equal(t, []l1.Event[int]{
-						{Kind: l1.EventRemoved, Cause: l1.CauseEvicted, Keys: []int{102, 103, 104}},
-						{Kind: l1.EventWriteReserved, Keys: keys(0, 3)},
-					}, e.rec.take())
-					st := e.m.Stats()
-					assert.Equal(t, uint64(3), st.Evictions)
-					assert.Equal(t, uint64(3), st.OnDemandEvictions)
-					assert.Zero(t, st.OOMKeys)
-					require.NoError(t, e.a.Verify())
-				})
-				t.Run("never_evicts_keys_of_the_request", func(t *testing.T) {
-					e := newE(t, l1.Config{})
-					e.put(t, keys(100, 16), obj)
-					rs, err := e.m.ReserveWrite([]int{100, 0, 101, 1}, nil, obj, l1.ModeNew)
-					require.NoError(t, err)
-					assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.OK}, statuses(rs))
-					for _, k := range []int{100, 101} {
-						_, ok := e.m.State(k)
-						assert.True(t, ok, "key %d of the request was evicted", k)
-					}
-					assert.Equal(t, uint64(2), e.m.Stats().Evictions)
-				})
-				t.Run("never_evicts_locked_or_unfinished_objects", func(t *testing.T) {
-					e := newE(t, l1.Config{})
-					e.put(t, keys(100, 8), obj)
-					e.read(t, keys(100, 4), 1)
-					e.reserve(t, keys(200, 8), obj) // write-locked, never finished
-					rs := e.reserve(t, keys(0, 6), obj)
-					// 4 evictable (104-107): 4 granted, 2 OOM.
-					assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
-					for _, k := range append(keys(100, 4), keys(200, 8)...) {
-						_, ok := e.m.State(k)
-						assert.True(t, ok, "locked key %d was evicted", k)
-					}
-					assert.Equal(t, uint64(4), e.m.Stats().Evictions)
-					require.NoError(t, e.a.Verify())
-				})
-				t.Run("never_evicts_read_locked_temporary_objects", func(t *testing.T) {
-					e := newE(t, l1.Config{})
-					e.putTemp(t, keys(100, 14), obj) // finished, temporary
-					e.read(t, keys(100, 14), 1)      // waiting for their reader
-					e.put(t, keys(200, 2), obj)
-					rs := e.reserve(t, keys(0, 3), obj)
-					assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.OutOfMemory}, statuses(rs))
-					assert.Equal(t, uint64(2), e.m.Stats().Evictions)
-					assert.Equal(t, 16, e.m.Len())
-				})
-				t.Run("stops_as_soon_as_the_batch_fits", func(t *testing.T) {
-					e := newE(t, l1.Config{})
-					e.put(t, keys(100, 14), obj) // 2 pages free
-					rs := e.reserve(t, keys(0, 5), obj)
-					assert.Equal(t, repeat(l1.OK, 5), statuses(rs))
-					assert.Equal(t, uint64(3), e.m.Stats().Evictions)
-				})
-				t.Run("size_above_capacity_evicts_nothing", func(t *testing.T) {
-					e := newE(t, l1.Config{})
-					e.put(t, keys(100, 4), obj)
-					rs := e.reserve(t, keys(0, 2), 17*obj)
-					assert.Equal(t, repeat(l1.OutOfMemory, 2), statuses(rs))
-					assert.Zero(t, e.m.Stats().Evictions)
-					assert.Equal(t, 4, e.m.Len())
-				})
-				t.Run("contiguous_placement_evicts_until_a_run_fits", func(t *testing.T) {
-					if policy != l1.EvictLRU {
-						t.Skip("victim order is LRU's")
-					}
-					e := newE(t, l1.Config{Placement: allocator.Contiguous})
-					e.put(t, keys(100, 16), obj)
-					// Free every other page: 8 pages free, no run of 2.
-					var odd []int
-					for k := 101; k < 116; k += 2 {
-						odd = append(odd, k)
-					}
-					e.del(odd, false)
-					e.touch([]int{100, 102}) // the coldest is now 104
-					rs := e.reserve(t, keys(0, 3), obj)
-					assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
-					assert.Equal(t, rs[0].Block.End(), rs[1].Block.Offset)
-					assert.Equal(t, rs[1].Block.End(), rs[2].Block.Offset)
-					assert.Equal(t, uint64(1), e.m.Stats().Evictions, "evicting 104 joins 103-105")
-				})
-				t.Run("then_the_prefix_under_each_strategy", func(t *testing.T) {
-					for _, s := range l1.PrefixStrategies {
-						e := newE(t, l1.Config{Prefix: s})
-						e.put(t, keys(100, 16), obj)
-						e.read(t, keys(100, 10), 1)
-						rs := e.reserve(t, keys(0, 8), obj)
-						k := 6
-						if s == l1.PrefixNone {
-							k = 0
-						}
-						assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())
-						assert.Equal(t, uint64(6), e.m.Stats().Evictions, s.String())
-					}
-				})
+				cfg.EvictOnDemand = true
+				cfg.Eviction = policy
+				var mem l1.Memory = a
+				for _, s := range s {
+					mem = under(s, a, cfg)
+				}
+				return newEnvOver(t, a, mem, cfg)
+			}
+			t.Run("least_recently_used_first", func(t *testing.T) {
+				if policy != l1.EvictLRU {
+					t.Skip("victim order is LRU's")
+				}
+				e := newE(t, l1.Config{})
+				e.put(t, keys(100, 16), obj)
+				e.touch([]int{100})
+				e.read(t, []int{101}, 1)
+				e.finishRead(t, []int{101}, 1)
+				e.rec.take()
+				rs := e.reserve(t, keys(0, 3), obj)
+				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
+				assert.Equal(t, []l1.Event[int]{
+					{Kind: l1.EventRemoved, Cause: l1.CauseEvicted, Keys: []int{102, 103, 104}},
+					{Kind: l1.EventWriteReserved, Keys: keys(0, 3)},
+				}, e.rec.take())
+				st := e.m.Stats()
+				assert.Equal(t, uint64(3), st.Evictions)
+				assert.Equal(t, uint64(3), st.OnDemandEvictions)
+				assert.Zero(t, st.OOMKeys)
+				require.NoError(t, e.a.Verify())
 			})
-		}
+			t.Run("never_evicts_keys_of_the_request", func(t *testing.T) {
+				e := newE(t, l1.Config{})
+				e.put(t, keys(100, 16), obj)
+				rs, err := e.m.ReserveWrite([]int{100, 0, 101, 1}, nil, obj, l1.ModeNew)
+				require.NoError(t, err)
+				assert.Equal(t, []l1.Status{l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.OK}, statuses(rs))
+				for _, k := range []int{100, 101} {
+					_, ok := e.m.State(k)
+					assert.True(t, ok, "key %d of the request was evicted", k)
+				}
+				assert.Equal(t, uint64(2), e.m.Stats().Evictions)
+			})
+			t.Run("never_evicts_locked_or_unfinished_objects", func(t *testing.T) {
+				e := newE(t, l1.Config{})
+				e.put(t, keys(100, 8), obj)
+				e.read(t, keys(100, 4), 1)
+				e.reserve(t, keys(200, 8), obj) // write-locked, never finished
+				rs := e.reserve(t, keys(0, 6), obj)
+				// 4 evictable (104-107): 4 granted, 2 OOM.
+				assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
+				for _, k := range append(keys(100, 4), keys(200, 8)...) {
+					_, ok := e.m.State(k)
+					assert.True(t, ok, "locked key %d was evicted", k)
+				}
+				assert.Equal(t, uint64(4), e.m.Stats().Evictions)
+				require.NoError(t, e.a.Verify())
+			})
+			t.Run("never_evicts_read_locked_temporary_objects", func(t *testing.T) {
+				e := newE(t, l1.Config{})
+				e.putTemp(t, keys(100, 14), obj) // finished, temporary
+				e.read(t, keys(100, 14), 1)      // waiting for their reader
+				e.put(t, keys(200, 2), obj)
+				rs := e.reserve(t, keys(0, 3), obj)
+				assert.Equal(t, []l1.Status{l1.OK, l1.OK, l1.OutOfMemory}, statuses(rs))
+				assert.Equal(t, uint64(2), e.m.Stats().Evictions)
+				assert.Equal(t, 16, e.m.Len())
+			})
+			t.Run("stops_as_soon_as_the_batch_fits", func(t *testing.T) {
+				e := newE(t, l1.Config{})
+				e.put(t, keys(100, 14), obj) // 2 pages free
+				rs := e.reserve(t, keys(0, 5), obj)
+				assert.Equal(t, repeat(l1.OK, 5), statuses(rs))
+				assert.Equal(t, uint64(3), e.m.Stats().Evictions)
+			})
+			t.Run("size_above_capacity_evicts_nothing", func(t *testing.T) {
+				e := newE(t, l1.Config{})
+				e.put(t, keys(100, 4), obj)
+				rs := e.reserve(t, keys(0, 2), 17*obj)
+				assert.Equal(t, repeat(l1.OutOfMemory, 2), statuses(rs))
+				assert.Zero(t, e.m.Stats().Evictions)
+				assert.Equal(t, 4, e.m.Len())
+			})
+			t.Run("contiguous_placement_evicts_until_a_run_fits", func(t *testing.T) {
+				if policy != l1.EvictLRU {
+					t.Skip("victim order is LRU's")
+				}
+				e := newE(t, l1.Config{Placement: allocator.Contiguous})
+				e.put(t, keys(100, 16), obj)
+				// Free every other page: 8 pages free, no run of 2.
+				var odd []int
+				for k := 101; k < 116; k += 2 {
+					odd = append(odd, k)
+				}
+				e.del(odd, false)
+				e.touch([]int{100, 102}) // the coldest is now 104
+				rs := e.reserve(t, keys(0, 3), obj)
+				assert.Equal(t, repeat(l1.OK, 3), statuses(rs))
+				assert.Equal(t, rs[0].Block.End(), rs[1].Block.Offset)
+				assert.Equal(t, rs[1].Block.End(), rs[2].Block.Offset)
+				assert.Equal(t, uint64(1), e.m.Stats().Evictions, "evicting 104 joins 103-105")
+			})
+			t.Run("then_the_prefix_under_each_strategy", func(t *testing.T) {
+				for _, s := range baseline.Strategies {
+					e := newE(t, l1.Config{}, s)
+					e.put(t, keys(100, 16), obj)
+					e.read(t, keys(100, 10), 1)
+					rs := e.reserve(t, keys(0, 8), obj)
+					k := 6
+					if s == baseline.None {
+						k = 0
+					}
+					assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 8-k)...), statuses(rs), s.String())
+					assert.Equal(t, uint64(6), e.m.Stats().Evictions, s.String())
+				}
+			})
+		})
 	}
 }
 

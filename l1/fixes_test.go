@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -185,7 +186,7 @@ func TestFixListenersRunOutsideTheLock(t *testing.T) {
 // Usage never sees a binary-search probe's blocks, which are allocated and
 // freed inside one ReserveWrite.
 func TestFixReadsTakeTheLock(t *testing.T) {
-	e := newEnv(t, 64*KiB, l1.Config{Prefix: l1.PrefixBinarySearch})
+	e := newStrategyEnv(t, 64*KiB, baseline.BinarySearch, l1.Config{})
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	bad := atomic.Int64{}
@@ -209,7 +210,7 @@ func TestFixReadsTakeTheLock(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	assert.Zero(t, bad.Load(), "Usage saw a probe")
-	assert.Equal(t, uint64(800), e.m.Stats().Probes)
+	assert.Equal(t, uint64(800), e.probes())
 }
 
 // §6.6: locks were taken one Python loop step per hold. Here a call takes
@@ -249,7 +250,7 @@ func TestFixOnDemandEviction(t *testing.T) {
 
 // §6.9: telemetry had only used and total bytes.
 func TestFixStats(t *testing.T) {
-	e := newEnv(t, 16*obj, l1.Config{Prefix: l1.PrefixBinarySearch, EvictOnDemand: true})
+	e := newStrategyEnv(t, 16*obj, baseline.BinarySearch, l1.Config{EvictOnDemand: true})
 	e.put(t, keys(100, 4), obj)
 	e.read(t, []int{100, 101, 102, 103}, 1)
 	e.reserve(t, keys(0, 14), obj)                                       // 12 fit, nothing evictable
@@ -265,7 +266,7 @@ func TestFixStats(t *testing.T) {
 	assert.Equal(t, uint64(1), st.PartialGrants)
 	assert.Equal(t, uint64(1), st.FailedReservations)
 	assert.Equal(t, uint64(4+12), st.WriteReservations)
-	assert.Positive(t, st.Probes)
+	assert.Positive(t, e.probes())
 	assert.Zero(t, st.Evictions)
 	assert.Equal(t, 4, e.m.Len())
 	assert.Equal(t, uint64(12), e.m.Stats().Expired)

@@ -3,6 +3,7 @@ package l1_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -82,6 +84,7 @@ type env struct {
 	t   testing.TB
 	m   *l1.Manager[int]
 	a   *allocator.Allocator
+	mem l1.Memory // the manager's memory: a, or a wrapper of it
 	clk *clock
 	rec *recorder
 }
@@ -108,7 +111,7 @@ func newEnv(t testing.TB, capacity int64, cfg l1.Config) *env {
 // under it.
 func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Config) *env {
 	t.Helper()
-	e := &env{t: t, a: a, clk: newClock(), rec: &recorder{}}
+	e := &env{t: t, a: a, mem: mem, clk: newClock(), rec: &recorder{}}
 	if cfg.Now == nil {
 		cfg.Now = e.clk.Now
 	}
@@ -117,6 +120,39 @@ func newEnvOver(t testing.TB, a *allocator.Allocator, mem l1.Memory, cfg l1.Conf
 	m.AddListenerFunc(e.rec.listen)
 	e.m = m
 	return e
+}
+
+// under returns mem as a manager configured by cfg sees it under prefix
+// strategy s: mem itself for onepass, LMCache's baseline over it
+// otherwise (see baseline.Strategy.Wrap).
+func under(s baseline.Strategy, mem l1.Memory, cfg l1.Config) l1.Memory {
+	return s.Wrap(mem, cfg.EvictOnDemand)
+}
+
+// newStrategyEnv is newEnv under prefix strategy s.
+func newStrategyEnv(t testing.TB, capacity int64, s baseline.Strategy, cfg l1.Config) *env {
+	t.Helper()
+	a := newAlloc(t, capacity, 4*KiB)
+	return newEnvOver(t, a, under(s, a, cfg), cfg)
+}
+
+// calls returns the allocation calls made to the memory under the
+// manager: the baseline wrapper's count, or the manager's own over the
+// memory itself.
+func (e *env) calls() uint64 {
+	if c, ok := e.mem.(baseline.Counter); ok {
+		return c.Counts().Calls
+	}
+	return e.m.Stats().AllocCalls
+}
+
+// probes returns the baseline search's trial allocations (0 for the other
+// strategies, which make none).
+func (e *env) probes() uint64 {
+	if c, ok := e.mem.(baseline.Counter); ok {
+		return c.Counts().Probes
+	}
+	return 0
 }
 
 // keys returns n consecutive keys from lo.
@@ -293,48 +329,76 @@ func slotsFit(extents []allocator.Block, size int64, n int, p allocator.Placemen
 }
 
 // countMem is a synthetic Memory holding up to capacity objects of any
-// size. It records every call: the n of each allocation, successful or
-// not, and the number of blocks of each free.
+// size, at offsets that only grow. It records every call: the n of each
+// AppendBatch, successful or not, the n of each AppendUpTo, and the
+// number of blocks of each free. It cannot bound its bytes (Capacity is
+// math.MaxInt64), so the manager asks it for every missing key; no block
+// has a free neighbour (FreeAround answers 0, 0), and its unit is align
+// (1 unless set).
 type countMem struct {
-	mu       sync.Mutex
-	capacity int
-	objSize  int64
-	live     map[int64]bool
-	next     int64
-	calls    []int
-	freed    []int
-	fail     error // returned by every allocation when set
+	mu        sync.Mutex
+	capacity  int
+	objSize   int64
+	align     int64
+	live      map[int64]bool
+	next      int64
+	calls     []int
+	upToCalls []int
+	freed     []int
+	fail      error // returned by every allocation when set
 }
 
 func newCountMem(capacity int, objSize int64) *countMem {
-	return &countMem{capacity: capacity, objSize: objSize, live: map[int64]bool{}}
+	return &countMem{capacity: capacity, objSize: objSize, align: 1, live: map[int64]bool{}}
 }
 
-func (c *countMem) AllocateBatch(size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
+func (c *countMem) AppendBatch(dst []allocator.Block, size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, n)
-	return c.allocLocked(size, n, false)
+	return c.allocLocked(dst, size, n, false)
 }
 
-func (c *countMem) allocLocked(size int64, n int, upTo bool) ([]allocator.Block, error) {
+func (c *countMem) AppendUpTo(dst []allocator.Block, size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upToCalls = append(c.upToCalls, n)
+	return c.allocLocked(dst, size, n, true)
+}
+
+func (c *countMem) allocLocked(dst []allocator.Block, size int64, n int, upTo bool) ([]allocator.Block, error) {
 	if c.fail != nil {
-		return nil, c.fail
+		return dst, c.fail
 	}
 	free := c.capacity - len(c.live)
 	if n > free {
 		if !upTo {
-			return nil, fmt.Errorf("%w: %d of %d", allocator.ErrOutOfMemory, n, free)
+			return dst, fmt.Errorf("%w: %d of %d", allocator.ErrOutOfMemory, n, free)
 		}
 		n = free
 	}
-	out := make([]allocator.Block, n)
-	for i := range out {
-		out[i] = allocator.Block{Offset: c.next, Size: size}
+	for range n {
+		dst = append(dst, allocator.Block{Offset: c.next, Size: size})
 		c.live[c.next] = true
 		c.next += size
 	}
-	return out, nil
+	return dst, nil
+}
+
+// AppendReissue hands live blocks back under the next generation.
+func (c *countMem) AppendReissue(dst []allocator.Block, blocks []allocator.Block) ([]allocator.Block, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range blocks {
+		if !c.live[b.Offset] {
+			return dst, fmt.Errorf("%w: %v", allocator.ErrInvalidBlock, b)
+		}
+	}
+	for _, b := range blocks {
+		b.Gen++
+		dst = append(dst, b)
+	}
+	return dst, nil
 }
 
 func (c *countMem) Free(blocks ...allocator.Block) error {
@@ -352,6 +416,16 @@ func (c *countMem) Free(blocks ...allocator.Block) error {
 	return nil
 }
 
+func (c *countMem) Fit(_ int64, n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(0, min(n, c.capacity-len(c.live)))
+}
+
+func (c *countMem) FreeAround(allocator.Block) (before, after int64) { return 0, 0 }
+func (c *countMem) Align() int64                                     { return c.align }
+func (c *countMem) Capacity() int64                                  { return math.MaxInt64 }
+
 func (c *countMem) Stats() allocator.Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -365,22 +439,5 @@ func (c *countMem) record() (calls, freed []int) {
 	defer c.mu.Unlock()
 	return slices.Clone(c.calls), slices.Clone(c.freed)
 }
-
-// upToMem is countMem with AllocateUpTo; upToCalls records its n.
-type upToMem struct {
-	*countMem
-	upToCalls []int
-}
-
-func (u *upToMem) AllocateUpTo(size int64, n int, _ allocator.Placement) ([]allocator.Block, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.upToCalls = append(u.upToCalls, n)
-	return u.allocLocked(size, n, true)
-}
-
-// plainMem hides every method of its Memory but the three of the
-// interface: no AllocateUpTo, no Fit.
-type plainMem struct{ l1.Memory }
 
 var errBroken = errors.New("memory broken")

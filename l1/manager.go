@@ -73,19 +73,10 @@ const (
 // write locks on them. It is safe for concurrent use: every method runs
 // under one mutex, and listeners run outside it (see Listener).
 type Manager[K comparable] struct {
-	mem Memory
-	// alloc is mem itself when mem is exactly an *allocator.Allocator: its
-	// AppendBatch and AppendUpTo fill m.blocks without allocating. It is a
-	// concrete type check, not an optional interface, on purpose: a wrapper
-	// embedding the allocator would satisfy such an interface through the
-	// promoted Append methods and have its own AllocateBatch or
-	// AllocateUpTo silently bypassed.
-	alloc *allocator.Allocator
-	upTo  UpToAllocator // nil when mem has no AllocateUpTo
-	fit   Fitter        // nil when mem has no Fit
-	cfg   Config
-	wttl  int64 // nanoseconds
-	rttl  int64
+	mem  Memory
+	cfg  Config
+	wttl int64 // nanoseconds
+	rttl int64
 
 	mu      sync.Mutex
 	objects store[K] // the records, and the index from keys to them
@@ -95,10 +86,9 @@ type Manager[K comparable] struct {
 	// objects by read expiry.
 	queues      [readQueue + 1]expQueue
 	ev          evictSet[K]
-	coal        Coalescer // nil when mem has no FreeAround
-	sizer       Sizer     // nil when mem has no Capacity and Align
-	align       int64     // the Sizer's or Coalescer's Align, read once at New
-	runs        freeRuns  // on-demand eviction's scratch (see evict.go)
+	align       int64    // mem.Align(), read once at New
+	capacity    int64    // mem.Capacity(), read once at New
+	runs        freeRuns // on-demand eviction's scratch (see evict.go)
 	closed      bool
 	stats       Counters
 	held        int64 // bytes in the objects' blocks
@@ -134,9 +124,9 @@ type Manager[K comparable] struct {
 
 // New returns a manager over mem. The manager does not own mem: Close frees
 // the manager's blocks but leaves mem open. A nil mem, an unknown
-// placement, prefix strategy or policy, a negative TTL, and a memory whose
-// Align (Sizer, Coalescer) is not positive are rejected with an error
-// wrapping ErrInvalidArgument.
+// placement or policy, a negative TTL, and a memory whose Align is not
+// positive or whose Capacity is below the capacity its Stats report are
+// rejected with an error wrapping ErrInvalidArgument.
 func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	if isNil(mem) {
 		return nil, fmt.Errorf("%w: nil memory (%T)", ErrInvalidArgument, mem)
@@ -146,26 +136,19 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 		return nil, err
 	}
 	m := &Manager[K]{
-		mem:  mem,
-		cfg:  cfg,
-		last: cfg.Now(),
-		wttl: int64(cfg.WriteTTL),
-		rttl: int64(cfg.ReadTTL),
+		mem:      mem,
+		cfg:      cfg,
+		last:     cfg.Now(),
+		wttl:     int64(cfg.WriteTTL),
+		rttl:     int64(cfg.ReadTTL),
+		align:    mem.Align(),
+		capacity: mem.Capacity(),
 	}
-	m.alloc, _ = mem.(*allocator.Allocator)
-	m.upTo, _ = mem.(UpToAllocator)
-	m.fit, _ = mem.(Fitter)
-	m.coal, _ = mem.(Coalescer)
-	m.sizer, _ = mem.(Sizer)
-	if m.sizer != nil || m.coal != nil {
-		if m.sizer != nil {
-			m.align = m.sizer.Align()
-		} else {
-			m.align = m.coal.Align()
-		}
-		if m.align <= 0 {
-			return nil, fmt.Errorf("%w: memory alignment %d must be positive (%T)", ErrInvalidArgument, m.align, mem)
-		}
+	if m.align <= 0 {
+		return nil, fmt.Errorf("%w: memory alignment %d must be positive (%T)", ErrInvalidArgument, m.align, mem)
+	}
+	if usable := mem.Stats().Capacity; usable < 0 || m.capacity < usable {
+		return nil, fmt.Errorf("%w: memory capacity %d, but %d usable now (%T)", ErrInvalidArgument, m.capacity, usable, mem)
 	}
 	m.objects.init()
 	m.ev.init(&m.objects, cfg.Eviction)
@@ -394,9 +377,3 @@ func (m *Manager[K]) Len() int {
 
 // isOOM reports whether an allocator error means "does not fit".
 func isOOM(err error) bool { return errors.Is(err, allocator.ErrOutOfMemory) }
-
-// neverFits reports whether an allocator error means the size can never fit
-// (larger than the capacity): it wraps both sentinels.
-func neverFits(err error) bool {
-	return isOOM(err) && errors.Is(err, allocator.ErrInvalidArgument)
-}

@@ -18,7 +18,6 @@ func TestNew(t *testing.T) {
 	a := newAlloc(t, 64*KiB, 0)
 	for name, cfg := range map[string]l1.Config{
 		"placement": {Placement: allocator.Placement(9)},
-		"prefix":    {Prefix: l1.PrefixStrategy(9)},
 		"write ttl": {WriteTTL: -1},
 		"read ttl":  {ReadTTL: -1},
 	} {
@@ -33,7 +32,6 @@ func TestNew(t *testing.T) {
 	cfg := m.Config()
 	assert.Equal(t, l1.DefaultWriteTTL, cfg.WriteTTL)
 	assert.Equal(t, l1.DefaultReadTTL, cfg.ReadTTL)
-	assert.Equal(t, l1.PrefixOnePass, cfg.Prefix)
 	k := l1.ObjectKey{ChunkHash: "\x01\x02", Model: "m", KVRank: 1, GroupID: 2, CacheSalt: "s"}
 	rs, err := m.ReserveWrite([]l1.ObjectKey{k}, nil, obj, l1.ModeAll)
 	require.NoError(t, err)
@@ -371,23 +369,6 @@ func TestStrings(t *testing.T) {
 	}
 	assert.Equal(t, []string{"all", "new", "update"}, []string{l1.ModeAll.String(), l1.ModeNew.String(), l1.ModeUpdate.String()})
 	_, err = l1.ParseMode("Mode(7)")
-	require.ErrorIs(t, err, l1.ErrInvalidArgument)
-
-	assert.Equal(t, []string{"onepass", "binarysearch", "none"},
-		[]string{l1.PrefixOnePass.String(), l1.PrefixBinarySearch.String(), l1.PrefixNone.String()})
-	for _, s := range l1.PrefixStrategies {
-		p, err := l1.ParsePrefixStrategy(s.String())
-		require.NoError(t, err)
-		assert.Equal(t, s, p)
-		b, err := s.MarshalText()
-		require.NoError(t, err)
-		var u l1.PrefixStrategy
-		require.NoError(t, u.UnmarshalText(b))
-		assert.Equal(t, s, u)
-	}
-	_, err = l1.PrefixStrategy(7).MarshalText()
-	require.ErrorIs(t, err, l1.ErrInvalidArgument)
-	_, err = l1.ParsePrefixStrategy("halving")
 	require.ErrorIs(t, err, l1.ErrInvalidArgument)
 
 	assert.Equal(t, "removed", l1.EventRemoved.String())

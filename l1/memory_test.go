@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -20,13 +21,13 @@ type shrinkMem struct {
 	after, to int
 }
 
-func (s *shrinkMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+func (s *shrinkMem) AppendBatch(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
 	s.mu.Lock()
 	if len(s.calls) == s.after {
 		s.capacity = s.to
 	}
 	s.mu.Unlock()
-	return s.countMem.AllocateBatch(size, n, p)
+	return s.countMem.AppendBatch(dst, size, n, p)
 }
 
 // liarMem returns the wrong number of blocks.
@@ -36,17 +37,15 @@ type liarMem struct {
 	err   error
 }
 
-func (l *liarMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
-	return l.countMem.AllocateBatch(size, n+l.extra, p)
+func (l *liarMem) AppendBatch(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	return l.countMem.AppendBatch(dst, size, n+l.extra, p)
 }
 
-func (l *liarMem) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+func (l *liarMem) AppendUpTo(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
 	if l.err != nil {
-		return nil, l.err
+		return dst, l.err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.allocLocked(size, n+l.extra, true)
+	return l.countMem.AppendUpTo(dst, size, n+l.extra, p)
 }
 
 func TestSharedMemory(t *testing.T) {
@@ -54,7 +53,7 @@ func TestSharedMemory(t *testing.T) {
 		// Capacity 7, want 10: probes 5, 7, 8; before the final 7 another
 		// user takes 2, so the search resumes over [1, 6] and grants 5.
 		mem := &shrinkMem{countMem: newCountMem(7, obj), after: 4, to: 5}
-		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
+		e := newEnvOver(t, nil, under(baseline.BinarySearch, mem, l1.Config{}), l1.Config{})
 		rs := e.reserve(t, keys(0, 10), obj)
 		assert.Equal(t, append(repeat(l1.OK, 5), repeat(l1.OutOfMemory, 5)...), statuses(rs))
 		calls, _ := mem.record()
@@ -65,8 +64,9 @@ func TestSharedMemory(t *testing.T) {
 
 func TestMisbehavingMemory(t *testing.T) {
 	t.Run("batch_with_the_wrong_count", func(t *testing.T) {
+		// On-demand eviction allocates with AppendBatch.
 		mem := &liarMem{countMem: newCountMem(10, obj), extra: 1}
-		e := newEnvOver(t, nil, plainMem{mem}, l1.Config{})
+		e := newEnvOver(t, nil, mem, l1.Config{EvictOnDemand: true})
 		_, err := e.m.ReserveWrite(keys(0, 3), nil, obj, l1.ModeAll)
 		require.Error(t, err)
 		assert.Zero(t, mem.Stats().LiveBlocks, "the extra blocks are returned")
@@ -84,13 +84,10 @@ func TestMisbehavingMemory(t *testing.T) {
 			// The memory hands out a block a byte short of the size
 			// asked for: a writer would write past it into its
 			// neighbour's. The call fails, the blocks go back, and
-			// nothing is reserved.
+			// nothing is reserved. Without on-demand eviction the call
+			// is AppendUpTo, with it AppendBatch.
 			mem := &shortMem{countMem: newCountMem(10, obj)}
-			var m l1.Memory = plainMem{mem}
-			if upTo {
-				m = mem
-			}
-			e := newEnvOver(t, nil, m, l1.Config{})
+			e := newEnvOver(t, nil, mem, l1.Config{EvictOnDemand: !upTo})
 			_, err := e.m.ReserveWrite(keys(0, 3), nil, obj, l1.ModeAll)
 			require.ErrorContains(t, err, "bytes for objects of")
 			assert.Zero(t, mem.Stats().LiveBlocks, "the blocks are returned")
@@ -105,26 +102,29 @@ func TestMisbehavingMemory(t *testing.T) {
 	})
 	t.Run("free_refused_during_a_probe", func(t *testing.T) {
 		mem := newCountMem(5, obj)
-		e := newEnvOver(t, nil, &refuseFree{mem}, l1.Config{Prefix: l1.PrefixBinarySearch})
+		e := newEnvOver(t, nil, under(baseline.BinarySearch, &refuseFree{mem}, l1.Config{}), l1.Config{})
 		_, err := e.m.ReserveWrite(keys(0, 10), nil, obj, l1.ModeAll)
 		require.ErrorIs(t, err, errBroken)
-		assert.Equal(t, uint64(1), e.m.Stats().FreeErrors)
+		assert.Zero(t, e.m.Len())
 	})
 }
 
 // shortMem returns a last block one byte smaller than asked for.
 type shortMem struct{ *countMem }
 
-func (s *shortMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
-	bs, err := s.countMem.AllocateBatch(size, n, p)
+func (s *shortMem) AppendBatch(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	return shorten(s.countMem.AppendBatch(dst, size, n, p))
+}
+
+func (s *shortMem) AppendUpTo(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	return shorten(s.countMem.AppendUpTo(dst, size, n, p))
+}
+
+func shorten(bs []allocator.Block, err error) ([]allocator.Block, error) {
 	if err == nil && len(bs) > 0 {
 		bs[len(bs)-1].Size--
 	}
 	return bs, err
-}
-
-func (s *shortMem) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
-	return s.AllocateBatch(size, n, p)
 }
 
 // Free takes back the shortened block by its offset.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -32,8 +33,9 @@ func allocCalls(a *allocator.Allocator) uint64 {
 //     on-demand eviction one victim and one call; without, as fragmented;
 //   - full: four read-locked objects: OutOfMemory, and no call at all
 //     when the manager knows its own objects fill the pool (the one-pass
-//     prefix, on-demand eviction); the binary search and PrefixNone make
-//     their one all-or-nothing call.
+//     prefix, on-demand eviction); LMCache's baselines (the binary search
+//     and all or nothing), which bound nothing, make their one
+//     all-or-nothing call.
 func TestOneKeyBatch(t *testing.T) {
 	type tc struct {
 		name   string
@@ -59,12 +61,13 @@ func TestOneKeyBatch(t *testing.T) {
 		{"full", func(e *env) { e.put(e.t, keys(0, 4), obj); e.read(e.t, keys(0, 4), 1) }, 1, false, 0, false},
 	}
 	for _, p := range allocator.Placements {
-		for _, s := range l1.PrefixStrategies {
+		for _, s := range baseline.Strategies {
 			for _, evict := range []bool{false, true} {
 				for _, c := range cases {
 					t.Run(fmt.Sprintf("%v/%v/evict=%v/%s", p, s, evict, c.name), func(t *testing.T) {
 						a := newAlloc(t, 4*obj, obj)
-						e := newEnvOver(t, a, a, l1.Config{Placement: p, Prefix: s, EvictOnDemand: evict})
+						cfg := l1.Config{Placement: p, EvictOnDemand: evict}
+						e := newEnvOver(t, a, under(s, a, cfg), cfg)
 						c.prep(e)
 						before, used, calls := e.m.Snapshot(), a.Stats().Used, allocCalls(a)
 						e.rec.take()
@@ -73,7 +76,7 @@ func TestOneKeyBatch(t *testing.T) {
 						granted := c.ok && (evict || !c.victim)
 						want := c.calls
 						switch {
-						case c.name == "full" && s != l1.PrefixOnePass && !evict:
+						case c.name == "full" && s != baseline.OnePass && !evict:
 							want = 1
 						case c.name == "fragmented" && evict:
 							want = 0 // eviction's count knows nothing it may evict makes room

@@ -6,27 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
-
-// fitMem is the allocator with Fit but without FreeAround: on-demand
-// eviction checks Fit after each victim.
-type fitMem struct{ a *allocator.Allocator }
-
-func (f fitMem) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
-	return f.a.AllocateBatch(size, n, p)
-}
-func (f fitMem) Free(blocks ...allocator.Block) error { return f.a.Free(blocks...) }
-func (f fitMem) Stats() allocator.Stats               { return f.a.Stats() }
-func (f fitMem) Fit(size int64, n int) int            { return f.a.Fit(size, n) }
-
-// evictMemories are the memory shapes eviction runs over: each takes its
-// own way to stop as soon as the batch fits.
-var evictMemories = append(memories[:len(memories):len(memories)], struct {
-	name string
-	wrap func(a *allocator.Allocator) l1.Memory
-}{"fit-only", func(a *allocator.Allocator) l1.Memory { return fitMem{a} }})
 
 // evicted returns the keys the events removed by eviction, in order.
 func evicted(evs []l1.Event[int]) []int {
@@ -277,53 +258,44 @@ func TestEvictS3FIFO(t *testing.T) {
 
 // TestEvictCountsMergedRuns: on-demand eviction stops at the first victim
 // that makes the batch fit, counting what the victims' blocks hold once
-// merged with each other and with free neighbours. Every memory shape,
-// however it checks, stops at the same victim.
+// merged with each other and with free neighbours.
 func TestEvictCountsMergedRuns(t *testing.T) {
-	for _, mem := range evictMemories {
-		t.Run(mem.name, func(t *testing.T) {
-			a := newAlloc(t, 16*obj, obj)
-			e := newEnvOver(t, a, mem.wrap(a), l1.Config{EvictOnDemand: true})
-			e.put(t, keys(0, 16), obj)
-			// Coldest first: 0, 2, 4, 1, then the rest. A 3-page object
-			// fits only once 1 joins 0 and 2: four victims.
-			e.touch([]int{1})
-			e.touch(append(keys(5, 11), 3))
-			e.rec.take()
-			rs := e.reserve(t, []int{100}, 3*obj)
-			require.Equal(t, l1.OK, rs[0].Status)
-			assert.Equal(t, []int{0, 2, 4, 1}, evicted(e.rec.take()))
-			assert.Equal(t, int64(0), rs[0].Block.Offset)
-			// A 2-page object now: page 4 is still free, and the coldest
-			// object, 5, next to it makes a run of 2: one victim.
-			rs = e.reserve(t, []int{101}, 2*obj)
-			require.Equal(t, l1.OK, rs[0].Status)
-			assert.Equal(t, []int{5}, evicted(e.rec.take()))
-		})
-	}
+	a := newAlloc(t, 16*obj, obj)
+	e := newEnvOver(t, a, a, l1.Config{EvictOnDemand: true})
+	e.put(t, keys(0, 16), obj)
+	// Coldest first: 0, 2, 4, 1, then the rest. A 3-page object
+	// fits only once 1 joins 0 and 2: four victims.
+	e.touch([]int{1})
+	e.touch(append(keys(5, 11), 3))
+	e.rec.take()
+	rs := e.reserve(t, []int{100}, 3*obj)
+	require.Equal(t, l1.OK, rs[0].Status)
+	assert.Equal(t, []int{0, 2, 4, 1}, evicted(e.rec.take()))
+	assert.Equal(t, int64(0), rs[0].Block.Offset)
+	// A 2-page object now: page 4 is still free, and the coldest
+	// object, 5, next to it makes a run of 2: one victim.
+	rs = e.reserve(t, []int{101}, 2*obj)
+	require.Equal(t, l1.OK, rs[0].Status)
+	assert.Equal(t, []int{5}, evicted(e.rec.take()))
 }
 
 // TestEvictCountsManyRuns: past the runs searched one by one (many
 // scattered victims, then the ones that join them), the count still stops
 // where Fit after every victim does.
 func TestEvictCountsManyRuns(t *testing.T) {
-	counts := map[string]uint64{}
-	for _, mem := range evictMemories {
-		a := newAlloc(t, 100*obj, obj)
-		e := newEnvOver(t, a, mem.wrap(a), l1.Config{EvictOnDemand: true})
-		e.put(t, keys(0, 100), obj)
-		var odd []int
-		for k := 1; k < 100; k += 2 {
-			odd = append(odd, k)
-		}
-		e.touch(odd) // evens go first: 50 runs of one page, none adjacent
-		rs, err := e.m.ReserveWrite(keys(1000, 30), nil, 2*obj, l1.ModeAll)
-		require.NoError(t, err)
-		require.Equal(t, repeat(l1.OK, 30), statuses(rs), mem.name)
-		counts[mem.name] = e.m.Stats().Evictions
-		require.NoError(t, a.Verify())
+	a := newAlloc(t, 100*obj, obj)
+	e := newEnvOver(t, a, a, l1.Config{EvictOnDemand: true})
+	e.put(t, keys(0, 100), obj)
+	var odd []int
+	for k := 1; k < 100; k += 2 {
+		odd = append(odd, k)
 	}
+	e.touch(odd) // evens go first: 50 runs of one page, none adjacent
+	rs, err := e.m.ReserveWrite(keys(1000, 30), nil, 2*obj, l1.ModeAll)
+	require.NoError(t, err)
+	require.Equal(t, repeat(l1.OK, 30), statuses(rs))
+	require.NoError(t, a.Verify())
 	// 50 evens hold nothing of 2 pages; each odd then joins its
 	// neighbours, and 30 odds make [0, 61): 30 objects.
-	assert.Equal(t, map[string]uint64{"allocator": 80, "no-upto": 80, "fit-only": 80}, counts)
+	assert.Equal(t, uint64(80), e.m.Stats().Evictions)
 }

@@ -10,13 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
 // The largest-prefix tests run bbolt style: one table of scenarios, each
-// run under every prefix strategy, over the allocator itself and over the
-// allocator with AllocateUpTo and Fit hidden (where PrefixOnePass falls
-// back to the binary search). The scenario names map to LMCache's tests:
+// run under every prefix strategy, over the allocator. The scenario names map to LMCache's tests:
 // test_l1_manager_partial_alloc.py ([PA]) and the malaiwah / LIL variants.
 
 // prefixScenario is a pool in a given state and one ReserveWrite.
@@ -31,7 +30,8 @@ type prefixScenario struct {
 	// re-locked in mode all); the others need memory.
 	existing []int
 	// grant is the largest prefix of the keys needing memory that fits;
-	// PrefixNone grants it only when it is all of them.
+	// all or nothing (baseline.None) grants it only when it is all of
+	// them.
 	grant int
 }
 
@@ -84,33 +84,22 @@ var prefixScenarios = []prefixScenario{
 	{name: "grant_is_exact_one_short", pool: 64 * KiB, fill: func(t *testing.T, e *env) { e.put(t, []int{1000}, obj) }, size: obj, want: 16, grant: 15},
 }
 
-// memories are the Memory shapes the table runs over.
-var memories = []struct {
-	name string
-	wrap func(a *allocator.Allocator) l1.Memory
-}{
-	{"allocator", func(a *allocator.Allocator) l1.Memory { return a }},
-	{"no-upto", func(a *allocator.Allocator) l1.Memory { return plainMem{a} }},
-}
-
 func TestPrefixScenarios(t *testing.T) {
 	for _, sc := range prefixScenarios {
-		for _, s := range l1.PrefixStrategies {
-			for _, mem := range memories {
-				t.Run(fmt.Sprintf("%s/%s/%s", sc.name, s, mem.name), func(t *testing.T) {
-					a := newAlloc(t, sc.pool, obj)
-					e := newEnvOver(t, a, mem.wrap(a), l1.Config{Prefix: s})
-					if sc.fill != nil {
-						sc.fill(t, e)
-					}
-					runPrefixScenario(t, e, sc, s, mem.name == "allocator")
-				})
-			}
+		for _, s := range baseline.Strategies {
+			t.Run(fmt.Sprintf("%s/%s", sc.name, s), func(t *testing.T) {
+				a := newAlloc(t, sc.pool, obj)
+				e := newEnvOver(t, a, under(s, a, l1.Config{}), l1.Config{})
+				if sc.fill != nil {
+					sc.fill(t, e)
+				}
+				runPrefixScenario(t, e, sc, s)
+			})
 		}
 	}
 }
 
-func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrategy, upTo bool) {
+func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s baseline.Strategy) {
 	ks := keys(0, sc.want)
 	var fresh []int // the keys needing memory, in request order
 	for _, k := range ks {
@@ -125,7 +114,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 		require.Equal(t, sc.grant, e.a.Fit(sc.size, len(fresh)), "the scenario's grant disagrees with Fit")
 	}
 	grant := sc.grant
-	if s == l1.PrefixNone && grant < len(fresh) {
+	if s == baseline.None && grant < len(fresh) {
 		grant = 0
 	}
 	// Expected: existing keys re-locked; the first grant fresh keys OK,
@@ -141,7 +130,7 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 			want[i] = l1.OutOfMemory
 		}
 	}
-	before, stBefore := e.a.Stats(), e.m.Stats()
+	before, stBefore, callsBefore, probesBefore := e.a.Stats(), e.m.Stats(), e.calls(), e.probes()
 	e.rec.take()
 
 	rs := e.reserve(t, ks, sc.size)
@@ -174,13 +163,13 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 	// Counters.
 	n := len(fresh)
 	st := e.m.Stats()
-	calls, probes := st.AllocCalls-stBefore.AllocCalls, st.Probes-stBefore.Probes
+	calls, probes := e.calls()-callsBefore, e.probes()-probesBefore
 	assert.Equal(t, uint64(n-grant), st.OOMKeys-stBefore.OOMKeys)
 	assert.Equal(t, b2u(grant > 0 && grant < n), st.PartialGrants-stBefore.PartialGrants)
 	assert.Equal(t, b2u(grant == 0), st.FailedReservations-stBefore.FailedReservations)
 	neverFits := sc.size > sc.pool
 	switch {
-	case s == l1.PrefixOnePass && upTo:
+	case s == baseline.OnePass:
 		// One call, or none when the manager's own objects leave no room
 		// for one object (room.go).
 		room := int64(0)
@@ -189,10 +178,10 @@ func runPrefixScenario(t *testing.T, e *env, sc prefixScenario, s l1.PrefixStrat
 		}
 		assert.Equal(t, b2u(room > 0), calls, "one pass is one call, none without room")
 		assert.Zero(t, probes)
-	case sc.grant == n || n == 1 || s == l1.PrefixNone || neverFits:
+	case sc.grant == n || n == 1 || s == baseline.None || neverFits:
 		assert.Equal(t, uint64(1), calls, "no prefix search")
 		assert.Zero(t, probes)
-	default: // the binary search, directly or as the fallback
+	default: // the binary search
 		assert.Positive(t, probes)
 		assert.LessOrEqual(t, probes, uint64(log2ceil(n)))
 		assert.Equal(t, 1+probes+b2u(grant > 0), calls)
@@ -233,23 +222,21 @@ func TestLargestPrefixProbe(t *testing.T) {
 		// Capacity 7, want 10: one failed full call, probes 5 (fits),
 		// 7 (fits), 8 (fails), then the final 7; the probes freed are 5
 		// and 7.
-		for _, s := range []l1.PrefixStrategy{l1.PrefixBinarySearch, l1.PrefixOnePass} {
-			t.Run(s.String()+"/no-upto", func(t *testing.T) {
-				mem := newCountMem(7, obj)
-				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
-				rs := e.reserve(t, keys(0, 10), obj)
-				assert.Equal(t, append(repeat(l1.OK, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
-				calls, freed := mem.record()
-				assert.Equal(t, []int{10, 5, 7, 8, 7}, calls)
-				assert.Equal(t, []int{5, 7}, freed)
-				st := e.m.Stats()
-				assert.Equal(t, uint64(3), st.Probes)
-				assert.Equal(t, uint64(5), st.AllocCalls)
-				assert.Equal(t, int64(7), mem.Stats().LiveBlocks)
-			})
-		}
-		t.Run("onepass/upto", func(t *testing.T) {
-			mem := &upToMem{countMem: newCountMem(7, obj)}
+		t.Run("binarysearch", func(t *testing.T) {
+			mem := newCountMem(7, obj)
+			e := newEnvOver(t, nil, under(baseline.BinarySearch, mem, l1.Config{}), l1.Config{})
+			rs := e.reserve(t, keys(0, 10), obj)
+			assert.Equal(t, append(repeat(l1.OK, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
+			calls, freed := mem.record()
+			assert.Equal(t, []int{10, 5, 7, 8, 7}, calls)
+			assert.Equal(t, []int{5, 7}, freed)
+			assert.Equal(t, uint64(3), e.probes())
+			assert.Equal(t, uint64(5), e.calls())
+			assert.Equal(t, uint64(1), e.m.Stats().AllocCalls, "one AppendUpTo, answered by the search")
+			assert.Equal(t, int64(7), mem.Stats().LiveBlocks)
+		})
+		t.Run("onepass", func(t *testing.T) {
+			mem := newCountMem(7, obj)
 			e := newEnvOver(t, nil, mem, l1.Config{})
 			rs := e.reserve(t, keys(0, 10), obj)
 			assert.Equal(t, append(repeat(l1.OK, 7), repeat(l1.OutOfMemory, 3)...), statuses(rs))
@@ -257,11 +244,10 @@ func TestLargestPrefixProbe(t *testing.T) {
 			assert.Empty(t, calls, "no AllocateBatch at all")
 			assert.Empty(t, freed, "no probe to free")
 			assert.Equal(t, []int{10}, mem.upToCalls)
-			assert.Zero(t, e.m.Stats().Probes)
 		})
 		t.Run("none", func(t *testing.T) {
-			mem := &upToMem{countMem: newCountMem(7, obj)}
-			e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixNone})
+			mem := newCountMem(7, obj)
+			e := newEnvOver(t, nil, under(baseline.None, mem, l1.Config{}), l1.Config{})
 			rs := e.reserve(t, keys(0, 10), obj)
 			assert.Equal(t, repeat(l1.OutOfMemory, 10), statuses(rs))
 			calls, _ := mem.record()
@@ -271,10 +257,10 @@ func TestLargestPrefixProbe(t *testing.T) {
 	})
 	t.Run("does_not_stop_at_a_smaller_fit", func(t *testing.T) {
 		// LIL's halving from an estimate of 10 with capacity 7 took 5.
-		for _, s := range []l1.PrefixStrategy{l1.PrefixOnePass, l1.PrefixBinarySearch} {
+		for _, s := range []baseline.Strategy{baseline.OnePass, baseline.BinarySearch} {
 			for capacity := 0; capacity <= 12; capacity++ {
 				mem := newCountMem(capacity, obj)
-				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
+				e := newEnvOver(t, nil, under(s, mem, l1.Config{}), l1.Config{})
 				rs := e.reserve(t, keys(0, 10), obj)
 				k := min(capacity, 10)
 				assert.Equal(t, append(repeat(l1.OK, k), repeat(l1.OutOfMemory, 10-k)...), statuses(rs),
@@ -290,26 +276,26 @@ func TestLargestPrefixProbe(t *testing.T) {
 // unverified; the exact answer is 4560.
 func TestRestore5700(t *testing.T) {
 	const want, capacity = 5700, 4560
-	for _, s := range l1.PrefixStrategies {
+	for _, s := range baseline.Strategies {
 		t.Run(s.String(), func(t *testing.T) {
-			e := newEnv(t, capacity*obj, l1.Config{Prefix: s})
+			e := newStrategyEnv(t, capacity*obj, s, l1.Config{})
 			rs := e.reserve(t, keys(0, want), obj)
 			grant := capacity
-			if s == l1.PrefixNone {
+			if s == baseline.None {
 				grant = 0
 			}
 			assert.Equal(t, append(repeat(l1.OK, grant), repeat(l1.OutOfMemory, want-grant)...), statuses(rs))
-			st := e.m.Stats()
-			t.Logf("%s: granted %d of %d, %d allocator calls, %d probes", s, grant, want, st.AllocCalls, st.Probes)
+			calls, probes := e.calls(), e.probes()
+			t.Logf("%s: granted %d of %d, %d allocator calls, %d probes", s, grant, want, calls, probes)
 			switch s {
-			case l1.PrefixOnePass:
-				assert.Equal(t, uint64(1), st.AllocCalls)
-				assert.Zero(t, st.Probes)
-			case l1.PrefixBinarySearch:
-				assert.Equal(t, uint64(13), st.Probes)
-				assert.Equal(t, uint64(15), st.AllocCalls)
-			case l1.PrefixNone:
-				assert.Equal(t, uint64(1), st.AllocCalls)
+			case baseline.OnePass:
+				assert.Equal(t, uint64(1), calls)
+				assert.Zero(t, probes)
+			case baseline.BinarySearch:
+				assert.Equal(t, uint64(13), probes)
+				assert.Equal(t, uint64(15), calls)
+			case baseline.None:
+				assert.Equal(t, uint64(1), calls)
 			}
 			assert.Equal(t, int64(grant)*obj, e.used())
 		})
@@ -329,9 +315,10 @@ func TestPrefixMatchesReference(t *testing.T) {
 		// The same random fragmentation under each strategy.
 		seed := rng.Uint64()
 		var grants []int
-		for _, s := range []l1.PrefixStrategy{l1.PrefixOnePass, l1.PrefixBinarySearch} {
+		for _, s := range []baseline.Strategy{baseline.OnePass, baseline.BinarySearch} {
 			a := newAlloc(t, int64(pages)*obj, obj)
-			e := newEnvOver(t, a, a, l1.Config{Prefix: s, Placement: p})
+			cfg := l1.Config{Placement: p}
+			e := newEnvOver(t, a, under(s, a, cfg), cfg)
 			r := rand.New(rand.NewPCG(seed, 0))
 			e.put(t, keys(1000, pages), obj)
 			var del []int

@@ -70,21 +70,19 @@ func (w Mode) valid() bool { return w <= ModeUpdate }
 //   - a missing key in ModeAll or ModeNew mode: allocated, see below.
 //
 // The missing keys are allocated together, n objects of size bytes, in one
-// AllocateBatch call. When that does not fit:
+// call to the memory. When that does not fit:
 //  1. With Config.EvictOnDemand, evictable objects (finished, no live
 //     lock) are evicted, in the order of Config.Eviction, until the
 //     batch fits or nothing evictable is left. Keys named in the call
 //     are never evicted. Over the allocator with Scattered placement, a
 //     victim's block of the batch's size is reissued to the batch rather
 //     than freed (see evict.go); the batch then gets those blocks first.
-//  2. If it still does not fit, the largest prefix that fits is granted,
-//     as Config.Prefix says: the first k missing keys, in request order,
+//  2. If it still does not fit, the largest prefix that fits is granted
+//     (prefix.go): the first k missing keys, in request order,
 //     get OK and the rest OutOfMemory. A one-key batch, and a size
 //     larger than the memory's capacity, are all or nothing.
 //
-// With PrefixOnePass, a Memory that has AllocateUpTo and no on-demand
-// eviction, the first call is AllocateUpTo itself: one call in all, whether
-// or not the batch fits. Over a Sizer (the allocator is one), missing keys
+// Without on-demand eviction, the call is AppendUpTo itself: one call in all, whether or not the batch fits. Missing keys
 // past the most objects its capacity less the manager's own objects can
 // hold are answered OutOfMemory without asking it (room.go), so that a
 // call with no room for one object makes no call at all.
@@ -174,7 +172,7 @@ func (m *Manager[K]) reserveWrite(dst []Result, keys []K, positions []uint32, te
 	// A missing key past the room gets no placeholder (room.go): it is
 	// OutOfMemory at once, or KeyNotWritable as a repeat of one.
 	room, past := int64(-1), 0
-	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
+	if !m.cfg.EvictOnDemand {
 		room = m.roomLocked(size)
 	}
 	hits := 0
@@ -316,52 +314,21 @@ func (m *Manager[K]) writeLockLocked(o *object[K], now int64) {
 // when the memory fails for a reason other than lack of space, and then it
 // holds no block.
 //
-// With on-demand eviction over a memory that counts what each victim frees
-// (a Coalescer, as the allocator is), eviction begins by asking what fits
-// now and allocates once, after the victims it needs, if any: a batch
-// costs one allocation call, not a call that fails first.
+// On-demand eviction begins by asking what fits now and allocates once,
+// after the victims it needs, if any: a batch costs one allocation call,
+// not a call that fails first.
 func (m *Manager[K]) allocateLocked(size int64, n int, now int64) ([]allocator.Block, error) {
-	if m.cfg.Prefix == PrefixOnePass && m.upTo != nil && !m.cfg.EvictOnDemand {
+	if !m.cfg.EvictOnDemand {
 		return m.allocUpToLocked(size, n)
 	}
-	counted := m.cfg.EvictOnDemand && m.coal != nil && m.fit != nil
-	if counted && m.sizer != nil && size > m.sizer.Capacity() {
+	if size > m.capacity {
 		return nil, nil // never fits, whatever is evicted
 	}
-	if !counted && (!m.cfg.EvictOnDemand || !m.knownShortLocked(size, n)) {
-		blocks, err := m.allocBatchLocked(size, n)
-		switch {
-		case err == nil:
-			return blocks, nil
-		case !isOOM(err):
-			return nil, err
-		case neverFits(err):
-			return nil, nil
-		}
-	}
-	if m.cfg.EvictOnDemand {
-		blocks, err := m.evictForLocked(size, n, now)
-		if err != nil || blocks != nil {
-			return blocks, err
-		}
+	blocks, err := m.evictForLocked(size, n, now)
+	if err != nil || blocks != nil {
+		return blocks, err
 	}
 	return m.prefixLocked(size, n)
-}
-
-// knownShortLocked reports that a batch of n objects of size bytes cannot
-// fit in the memory without eviction, so that on-demand eviction starts
-// without a call that must fail: the room (room.go), the memory's whole
-// capacity less the bytes in the manager's own objects and quarantine (all
-// live in it), holds fewer than n objects. The test is sound over a GrowingRegion (its
-// capacity only bounds the usable part) and over an allocator shared with
-// other users (they only take more). It is false for a Memory that is not
-// a Sizer, and for a size above the capacity, whose allocation error says
-// it never fits.
-func (m *Manager[K]) knownShortLocked(size int64, n int) bool {
-	if a := m.sizer; a == nil || size > a.Capacity() {
-		return false
-	}
-	return m.roomLocked(size) < int64(n)
 }
 
 // allocBatchLocked makes one all-or-nothing call and checks its answer.
@@ -369,14 +336,8 @@ func (m *Manager[K]) knownShortLocked(size int64, n int) bool {
 func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, error) {
 	m.flushLocked()
 	m.stats.AllocCalls++
-	var blocks []allocator.Block
-	var err error
-	if m.alloc != nil {
-		blocks, err = m.alloc.AppendBatch(m.blocks[:0], size, n, m.cfg.Placement)
-		m.blocks = blocks[:0]
-	} else {
-		blocks, err = m.mem.AllocateBatch(size, n, m.cfg.Placement)
-	}
+	blocks, err := m.mem.AppendBatch(m.blocks[:0], size, n, m.cfg.Placement)
+	m.blocks = blocks[:0]
 	if err != nil {
 		return nil, err
 	}
@@ -384,16 +345,14 @@ func (m *Manager[K]) allocBatchLocked(size int64, n int) ([]allocator.Block, err
 		m.freeLocked(blocks)
 		return nil, fmt.Errorf("l1: memory returned %d blocks for a batch of %d", len(blocks), n)
 	}
-	if m.alloc == nil {
-		if err := m.checkSizesLocked(blocks, size); err != nil {
-			return nil, err
-		}
+	if err := m.checkSizesLocked(blocks, size); err != nil {
+		return nil, err
 	}
 	return blocks, nil
 }
 
-// checkSizesLocked checks that every block a memory other than the
-// allocator returned holds size bytes; otherwise it gives the blocks back
+// checkSizesLocked checks that every block the memory returned holds
+// size bytes; otherwise it gives the blocks back
 // and errs, since a writer would write past the short one into its
 // neighbour.
 func (m *Manager[K]) checkSizesLocked(blocks []allocator.Block, size int64) error {

@@ -4,38 +4,33 @@ import "math"
 
 // Room: what a one-pass reservation knows before it asks the memory.
 //
-// The manager's own objects all live in its memory, so a memory that
-// reports its capacity (a Sizer, as the allocator is) can grant at most
-// (capacity - held) / size more objects of size bytes: other users of a
+// The manager's own objects all live in its memory, so a memory can grant
+// at most (Capacity - held) / size more objects of size bytes: other users of a
 // shared allocator only take more, and a GrowingRegion's capacity only
-// bounds its usable part. ReserveWrite with PrefixOnePass
-// (and no on-demand eviction) gives a placeholder record only to the
+// bounds its usable part. ReserveWrite without on-demand eviction gives a
+// placeholder record only to the
 // missing keys within that room; a missing key past it would be answered
 // OutOfMemory after the call anyway, and answering it at once saves the
 // record it would have taken and given back: its index entry, its three
 // cache lines, and its removal (the prefix must cost nothing on top of the
 // keys it grants). A full pool, the case that grants a prefix,
 // has little room, so nearly every key past the prefix takes this path.
-// PrefixBinarySearch is LMCache's algorithm and knows only what its probes
-// tell it, so it keeps a placeholder for every missing key.
+// A memory that cannot bound itself reports a Capacity of math.MaxInt64
+// and gets a placeholder for every missing key: LMCache's baselines
+// (internal/reference/baseline) do, as LMCache's allocator reports no
+// capacity.
 
 // roomLocked returns how many objects of size bytes the memory could
 // grant at most, whatever its fragmentation: its capacity less the bytes
 // in the manager's objects and its quarantine (quarantine.go), in objects
 // of size bytes rounded up to the alignment; 0 for a size above the
-// capacity. It is -1 when the memory is
-// not a Sizer. It reads no memory state but the capacity and alignment,
-// which for the allocator are immutable and need no lock (the alignment is
-// read once, at New).
+// capacity. It reads no memory state: the capacity and alignment are
+// read once, at New.
 func (m *Manager[K]) roomLocked(size int64) int64 {
-	a := m.sizer
-	if a == nil {
-		return -1
-	}
-	if size > a.Capacity() {
+	if size > m.capacity {
 		return 0
 	}
-	return (a.Capacity() - m.held - m.qbytes) / roundUp(size, m.align)
+	return (m.capacity - m.held - m.qbytes) / roundUp(size, m.align)
 }
 
 // roundUp returns size, positive, rounded up to a multiple of align,

@@ -2,13 +2,10 @@ package l1
 
 // Counters are the manager's monotonic event counts.
 type Counters struct {
-	// AllocCalls counts AllocateBatch, AllocateUpTo and Reissue calls
-	// (the last: on-demand eviction reusing victims' blocks), probes
-	// included.
+	// AllocCalls counts the memory's AppendBatch, AppendUpTo and
+	// AppendReissue calls (the last: on-demand eviction reusing victims'
+	// blocks).
 	AllocCalls uint64
-	// Probes counts the binary search's trial allocations (each allocated
-	// and freed): not the failed full call, not the final allocation.
-	Probes uint64
 	// WriteReservations counts keys ReserveWrite granted.
 	WriteReservations uint64
 	// PartialGrants counts ReserveWrite calls that allocated some, but not

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -50,9 +51,9 @@ func TestReserveWrite(t *testing.T) {
 		assert.Equal(t, []int{1, 3}, e.rec.last(l1.EventWriteReserved))
 	})
 	t.Run("uses_available_prefix", func(t *testing.T) {
-		for _, s := range []l1.PrefixStrategy{l1.PrefixOnePass, l1.PrefixBinarySearch} {
+		for _, s := range []baseline.Strategy{baseline.OnePass, baseline.BinarySearch} {
 			t.Run(s.String(), func(t *testing.T) {
-				e := newEnv(t, 64*KiB, l1.Config{Prefix: s}) // 16 pages
+				e := newStrategyEnv(t, 64*KiB, s, l1.Config{}) // 16 pages
 				e.put(t, keys(100, 12), obj)
 				rs := e.reserve(t, keys(0, 6), obj)
 				assert.Equal(t, append(repeat(l1.OK, 4), repeat(l1.OutOfMemory, 2)...), statuses(rs))
@@ -146,10 +147,10 @@ func TestReserveWrite(t *testing.T) {
 		assert.Equal(t, uint64(3), e.m.Stats().OOMKeys)
 	})
 	t.Run("allocator_error_is_returned_and_undone", func(t *testing.T) {
-		for _, s := range l1.PrefixStrategies {
+		for _, s := range baseline.Strategies {
 			t.Run(s.String(), func(t *testing.T) {
 				mem := newCountMem(10, obj)
-				e := newEnvOver(t, nil, mem, l1.Config{Prefix: s})
+				e := newEnvOver(t, nil, under(s, mem, l1.Config{}), l1.Config{})
 				e.put(t, []int{1}, obj)
 				before := e.m.Snapshot()
 				e.rec.take()
@@ -187,7 +188,7 @@ func TestReserveWrite(t *testing.T) {
 	})
 	t.Run("allocator_error_in_a_probe_frees_the_probes", func(t *testing.T) {
 		mem := &failAfter{countMem: newCountMem(5, obj), after: 3}
-		e := newEnvOver(t, nil, mem, l1.Config{Prefix: l1.PrefixBinarySearch})
+		e := newEnvOver(t, nil, under(baseline.BinarySearch, mem, l1.Config{}), l1.Config{})
 		_, err := e.m.ReserveWrite(keys(0, 10), nil, obj, l1.ModeAll)
 		require.ErrorIs(t, err, errBroken)
 		assert.Zero(t, mem.Stats().LiveBlocks)
@@ -208,14 +209,14 @@ type failAfter struct {
 	after int
 }
 
-func (f *failAfter) AllocateBatch(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+func (f *failAfter) AppendBatch(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
 	f.mu.Lock()
 	calls := len(f.calls)
 	f.mu.Unlock()
 	if calls >= f.after {
-		return nil, errBroken
+		return dst, errBroken
 	}
-	return f.countMem.AllocateBatch(size, n, p)
+	return f.countMem.AppendBatch(dst, size, n, p)
 }
 
 func TestFinishWrite(t *testing.T) {
@@ -337,8 +338,15 @@ type panicMem struct {
 	panics bool
 }
 
-func (p *panicMem) AllocateBatch(size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
-	blocks, err := p.countMem.AllocateBatch(size, n, pl)
+func (p *panicMem) AppendBatch(dst []allocator.Block, size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
+	return p.panicOn(p.countMem.AppendBatch(dst, size, n, pl))
+}
+
+func (p *panicMem) AppendUpTo(dst []allocator.Block, size int64, n int, pl allocator.Placement) ([]allocator.Block, error) {
+	return p.panicOn(p.countMem.AppendUpTo(dst, size, n, pl))
+}
+
+func (p *panicMem) panicOn(blocks []allocator.Block, err error) ([]allocator.Block, error) {
 	if err != nil && p.panics {
 		panic(err)
 	}
@@ -353,14 +361,14 @@ func (p *panicMem) AllocateBatch(size int64, n int, pl allocator.Placement) ([]a
 // manager's bytes and objects are exactly the granted ones.
 func TestReserveWriteRepeatsPastThePrefix(t *testing.T) {
 	const obj = 8 * MiB
-	for _, s := range l1.PrefixStrategies {
+	for _, s := range baseline.Strategies {
 		t.Run(s.String(), func(t *testing.T) {
-			e := newEnv(t, 2*obj, l1.Config{Prefix: s})
+			e := newStrategyEnv(t, 2*obj, s, l1.Config{})
 			ks := []int{1, 2, 1, 3, 2, 3, 4, 4}
 			rs, err := e.m.ReserveWrite(ks, nil, obj, l1.ModeAll)
 			require.NoError(t, err)
 			want := []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable}
-			if s == l1.PrefixNone {
+			if s == baseline.None {
 				want = []l1.Status{l1.OutOfMemory, l1.OutOfMemory, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable, l1.KeyNotWritable, l1.OutOfMemory, l1.KeyNotWritable}
 			}
 			require.Equal(t, want, statuses(rs))

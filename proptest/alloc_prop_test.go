@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
 )
 
 // The allocator under test: 128 units of 64 bytes.
@@ -24,7 +24,7 @@ const (
 
 // allocUnderTest is what the checks call and observes; the broken variants
 // in internal/reference/mutant satisfy it too.
-type allocUnderTest = reference.UnderTest
+type allocUnderTest = allocref.UnderTest
 
 // propPool is the pool a property runs on: its alignment and capacity, the
 // unit its object sizes come in, and how far batches scale.
@@ -74,7 +74,7 @@ type allocSUT struct {
 // placement policy, the same live list, and the outcome it predicts for
 // the command just applied. Every NextState works on a copy.
 type allocState struct {
-	ref         *reference.Alloc
+	ref         *allocref.Alloc
 	live, stale []allocator.Block
 	want        allocOutcome
 }
@@ -91,7 +91,7 @@ type allocOutcome struct {
 	view   frozenView
 }
 
-// frozenView is a reference.AllocView captured after a command.
+// frozenView is a allocref.AllocView captured after a command.
 type frozenView struct {
 	stats   allocator.Stats
 	extents []allocator.Block
@@ -295,7 +295,7 @@ func allocCommandsIn(g *propPool, build func(*allocator.Allocator) allocUnderTes
 			}
 		},
 		InitialStateGen: gen.Const(0).Map(func(int) *allocState {
-			return &allocState{ref: reference.NewAlloc(g.capacity, g.align)}
+			return &allocState{ref: allocref.NewAlloc(g.capacity, g.align)}
 		}),
 		GenCommandFunc: genAllocCmd(g),
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/leanovate/gopter/commands"
 	"github.com/leanovate/gopter/gen"
 
-	"github.com/kvalloc/kvalloc/internal/reference"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
+	"github.com/kvalloc/kvalloc/internal/reference/l1ref"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -20,7 +20,7 @@ import (
 // model predicts for the command just applied.
 type l1State struct {
 	setup l1check.Setup
-	md    *reference.Manager[l1check.Key]
+	md    *l1ref.Manager[l1check.Key]
 	book  *l1check.Book // the leases each actor got from the model
 	want  l1check.Outcome
 }

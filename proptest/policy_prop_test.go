@@ -8,6 +8,7 @@ import (
 	"github.com/leanovate/gopter/gen"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -111,10 +112,10 @@ func genMixedSetup() gopter.Gen {
 		gen.IntRange(8, 24),
 		gen.OneConstOf(allocator.ContiguousFirst, allocator.Scattered, allocator.Contiguous),
 		gen.OneConstOf(l1.EvictLRU, l1.EvictPrefix, l1.EvictS3FIFO),
-		gen.OneConstOf(l1.PrefixOnePass, l1.PrefixBinarySearch, l1.PrefixNone),
+		gen.OneConstOf(baseline.OnePass, baseline.BinarySearch, baseline.None),
 	).Map(func(v []any) l1check.Setup {
 		return l1check.Setup{Units: v[0].(int), Align: 64, Placement: v[1].(allocator.Placement),
-			Eviction: v[2].(l1.EvictionPolicy), Prefix: v[3].(l1.PrefixStrategy), EvictOnDemand: true,
+			Eviction: v[2].(l1.EvictionPolicy), Prefix: v[3].(baseline.Strategy), EvictOnDemand: true,
 			WriteTTL: l1.NoExpiry, ReadTTL: l1.NoExpiry}
 	})
 }

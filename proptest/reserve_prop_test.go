@@ -11,6 +11,7 @@ import (
 	"github.com/leanovate/gopter/prop"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -44,11 +45,11 @@ func genSetup(evict bool) gopter.Gen {
 	return gopter.CombineGens(
 		gen.IntRange(8, 128),
 		gen.OneConstOf(allocator.ContiguousFirst, allocator.Scattered, allocator.Contiguous),
-		gen.OneConstOf(l1.PrefixOnePass, l1.PrefixBinarySearch, l1.PrefixNone),
+		gen.OneConstOf(baseline.OnePass, baseline.BinarySearch, baseline.None),
 		evictGen,
 		gen.OneConstOf(l1.EvictLRU, l1.EvictPrefix, l1.EvictS3FIFO),
 	).Map(func(v []any) l1check.Setup {
-		return l1check.Setup{Units: v[0].(int), Align: 64, Placement: v[1].(allocator.Placement), Prefix: v[2].(l1.PrefixStrategy),
+		return l1check.Setup{Units: v[0].(int), Align: 64, Placement: v[1].(allocator.Placement), Prefix: v[2].(baseline.Strategy),
 			EvictOnDemand: v[3].(bool), Eviction: v[4].(l1.EvictionPolicy)}
 	})
 }
@@ -154,7 +155,7 @@ func reserveProp(check func(*l1check.Observation) error, v l1check.Variant) gopt
 
 // TestPropPrefixMaximality: the granted k equals the reference maximum
 // (the allocator's Fit, or one extent's share under Contiguous placement)
-// under any fragmentation, for every prefix strategy; PrefixNone, one-key
+// under any fragmentation, for every prefix strategy; all or nothing, one-key
 // batches and objects larger than the pool are all or nothing.
 func TestPropPrefixMaximality(t *testing.T) {
 	check(t, reserveProp(l1check.CheckPrefixMaximal, l1check.Variant{}), params(t, 500, 40))

@@ -44,7 +44,7 @@ type runner struct {
 	sc    *Scenario
 	opt   Options
 	alloc *allocator.Allocator
-	m     *l1.Manager[uint64]
+	m     *sim.Manager[uint64]
 	clock sim.Clock
 	q     sim.Queue[payload]
 	objs  map[uint64]*object // the shadow state (shadow.go)
@@ -135,8 +135,8 @@ func Run(sc *Scenario, p sim.Policy, opt Options) (*Result, error) {
 	if err := r.check(); err != nil {
 		return nil, fmt.Errorf("%s, policy %s: final check: %w", sc.Name, p, err)
 	}
-	st := r.m.Stats()
-	r.res.AllocCalls, r.res.Probes, r.res.Evictions = st.AllocCalls, st.Probes, st.Evictions
+	r.res.AllocCalls, r.res.Probes = r.m.AllocCalls()
+	r.res.Evictions = r.m.Stats().Evictions
 	r.res.PeakFrag, r.res.MeanFrag = r.frag.Peak, r.frag.Mean()
 	r.res.Sim = r.clock.Now()
 	return r.res, nil

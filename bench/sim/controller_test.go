@@ -40,7 +40,7 @@ func fullPool(t *testing.T, n int, locked bool) *l1.Manager[int] {
 		_, err = m.ReserveRead(keys[:1], 1)
 		require.NoError(t, err)
 	}
-	return m
+	return m.Manager
 }
 
 // TestControllerMeasures: of 7 objects, a fifth is 1.4; counting keys

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -31,18 +32,18 @@ func (c Control) String() string {
 }
 
 // Prefix is how ReserveWrite grants the largest prefix of a batch that
-// does not fit: l1's strategy. The reports keep measuring the baselines,
-// LMCache's binary search and its all-or-nothing behaviour before the
-// fix, beside l1's one pass; should they leave l1.Config, Prefix and
-// NewManager below are the one place that changes.
-type Prefix = l1.PrefixStrategy
+// does not fit. The reports keep measuring the baselines, LMCache's binary
+// search and its all-or-nothing behaviour before the fix, beside l1's one
+// pass: l1 itself only has the one pass, and NewManager runs the others
+// as memories that answer its call their way (package baseline).
+type Prefix = baseline.Strategy
 
 // The prefix strategies, by the names the reports print: "none",
 // "binarysearch", "onepass".
 const (
-	PrefixNone         = l1.PrefixNone
-	PrefixBinarySearch = l1.PrefixBinarySearch
-	PrefixOnePass      = l1.PrefixOnePass
+	PrefixNone         = baseline.None
+	PrefixBinarySearch = baseline.BinarySearch
+	PrefixOnePass      = baseline.OnePass
 )
 
 // Policy is one configuration of l1 over the allocator: one row of a
@@ -66,18 +67,45 @@ type Policy struct {
 func (p Policy) String() string { return p.Name }
 
 // Config returns base (the lock lifetimes and the simulated clock) with
-// p's placement, prefix strategy, control and eviction policy: the l1
-// configuration of p, for a manager made elsewhere (a daemon's).
+// p's placement, control and eviction policy: the l1 configuration of p,
+// for a manager made elsewhere (a daemon's). The prefix strategy is not
+// in it: it is the memory's (NewManager), and a daemon runs l1's one pass.
 func (p Policy) Config(base l1.Config) l1.Config {
 	cfg := base
 	cfg.Placement = p.Placement
-	cfg.Prefix = p.Prefix
 	cfg.EvictOnDemand = p.Control == OnDemand
 	cfg.Eviction = p.Eviction
 	return cfg
 }
 
-// NewManager returns an l1 manager over mem configured by p: p.Config(base).
-func NewManager[K comparable](p Policy, mem *allocator.Allocator, base l1.Config) (*l1.Manager[K], error) {
-	return l1.New[K](mem, p.Config(base))
+// Manager is an l1 manager built by NewManager, with the memory it runs
+// over: the allocator, or a baseline over it.
+type Manager[K comparable] struct {
+	*l1.Manager[K]
+	mem l1.Memory
+}
+
+// NewManager returns an l1 manager configured by p.Config(base) over mem
+// as p's prefix strategy has it (mem itself for the one pass, a baseline
+// wrapper otherwise).
+func NewManager[K comparable](p Policy, mem *allocator.Allocator, base l1.Config) (*Manager[K], error) {
+	cfg := p.Config(base)
+	wrapped := p.Prefix.Wrap(mem, cfg.EvictOnDemand)
+	m, err := l1.New[K](wrapped, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager[K]{Manager: m, mem: wrapped}, nil
+}
+
+// AllocCalls returns the allocation calls made to the allocator
+// (AppendBatch, AppendUpTo, AppendReissue), a baseline's probes included,
+// and the probes: the binary search's trial allocations (0 for the other
+// strategies, which make none).
+func (m *Manager[K]) AllocCalls() (calls, probes uint64) {
+	if c, ok := m.mem.(baseline.Counter); ok {
+		n := c.Counts()
+		return n.Calls, n.Probes
+	}
+	return m.Stats().AllocCalls, 0
 }

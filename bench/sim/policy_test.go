@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -29,7 +30,8 @@ func TestNewManagerAppliesEveryField(t *testing.T) {
 		m, err := NewManager[int](p, a, l1.Config{WriteTTL: time.Minute, ReadTTL: time.Second, Now: clock.Time})
 		require.NoError(t, err)
 		c := m.Config()
-		require.Equal(t, p.Prefix, c.Prefix)
+		_, wrapped := m.mem.(baseline.Counter)
+		require.Equal(t, p.Prefix != PrefixOnePass, wrapped, "the baselines run as memory wrappers")
 		require.Equal(t, p.Placement, c.Placement)
 		require.Equal(t, p.Control == OnDemand, c.EvictOnDemand)
 		require.Equal(t, p.Eviction, c.Eviction)

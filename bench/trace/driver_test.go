@@ -17,7 +17,7 @@ import (
 // the bug of a driver that calls ReserveWrite where the policy needs
 // ReserveWriteChain (the partial hint rides on the positions).
 type managerDriver struct {
-	m     *l1.Manager[int32]
+	m     *sim.Manager[int32]
 	a     *allocator.Allocator
 	pol   sim.Policy
 	tok   int64

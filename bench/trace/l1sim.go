@@ -20,7 +20,7 @@ import (
 // chain's later blocks below its earlier ones, so the store passes each
 // key's position in its request's chain to ReserveWriteChain.
 type l1Cache struct {
-	m    *l1.Manager[int32]
+	m    *sim.Manager[int32]
 	a    *allocator.Allocator
 	ctl  sim.Controller
 	size int64 // bytes asked per block
@@ -189,7 +189,8 @@ func (c *l1Cache) readable(b int32) bool {
 
 func (c *l1Cache) close(res *Result) error {
 	st := c.m.Stats()
-	res.AllocCalls, res.Evictions, res.OnDemandEvictions = st.AllocCalls, st.Evictions, st.OnDemandEvictions
+	res.AllocCalls, _ = c.m.AllocCalls()
+	res.Evictions, res.OnDemandEvictions = st.Evictions, st.OnDemandEvictions
 	res.SweepsFired = c.fired
 	res.MeanFrag, res.PeakFrag = c.frag.Mean(), c.frag.Peak
 	res.MeanUsage, res.PeakUsage = c.use.Mean(), c.use.Peak

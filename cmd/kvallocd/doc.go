@@ -57,7 +57,6 @@
 //	-placement p          scattered, contiguous-first or contiguous (default scattered)
 //	-eviction e           lru, prefix or s3fifo (default prefix)
 //	-evict-on-demand      evict when a reservation does not fit (default true)
-//	-prefix s             onepass, binarysearch or none (default onepass)
 //	-write-ttl d          write-lock lifetime, the backstop for a stuck writer (default 10m0s)
 //	-read-ttl d           read-lock lifetime (default 5m0s)
 //	-frame-timeout d      time from a frame's first byte to its last (default 10s)

@@ -82,7 +82,6 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	placement := fs.String("placement", cfg.L1.Placement.String(), "scattered, contiguous-first or contiguous")
 	fs.TextVar(&cfg.L1.Eviction, "eviction", cfg.L1.Eviction, "lru, prefix or s3fifo")
 	fs.BoolVar(&cfg.L1.EvictOnDemand, "evict-on-demand", true, "evict when a reservation does not fit")
-	fs.TextVar(&cfg.L1.Prefix, "prefix", cfg.L1.Prefix, "onepass, binarysearch or none")
 	fs.DurationVar(&cfg.L1.WriteTTL, "write-ttl", l1.DefaultWriteTTL, "write-lock lifetime: the backstop for a stuck writer")
 	fs.DurationVar(&cfg.L1.ReadTTL, "read-ttl", l1.DefaultReadTTL, "read-lock lifetime")
 	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", server.DefaultFrameTimeout, "time from a frame's first byte to its last")

@@ -369,8 +369,6 @@ var targets = []target{
 	{num: m("PrefixRecovery/strategy=binarysearch/n=5700", "granted/op")},
 	{num: m("PrefixRecovery/strategy=none/n=5700", "granted/op")},
 	{num: m("L1CycleParallel", "ns/key"), den: m("Floor/map", "ns/key")},
-	{num: m("EvictOnDemand/victims=scattered/memory=fit-only", "ns/op"), den: m("EvictOnDemand/victims=adjacent/memory=fit-only", "ns/op"),
-		note: "a Fit after every victim, as before"},
 	{num: m("Fill/region=heap", "GB/s"), den: m("Floor/copy", "GB/s")},
 	{num: m("Fill/region=cuda-host", "GB/s"), den: m("Floor/copy", "GB/s")},
 	{num: m("SegmentFloor/workers=2", "GiB/s"), den: m("SegmentFloor/workers=1", "GiB/s"), note: "the machine's parallel ceiling for the row above"},

@@ -163,8 +163,6 @@ func TestUsage(t *testing.T) {
 func TestEvictionRows(t *testing.T) {
 	const in = `BenchmarkEvictOnDemand/victims=adjacent-2 	 3	 1000000 ns/op
 BenchmarkEvictOnDemand/victims=scattered-2 	 3	 1900000 ns/op
-BenchmarkEvictOnDemand/victims=adjacent/memory=fit-only-2 	 3	 1000000 ns/op
-BenchmarkEvictOnDemand/victims=scattered/memory=fit-only-2 	 3	 20000000 ns/op
 BenchmarkEvictPastLocked/cold=none-2 	 100	 20000 ns/op
 BenchmarkEvictPastLocked/cold=temporary-2 	 100	 21000 ns/op
 BenchmarkEvictPastLocked/cold=read-locked-2 	 100	 40000 ns/op
@@ -178,7 +176,6 @@ BenchmarkPrefixRecovery/fit/n=4560-2 	 10	 400000 ns/op
 	}
 	want := map[string]verdict{
 		"EvictOnDemand/victims=scattered ns/op":                   verdictPass,
-		"EvictOnDemand/victims=scattered/memory=fit-only ns/op":   verdictInfo,
 		"EvictPastLocked/cold=temporary ns/op":                    verdictPass,
 		"EvictPastLocked/cold=read-locked ns/op":                  verdictMiss,
 		"PrefixRecovery/strategy=onepass/n=5700 ns/op":            verdictMiss, // 1.25×

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/client"
-	"github.com/kvalloc/kvalloc/internal/reference"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -81,7 +80,7 @@ func (o Op) String() string {
 }
 
 // leases returns the leases op presents, for the client and the model.
-func (s *System) leases(op Op, write bool) ([]client.Lease, []reference.Lease) {
+func (s *System) leases(op Op, write bool) ([]client.Lease, []l1.Lease) {
 	from := op.Conn
 	if op.From == LeaseOther {
 		from = (op.Conn + 1) % Conns
@@ -92,11 +91,11 @@ func (s *System) leases(op Op, write bool) ([]client.Lease, []reference.Lease) {
 	}
 	epoch := s.Clients[op.Conn].Epoch()
 	cl := make([]client.Lease, len(op.Keys))
-	ml := make([]reference.Lease, len(op.Keys))
+	ml := make([]l1.Lease, len(op.Keys))
 	for i, k := range op.Keys {
 		if op.From != LeaseZero {
 			cl[i] = client.Lease{Epoch: epoch, ID: book[k]}
-			ml[i] = reference.Lease(book[k])
+			ml[i] = book[k]
 		} else {
 			cl[i].Epoch = epoch
 		}
@@ -149,7 +148,7 @@ func (s *System) apply(op Op) error {
 		return s.Disconnect(op.Conn)
 	case OpReserveWrite:
 		got, err := c.ReserveWriteChain(keys, op.Positions, op.Temporary, op.Size, op.Mode)
-		want, wantErr := md.ReserveWriteChain(op.Conn, op.Keys, op.Positions, op.Temporary, op.Size, reference.Mode(op.Mode))
+		want, wantErr := md.ReserveWriteChain(op.Conn, op.Keys, op.Positions, op.Temporary, op.Size, op.Mode)
 		if e := sameErr(err, wantErr); e != nil || err != nil {
 			return e
 		}

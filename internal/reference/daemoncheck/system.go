@@ -2,8 +2,8 @@
 
 // Package daemoncheck runs kvallocd (package server), in process, behind
 // several client connections (package client), side by side with the
-// manager model of package reference extended with connection ownership
-// (reference.Owners), and compares them after every operation: per-key
+// manager model of package l1ref extended with connection ownership
+// (Owners, owners.go), and compares them after every operation: per-key
 // results, every object's state in LRU order, and the daemon's own Check
 // (every lock a live connection's, the allocator's invariants, no byte
 // lost). The fuzz target FuzzDaemonOwnership (package fuzz) drives it with
@@ -26,7 +26,8 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/client"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
+	"github.com/kvalloc/kvalloc/internal/reference/l1ref"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/server"
 	"github.com/kvalloc/kvalloc/wire"
@@ -47,7 +48,6 @@ const Unit = 4096
 type Setup struct {
 	Units             int
 	Placement         allocator.Placement
-	Prefix            l1.PrefixStrategy
 	EvictOnDemand     bool
 	Eviction          l1.EvictionPolicy
 	WriteTTL, ReadTTL time.Duration
@@ -65,7 +65,7 @@ type System struct {
 	Setup   Setup
 	Server  *server.Server
 	Clients [Conns]*client.Client
-	Model   *reference.Owners[int]
+	Model   *Owners[int]
 	v       Variant
 
 	// Book holds each connection's last write and read lease of each key,
@@ -112,22 +112,17 @@ func New(setup Setup, v Variant) (*System, error) {
 		return nil, err
 	}
 	s := &System{Setup: setup, v: v, path: path}
+	cfg := l1.Config{Placement: setup.Placement, EvictOnDemand: setup.EvictOnDemand,
+		Eviction: setup.Eviction, WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL, Now: s.clock}
 	srv, err := server.New(server.Config{SocketPath: path, PoolSize: int64(setup.Units) * Unit, Align: Unit,
-		FrameTimeout: time.Minute, WriteTimeout: time.Minute,
-		L1: l1.Config{Placement: setup.Placement, Prefix: setup.Prefix, EvictOnDemand: setup.EvictOnDemand,
-			Eviction: setup.Eviction, WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL, Now: s.clock}})
+		FrameTimeout: time.Minute, WriteTimeout: time.Minute, L1: cfg})
 	if err != nil {
 		return nil, err
 	}
 	s.Server = srv
 	go srv.Serve()
-	mem := reference.NewAlloc(int64(setup.Units)*Unit, Unit)
-	mem.NoGen = true
-	s.Model = reference.NewOwners(reference.NewManager[int](mem, reference.ManagerConfig{
-		Placement: setup.Placement, AllOrNothing: setup.Prefix == l1.PrefixNone, EvictOnDemand: setup.EvictOnDemand,
-		ReuseVictims: true, Eviction: reference.Policy(setup.Eviction), WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL,
-		Quarantine: true, // the daemon always quarantines lapsed writes
-	}))
+	cfg.QuarantineLapsedWrites = true // as the daemon always runs it
+	s.Model = NewOwners(l1ref.New[int](allocref.NewAlloc(int64(setup.Units)*Unit, Unit), l1ref.Config{Config: cfg, Epoch: Epoch}))
 	for i := range Conns {
 		if err := s.dial(i); err != nil {
 			s.Close()
@@ -146,7 +141,7 @@ func (s *System) clock() time.Time {
 // Advance moves the daemon's clock and the model's, either way.
 func (s *System) Advance(d time.Duration) {
 	s.mu.Lock()
-	s.now = reference.AddClock(s.now, d)
+	s.now = l1ref.AddClock(s.now, d)
 	s.mu.Unlock()
 	s.Model.M.Advance(d)
 }
@@ -244,13 +239,13 @@ func sameErr(got, want error) error {
 		return fmt.Errorf("unexpected error %v", got)
 	case want != nil && got == nil:
 		return fmt.Errorf("no error; the model refused the call: %v", want)
-	case errors.Is(want, reference.ErrInvalidArgument) && !errors.Is(got, l1.ErrInvalidArgument):
+	case errors.Is(want, l1.ErrInvalidArgument) && !errors.Is(got, l1.ErrInvalidArgument):
 		return fmt.Errorf("error %v, want one wrapping l1.ErrInvalidArgument", got)
 	}
 	return nil
 }
 
-func sameStatuses(got []wire.Status, want []reference.Status) error {
+func sameStatuses(got []wire.Status, want []l1.Status) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d statuses for %d keys", len(got), len(want))
 	}
@@ -262,7 +257,7 @@ func sameStatuses(got []wire.Status, want []reference.Status) error {
 	return nil
 }
 
-func sameResults(got []client.Result, want []reference.Result) error {
+func sameResults(got []client.Result, want []l1.Result) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d results for %d keys", len(got), len(want))
 	}
@@ -295,15 +290,19 @@ func (s *System) Compare() error {
 			return err
 		}
 		w := want[i]
-		gs := fmt.Sprintf("key %d block [%d,+%d) size %d write %v reads %d temp %v finished %v evictable %v wlease %d rlease %d",
-			k, g.Block.Offset, g.Block.Size, g.Size, g.WriteLocked, g.ReadLocks, g.Temporary, g.Finished, g.Evictable, g.WriteLease, g.ReadLease)
-		ws := fmt.Sprintf("key %d block [%d,+%d) size %d write %v reads %d temp %v finished %v evictable %v wlease %d rlease %d",
-			w.Key, w.Block.Offset, w.Block.Size, w.Size, w.WriteLocked, w.ReadLocks, w.Temporary, w.Finished, w.Evictable, w.WriteLease, w.ReadLease)
-		if gs != ws {
+		if gs, ws := stateLine(k, g.ObjectState), stateLine(w.Key, w.ObjectState); gs != ws {
 			return fmt.Errorf("object #%d in LRU order: %s; model %s", i, gs, ws)
 		}
 	}
 	return nil
+}
+
+// stateLine is what Compare compares of one object: every field of its
+// state but the expiries and the block's generation (the model predicts
+// none).
+func stateLine(k int, st l1.ObjectState) string {
+	return fmt.Sprintf("key %d block [%d,+%d) size %d write %v reads %d temp %v finished %v evictable %v wlease %d rlease %d",
+		k, st.Block.Offset, st.Block.Size, st.Size, st.WriteLocked, st.ReadLocks, st.Temporary, st.Finished, st.Evictable, st.WriteLease, st.ReadLease)
 }
 
 func describe(es []l1.Entry[l1.ObjectKey]) string {

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/kvalloc/kvalloc/allocator"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/l1ref"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -27,16 +27,17 @@ type Outcome struct {
 	Objects, WriteLocked, TempReadLocked int
 	Quarantined                          int
 	QuarantinedBytes                     int64
-	Counters                             reference.ManagerCounters
+	// Counters are those the model keeps (l1ref.Counted).
+	Counters l1.Counters
 	// Read after reclaiming, only when the Op observes: every object in
 	// LRU order, and the free extents.
-	States  []reference.ModelEntry[Key]
+	States  []l1.Entry[Key]
 	Extents []allocator.Block
 }
 
 // keyState is what State returned for one key.
 type keyState struct {
-	State reference.ModelState
+	State l1.ObjectState
 	Found bool
 }
 
@@ -44,34 +45,12 @@ func errClass(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, l1.ErrInvalidArgument), errors.Is(err, reference.ErrInvalidArgument):
+	case errors.Is(err, l1.ErrInvalidArgument):
 		return "invalid"
-	case errors.Is(err, l1.ErrClosed), errors.Is(err, reference.ErrClosed):
+	case errors.Is(err, l1.ErrClosed):
 		return "closed"
 	}
 	return err.Error()
-}
-
-func fromModel(rs []reference.Result) []l1.Result {
-	if rs == nil {
-		return nil
-	}
-	out := make([]l1.Result, len(rs))
-	for i, r := range rs {
-		out[i] = l1.Result{Status: l1.Status(r.Status), Block: r.Block, Lease: l1.Lease(r.Lease)}
-	}
-	return out
-}
-
-func fromModelStatuses(ss []reference.Status) []l1.Status {
-	if ss == nil {
-		return nil
-	}
-	out := make([]l1.Status, len(ss))
-	for i, s := range ss {
-		out[i] = l1.Status(s)
-	}
-	return out
 }
 
 // Do runs op on the manager only and returns its Outcome. The System's
@@ -104,7 +83,7 @@ func (s *System) Do(op Op) Outcome {
 		o.Results, err = m.UnsafeRead(op.Keys)
 	}
 	for i := range o.Results { // the model predicts no generations
-		o.Results[i].Block = reference.WithoutGen(o.Results[i].Block)
+		o.Results[i] = withoutGen(o.Results[i])
 	}
 	switch op.Kind {
 	case OpFinishRead:
@@ -121,7 +100,7 @@ func (s *System) Do(op Op) Outcome {
 		for _, k := range op.Keys {
 			o.Evictable = append(o.Evictable, m.IsEvictable(k))
 			st, ok := m.State(k)
-			o.KeyStates = append(o.KeyStates, keyState{s.stateOf(st), ok})
+			o.KeyStates = append(o.KeyStates, keyState{st, ok})
 		}
 	case OpLen:
 		o.N = m.Len()
@@ -136,11 +115,9 @@ func (s *System) Do(op Op) Outcome {
 	o.Held, o.Capacity = m.Usage()
 	o.Objects, o.WriteLocked, o.TempReadLocked = st.Objects, st.WriteLocked, st.TemporaryReadLocked
 	o.Quarantined, o.QuarantinedBytes = st.QuarantinedObjects, st.QuarantinedBytes
-	o.Counters = counters(st)
+	o.Counters = l1ref.Counted(st.Counters)
 	if op.Observe {
-		for _, e := range m.Snapshot() {
-			o.States = append(o.States, reference.ModelEntry[Key]{Key: e.Key, ModelState: s.stateOf(e.ObjectState)})
-		}
+		o.States = m.Snapshot()
 		o.Extents = s.A.FreeExtents()
 	}
 	return o
@@ -148,37 +125,35 @@ func (s *System) Do(op Op) Outcome {
 
 // ModelDo runs op on the model md, with the leases of the model's book,
 // and returns the Outcome the manager must produce.
-func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
+func ModelDo(md *l1ref.Manager[Key], book *Book, op Op) Outcome {
 	var o Outcome
 	var err error
-	var rs []reference.Result
-	var ss []reference.Status
-	leases := modelLeases(book.Leases(op))
+	leases := book.Leases(op)
 	switch op.Kind {
 	case OpReserveWrite:
 		if op.Positions != nil {
-			rs, err = md.ReserveWriteChain(op.Keys, op.Positions, op.Temporary, op.Size, mode(op.Mode))
+			o.Results, err = md.ReserveWriteChain(op.Keys, op.Positions, op.Temporary, op.Size, op.Mode)
 			break
 		}
-		rs, err = md.ReserveWrite(op.Keys, op.Temporary, op.Size, mode(op.Mode))
+		o.Results, err = md.ReserveWrite(op.Keys, op.Temporary, op.Size, op.Mode)
 	case OpFinishWrite:
-		ss, err = md.FinishWrite(op.Keys, leases)
+		o.Statuses, err = md.FinishWrite(op.Keys, leases)
 	case OpFinishWriteAndReserveRead:
-		rs, err = md.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
+		o.Results, err = md.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
 	case OpAbortWrite:
-		ss, err = md.AbortWrite(op.Keys, leases)
+		o.Statuses, err = md.AbortWrite(op.Keys, leases)
 	case OpReserveRead:
 		if op.Prefix {
-			rs, o.N, err = md.ReserveReadPrefix(op.Keys, op.Locks)
+			o.Results, o.N, err = md.ReserveReadPrefix(op.Keys, op.Locks)
 			break
 		}
-		rs, err = md.ReserveRead(op.Keys, op.Locks)
+		o.Results, err = md.ReserveRead(op.Keys, op.Locks)
 	case OpUnsafeRead:
-		rs, err = md.UnsafeRead(op.Keys)
+		o.Results, err = md.UnsafeRead(op.Keys)
 	case OpFinishRead:
-		ss, err = md.FinishRead(op.Keys, leases, op.Locks)
+		o.Statuses, err = md.FinishRead(op.Keys, leases, op.Locks)
 	case OpDelete:
-		ss, err = md.Delete(op.Keys, op.Force)
+		o.Statuses, err = md.Delete(op.Keys, op.Force)
 	case OpClear:
 		o.N = md.Clear(op.Force)
 	case OpTouch:
@@ -199,7 +174,6 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	case OpClose:
 		md.Close()
 	}
-	o.Results, o.Statuses = fromModel(rs), fromModelStatuses(ss)
 	o.Err = errClass(err)
 	book.Record(op, o.Results, err)
 	o.Held, o.Capacity = md.Used(), md.Mem.Capacity()
@@ -209,9 +183,6 @@ func ModelDo(md *reference.Manager[Key], book *Book, op Op) Outcome {
 	if op.Observe {
 		o.States = md.Snapshot()
 		o.Extents = runsOf(md.Mem)
-		if len(o.States) == 0 {
-			o.States = nil
-		}
 	}
 	return o
 }
@@ -235,7 +206,7 @@ func CompareOutcome(got, want Outcome) error {
 		return fmt.Errorf("returned %d, model %d", got.N, want.N)
 	case !slices.Equal(got.Evictable, want.Evictable):
 		return fmt.Errorf("evictable %v, model %v", got.Evictable, want.Evictable)
-	case !slices.Equal(got.KeyStates, want.KeyStates):
+	case !slices.EqualFunc(got.KeyStates, want.KeyStates, func(a, b keyState) bool { return a.Found == b.Found && sameState(a.State, b.State) }):
 		return fmt.Errorf("states %+v, model %+v", got.KeyStates, want.KeyStates)
 	case got.Held != want.Held || got.Capacity != want.Capacity:
 		return fmt.Errorf("Usage() = %d of %d, model %d of %d", got.Held, got.Capacity, want.Held, want.Capacity)
@@ -246,9 +217,9 @@ func CompareOutcome(got, want Outcome) error {
 		return fmt.Errorf("Stats: %d writes quarantined in %d bytes, model %d in %d", got.Quarantined, got.QuarantinedBytes, want.Quarantined, want.QuarantinedBytes)
 	case got.Counters != want.Counters:
 		return fmt.Errorf("Stats counters %+v, model %+v", got.Counters, want.Counters)
-	case !slices.Equal(got.States, want.States):
+	case !slices.EqualFunc(got.States, want.States, sameEntry):
 		for i := range min(len(got.States), len(want.States)) {
-			if got.States[i] != want.States[i] {
+			if !sameEntry(got.States[i], want.States[i]) {
 				return fmt.Errorf("object #%d in LRU order: %+v, model %+v", i, got.States[i], want.States[i])
 			}
 		}
@@ -257,4 +228,9 @@ func CompareOutcome(got, want Outcome) error {
 		return fmt.Errorf("free extents %v, model %v", got.Extents, want.Extents)
 	}
 	return nil
+}
+
+// sameEntry is sameState of two objects with their keys.
+func sameEntry(a, b l1.Entry[Key]) bool {
+	return a.Key == b.Key && sameState(a.ObjectState, b.ObjectState)
 }

@@ -7,7 +7,8 @@ import (
 	"slices"
 
 	"github.com/kvalloc/kvalloc/allocator"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -78,23 +79,11 @@ func (s *System) states() map[Key]l1.ObjectState {
 	return out
 }
 
-// modelStates converts the model's states (after a sweep) to l1's form.
+// modelStates is the model's states, after a sweep, by key.
 func (s *System) modelStates() map[Key]l1.ObjectState {
 	out := map[Key]l1.ObjectState{}
 	for _, e := range s.Model.Snapshot() {
-		st := l1.ObjectState{
-			Block: e.Block, Size: e.Size, WriteLocked: e.WriteLocked, ReadLocks: e.ReadLocks,
-			Temporary: e.Temporary, Finished: e.Finished, Evictable: e.Evictable,
-			WriteLease: l1.Lease(e.WriteLease), ReadLease: l1.Lease(e.ReadLease),
-		}
-		now := s.clock()
-		if e.WriteLocked {
-			st.WriteExpiry = now.Add(e.WriteExpiry)
-		}
-		if e.ReadLocks > 0 {
-			st.ReadExpiry = now.Add(e.ReadExpiry)
-		}
-		out[e.Key] = st
+		out[e.Key] = e.ObjectState
 	}
 	return out
 }
@@ -151,7 +140,7 @@ func (s *System) ObserveReserveChain(keys []Key, positions []uint32, temporary [
 }
 
 // runsOf lists the model memory's free runs as blocks.
-func runsOf(r *reference.Alloc) []allocator.Block {
+func runsOf(r *allocref.Alloc) []allocator.Block {
 	out := []allocator.Block{}
 	for _, x := range r.Runs() {
 		out = append(out, allocator.Block{Offset: x[0] * r.Align, Size: x[1] * r.Align})
@@ -223,8 +212,8 @@ func CheckRejected(o *Observation) error {
 
 // CheckPrefixMaximal: the number k of needing keys granted is the maximum
 // the memory held before the call: all of them if they fit, else Fit,
-// except that a one-key batch, an object larger than the memory and
-// PrefixNone are all or nothing. With on-demand eviction k may only be
+// except that a one-key batch, an object larger than the memory and the
+// all-or-nothing baseline (baseline.None) are all or nothing. With on-demand eviction k may only be
 // larger.
 func CheckPrefixMaximal(o *Observation) error {
 	if o.Err != nil {
@@ -232,12 +221,12 @@ func CheckPrefixMaximal(o *Observation) error {
 	}
 	n, k := len(o.Need), o.Granted()
 	want := o.Fit
-	if o.Fit < n && (n == 1 || o.Setup.Prefix == l1.PrefixNone) {
+	if o.Fit < n && (n == 1 || o.Setup.Prefix == baseline.None) {
 		want = 0
 	}
 	switch {
-	case o.Setup.Prefix == l1.PrefixNone && k != 0 && k != n:
-		return fmt.Errorf("PrefixNone granted %d of %d needing keys; want all or none", k, n)
+	case o.Setup.Prefix == baseline.None && k != 0 && k != n:
+		return fmt.Errorf("all or nothing granted %d of %d needing keys; want all or none", k, n)
 	case o.Setup.EvictOnDemand && k < want:
 		return fmt.Errorf("granted %d of %d needing keys; at least %d fit before evicting", k, n, want)
 	case !o.Setup.EvictOnDemand && k != want:
@@ -283,7 +272,7 @@ func CheckRequestOrder(o *Observation) error {
 		case r.Block.Size < o.Size:
 			return fmt.Errorf("granted key %d: block %+v smaller than %d", key, r.Block, o.Size)
 		}
-		if before, existed := o.Before[key]; existed && reference.WithoutGen(before.Block) != reference.WithoutGen(after.Block) {
+		if before, existed := o.Before[key]; existed && allocref.WithoutGen(before.Block) != allocref.WithoutGen(after.Block) {
 			return fmt.Errorf("re-locked key %d moved from %+v to %+v", key, before.Block, after.Block)
 		}
 	}
@@ -350,7 +339,7 @@ func CheckNoExtraVictim(o *Observation) error {
 		if !ok {
 			return fmt.Errorf("evicted key %d, which did not exist", k)
 		}
-		free = append(free, reference.WithoutGen(st.Block))
+		free = append(free, allocref.WithoutGen(st.Block))
 	}
 	if fit := fitOf(mergeExtents(free), o.Size, n, o.Setup); fit >= n {
 		return fmt.Errorf("evicted %v; all but the last already made room for the %d needing keys (size %d, %v)",
@@ -421,7 +410,7 @@ func sameStates(before, after map[Key]l1.ObjectState, skip func(k Key, before l1
 		if !ok {
 			return fmt.Errorf("key %d disappeared (was %+v)", k, b)
 		}
-		if !equalState(a, b) {
+		if !sameState(a, b) {
 			return fmt.Errorf("key %d changed from %+v to %+v", k, b, a)
 		}
 	}
@@ -431,9 +420,4 @@ func sameStates(before, after map[Key]l1.ObjectState, skip func(k Key, before l1
 		}
 	}
 	return nil
-}
-
-// equalState compares two states, expiries as instants.
-func equalState(a, b l1.ObjectState) bool {
-	return a.WriteExpiry.Equal(b.WriteExpiry) && a.ReadExpiry.Equal(b.ReadExpiry) && stateAt(a, Epoch) == stateAt(b, Epoch)
 }

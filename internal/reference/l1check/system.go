@@ -1,5 +1,5 @@
-// Package l1check runs the L1 manager side by side with the slow model in
-// package reference and states the manager's contracts as check functions,
+// Package l1check runs the L1 manager side by side with the slow model of
+// package l1ref and states the manager's contracts as check functions,
 // so that the fuzz targets (package fuzz) and the property tests (package
 // proptest) share one definition of each contract.
 //
@@ -27,7 +27,9 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
-	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/internal/reference/allocref"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
+	"github.com/kvalloc/kvalloc/internal/reference/l1ref"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -63,10 +65,12 @@ type Manager interface {
 // Setup describes a System: a heap-backed allocator of Units units of
 // Align bytes and the manager's configuration.
 type Setup struct {
-	Units         int
-	Align         int64
-	Placement     allocator.Placement
-	Prefix        l1.PrefixStrategy
+	Units     int
+	Align     int64
+	Placement allocator.Placement
+	// Prefix is how the largest prefix is found: over the allocator
+	// itself (onepass), or through one of LMCache's baselines.
+	Prefix        baseline.Strategy
 	EvictOnDemand bool
 	// Eviction is the eviction policy, on demand and in EvictTo.
 	Eviction l1.EvictionPolicy
@@ -87,13 +91,16 @@ type Variant struct {
 	Memory func(*allocator.Allocator) l1.Memory
 	// Config edits the manager's configuration behind the model's back.
 	Config func(*l1.Config)
+	// Strategy edits the prefix strategy behind the model's back.
+	Strategy func(baseline.Strategy) baseline.Strategy
 	// Manager wraps the manager; a is the allocator under it.
 	Manager func(m *l1.Manager[Key], a *allocator.Allocator) Manager
 	// Front replaces the manager and its allocator with another front end
 	// to a manager of the same configuration (m.Config(), its clock
 	// included) over an allocator of a's capacity and alignment: a daemon
 	// serving one over a socket (daemoncheck.Front). The checks then call
-	// and observe that front end; closeFront releases it.
+	// and observe that front end; closeFront releases it. A daemon runs
+	// l1's one pass alone, so New runs the Setup with Prefix OnePass.
 	Front func(m *l1.Manager[Key], a *allocator.Allocator) (front Manager, alloc *allocator.Allocator, closeFront func(), err error)
 }
 
@@ -108,7 +115,7 @@ type System struct {
 	Setup Setup
 	M     Manager
 	A     *allocator.Allocator
-	Model *reference.Manager[Key]
+	Model *l1ref.Manager[Key]
 	Book  *Book
 
 	mu     sync.Mutex
@@ -121,6 +128,9 @@ type System struct {
 
 // New builds a System. It fails only on a bad Setup.
 func New(s Setup, v Variant) (*System, error) {
+	if v.Front != nil {
+		s.Prefix = baseline.OnePass
+	}
 	if s.Align == 0 {
 		s.Align = 64
 	}
@@ -143,10 +153,16 @@ func New(s Setup, v Variant) (*System, error) {
 	if v.Memory != nil {
 		mem = v.Memory(a)
 	}
+	strategy := s.Prefix
+	if v.Strategy != nil {
+		strategy = v.Strategy(strategy)
+	}
+	mem = strategy.Wrap(mem, s.EvictOnDemand)
 	cfg := l1.Config{
-		Placement: s.Placement, Prefix: s.Prefix, EvictOnDemand: s.EvictOnDemand, Eviction: s.Eviction,
+		Placement: s.Placement, EvictOnDemand: s.EvictOnDemand, Eviction: s.Eviction,
 		WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, QuarantineLapsedWrites: s.Quarantine, Now: sys.clock,
 	}
+	model := l1ref.Config{Config: cfg, AllOrNothing: s.Prefix == baseline.None, Epoch: Epoch}
 	if v.Config != nil {
 		v.Config(&cfg)
 	}
@@ -169,13 +185,7 @@ func New(s Setup, v Variant) (*System, error) {
 	}
 	sys.M.AddListenerFunc(scribble)
 	sys.M.AddListenerFunc(sys.listen)
-	modelMem := reference.NewAlloc(int64(s.Units)*s.Align, s.Align)
-	modelMem.NoGen = true // the manager's probes consume generations the model does not mirror
-	sys.Model = reference.NewManager[Key](modelMem, reference.ManagerConfig{
-		Placement: s.Placement, AllOrNothing: s.Prefix == l1.PrefixNone, EvictOnDemand: s.EvictOnDemand,
-		ReuseVictims: v.Memory == nil, // l1 reissues victims' blocks over the allocator itself only
-		Eviction:     reference.Policy(s.Eviction), WriteTTL: s.WriteTTL, ReadTTL: s.ReadTTL, Quarantine: s.Quarantine,
-	})
+	sys.Model = l1ref.New[Key](allocref.NewAlloc(int64(s.Units)*s.Align, s.Align), model)
 	return sys, nil
 }
 
@@ -208,7 +218,7 @@ func (s *System) clock() time.Time {
 // saturating at the int64 range of nanoseconds.
 func (s *System) Advance(d time.Duration) {
 	s.mu.Lock()
-	s.now = reference.AddClock(s.now, d)
+	s.now = l1ref.AddClock(s.now, d)
 	s.mu.Unlock()
 	s.Model.Advance(d)
 }
@@ -348,49 +358,48 @@ func (o Op) String() string {
 	return fmt.Sprintf("%v(%s)", o.Kind, keys)
 }
 
-// mode converts an l1 mode for the model. An unknown mode stays unknown.
-func mode(m l1.Mode) reference.Mode { return reference.Mode(m) }
-
-// sameStatus compares a status of the manager with one of the model. Both
-// enumerate the statuses in the order.
-func sameStatus(got l1.Status, want reference.Status) bool { return uint8(got) == uint8(want) }
-
-// checkErr compares an error of the manager with the model's.
+// checkErr compares an error of the manager with the model's, which wraps
+// l1.ErrInvalidArgument or l1.ErrClosed.
 func checkErr(got, want error) error {
 	switch {
 	case want == nil && got != nil:
 		return fmt.Errorf("unexpected error %v", got)
-	case errors.Is(want, reference.ErrInvalidArgument) && !errors.Is(got, l1.ErrInvalidArgument):
+	case errors.Is(want, l1.ErrInvalidArgument) && !errors.Is(got, l1.ErrInvalidArgument):
 		return fmt.Errorf("error %v, want one wrapping l1.ErrInvalidArgument", got)
-	case errors.Is(want, reference.ErrClosed) && !errors.Is(got, l1.ErrClosed):
+	case errors.Is(want, l1.ErrClosed) && !errors.Is(got, l1.ErrClosed):
 		return fmt.Errorf("error %v, want one wrapping l1.ErrClosed", got)
 	}
 	return nil
 }
 
-func compareStatuses(got []l1.Status, want []reference.Status) error {
+func compareStatuses(got, want []l1.Status) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d statuses for %d keys", len(got), len(want))
 	}
 	for i := range got {
-		if !sameStatus(got[i], want[i]) {
+		if got[i] != want[i] {
 			return fmt.Errorf("key #%d: status %v, model %v (all: %v, model %v)", i, got[i], want[i], got, want)
 		}
 	}
 	return nil
 }
 
-func compareResults(got []l1.Result, want []reference.Result) error {
+// compareResults compares the manager's results with the model's, whose
+// blocks carry no generation.
+func compareResults(got, want []l1.Result) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d results for %d keys", len(got), len(want))
 	}
 	for i := range got {
-		if !sameStatus(got[i].Status, want[i].Status) || reference.WithoutGen(got[i].Block) != want[i].Block || uint64(got[i].Lease) != uint64(want[i].Lease) {
-			return fmt.Errorf("key #%d: status %v %+v lease %d, model %v %+v lease %d", i, got[i].Status, got[i].Block, got[i].Lease, want[i].Status, want[i].Block, want[i].Lease)
+		if g := withoutGen(got[i]); g != want[i] {
+			return fmt.Errorf("key #%d: status %v %+v lease %d, model %v %+v lease %d", i, g.Status, g.Block, g.Lease, want[i].Status, want[i].Block, want[i].Lease)
 		}
 	}
 	return nil
 }
+
+// withoutGen is r with its block's generation cleared, as the model's.
+func withoutGen(r l1.Result) l1.Result { r.Block = allocref.WithoutGen(r.Block); return r }
 
 // Apply runs op on the manager and the model and returns the first
 // difference, or a broken ReserveWrite contract. After the call it compares
@@ -410,7 +419,6 @@ func (s *System) Apply(op Op) error {
 func (s *System) apply(op Op) error {
 	md := s.Model
 	leases := s.Book.Leases(op)
-	mleases := modelLeases(leases)
 	switch op.Kind {
 	case OpReserveWrite:
 		o := s.ObserveReserveChain(op.Keys, op.Positions, op.Temporary, op.Size, op.Mode, op.Observe)
@@ -418,7 +426,7 @@ func (s *System) apply(op Op) error {
 		return s.CheckReserveWithModel(o)
 	case OpFinishWrite:
 		got, err := s.M.FinishWrite(op.Keys, leases)
-		want, wantErr := md.FinishWrite(op.Keys, mleases)
+		want, wantErr := md.FinishWrite(op.Keys, leases)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
@@ -426,14 +434,14 @@ func (s *System) apply(op Op) error {
 	case OpFinishWriteAndReserveRead:
 		got, err := s.M.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
 		s.Book.Record(op, got, err)
-		want, wantErr := md.FinishWriteAndReserveRead(op.Keys, mleases, op.Locks)
+		want, wantErr := md.FinishWriteAndReserveRead(op.Keys, leases, op.Locks)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
 		return compareResults(got, want)
 	case OpAbortWrite:
 		got, err := s.M.AbortWrite(op.Keys, leases)
-		want, wantErr := md.AbortWrite(op.Keys, mleases)
+		want, wantErr := md.AbortWrite(op.Keys, leases)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
@@ -467,7 +475,7 @@ func (s *System) apply(op Op) error {
 		return compareResults(got, want)
 	case OpFinishRead:
 		got, err := s.M.FinishRead(op.Keys, leases, op.Locks)
-		want, wantErr := md.FinishRead(op.Keys, mleases, op.Locks)
+		want, wantErr := md.FinishRead(op.Keys, leases, op.Locks)
 		if err := checkErr(err, wantErr); err != nil || wantErr != nil {
 			return err
 		}
@@ -503,8 +511,8 @@ func (s *System) apply(op Op) error {
 			}
 			got, ok := s.M.State(k)
 			want, wok := md.State(k)
-			if ok != wok || s.stateOf(got) != want {
-				return fmt.Errorf("State(%d) = %+v, %v; model %+v, %v", k, s.stateOf(got), ok, want, wok)
+			if ok != wok || !sameState(got, want) {
+				return fmt.Errorf("State(%d) = %+v, %v; model %+v, %v", k, got, ok, want, wok)
 			}
 		}
 	case OpLen:
@@ -525,24 +533,12 @@ func (s *System) apply(op Op) error {
 	return nil
 }
 
-// modelLeases converts leases for the model; nil stays nil.
-func modelLeases(ls []l1.Lease) []reference.Lease {
-	if ls == nil {
-		return nil
-	}
-	out := make([]reference.Lease, len(ls))
-	for i, l := range ls {
-		out[i] = reference.Lease(l)
-	}
-	return out
-}
-
 // CheckReserveWithModel applies the ReserveWrite that o observed to the
 // model and checks every ReserveWrite contract on o, then compares the
 // answers with the model's. The contracts come first so that a failure
 // names the contract when one broke.
 func (s *System) CheckReserveWithModel(o *Observation) error {
-	want, wantErr := s.Model.ReserveWriteChain(o.Keys, o.Positions, o.Temporary, o.Size, mode(o.Mode))
+	want, wantErr := s.Model.ReserveWriteChain(o.Keys, o.Positions, o.Temporary, o.Size, o.Mode)
 	if err := checkErr(o.Err, wantErr); err != nil {
 		return err
 	}
@@ -604,8 +600,6 @@ func (s *System) compareQuiet() error {
 		return fmt.Errorf("Usage() = %d of %d, model %d of %d", used, capacity, md.Used(), md.Mem.Capacity())
 	}
 	st := s.M.Stats()
-	c := md.Counters
-	got := counters(st)
 	qn, qb := md.Quarantine()
 	switch {
 	case st.Used != st.Held+st.QuarantinedBytes:
@@ -617,8 +611,8 @@ func (s *System) compareQuiet() error {
 			st.Objects, st.WriteLocked, st.TemporaryReadLocked, md.Len(), md.WriteLocked(), md.TemporaryReadLocked())
 	case st.Held != md.Used() || st.Used != md.Mem.Capacity()-md.Mem.FreeBytes():
 		return fmt.Errorf("Stats: held %d, memory used %d; model %d, %d", st.Held, st.Used, md.Used(), md.Mem.Capacity()-md.Mem.FreeBytes())
-	case got != c:
-		return fmt.Errorf("Stats counters %+v, model %+v", got, c)
+	case l1ref.Counted(st.Counters) != md.Counters:
+		return fmt.Errorf("Stats counters %+v, model %+v", l1ref.Counted(st.Counters), md.Counters)
 	case st.FreeErrors != 0:
 		return fmt.Errorf("Stats: %d free errors", st.FreeErrors)
 	}
@@ -628,69 +622,39 @@ func (s *System) compareQuiet() error {
 	return nil
 }
 
-// counters converts the manager's counters for comparison with the
-// model's.
-func counters(st l1.Stats) reference.ManagerCounters {
-	out := reference.ManagerCounters{
-		WriteReservations: st.WriteReservations, PartialGrants: st.PartialGrants, FailedReservations: st.FailedReservations,
-		OOMKeys: st.OOMKeys, Evictions: st.Evictions, OnDemandEvictions: st.OnDemandEvictions, Expired: st.Expired,
-		Quarantines: st.Quarantines,
-	}
-	for k, c := range st.Lookups {
-		out.Lookups[k] = reference.LookupCounts{Calls: c.Calls, Hits: c.Hits, Misses: c.Misses, Skipped: c.Skipped}
-	}
-	return out
-}
-
 // CompareState compares every object's state, in LRU order, with the
 // model's. Both sides reclaim expired objects first.
 func (s *System) CompareState() error {
 	got := s.M.Snapshot()
 	want := s.Model.Snapshot()
 	if len(got) != len(want) {
-		return fmt.Errorf("%d objects %v, model %d %v", len(got), entryKeys(got), len(want), modelKeys(want))
+		return fmt.Errorf("%d objects %v, model %d %v", len(got), entryKeys(got), len(want), entryKeys(want))
 	}
 	for i := range got {
 		g, w := got[i], want[i]
 		if g.Key != w.Key {
-			return fmt.Errorf("LRU order %v, model %v", entryKeys(got), modelKeys(want))
+			return fmt.Errorf("LRU order %v, model %v", entryKeys(got), entryKeys(want))
 		}
-		if gs, ws := s.stateOf(g.ObjectState), w.ModelState; gs != ws {
-			return fmt.Errorf("key %d: state %+v, model %+v", g.Key, gs, ws)
+		if !sameState(g.ObjectState, w.ObjectState) {
+			return fmt.Errorf("key %d: state %+v, model %+v", g.Key, g.ObjectState, w.ObjectState)
 		}
 	}
 	return nil
 }
 
-// stateOf converts an l1 state, read just now, to the model's form.
-func (s *System) stateOf(o l1.ObjectState) reference.ModelState { return stateAt(o, s.clock()) }
-
-// stateAt converts an l1 state to the model's form: expiries as the time
-// left after now.
-func stateAt(o l1.ObjectState, now time.Time) reference.ModelState {
-	s := reference.ModelState{
-		Block: reference.WithoutGen(o.Block), Size: o.Size, WriteLocked: o.WriteLocked, ReadLocks: o.ReadLocks,
-		Temporary: o.Temporary, Finished: o.Finished, Evictable: o.Evictable,
-		WriteLease: reference.Lease(o.WriteLease), ReadLease: reference.Lease(o.ReadLease),
+// sameState compares two states, the manager's or the model's (whose
+// blocks carry no generation): blocks without generations, expiries as
+// instants.
+func sameState(a, b l1.ObjectState) bool {
+	if !a.WriteExpiry.Equal(b.WriteExpiry) || !a.ReadExpiry.Equal(b.ReadExpiry) {
+		return false
 	}
-	if !o.WriteExpiry.IsZero() {
-		s.WriteExpiry = o.WriteExpiry.Sub(now)
-	}
-	if !o.ReadExpiry.IsZero() {
-		s.ReadExpiry = o.ReadExpiry.Sub(now)
-	}
-	return s
+	a.Block, b.Block = allocref.WithoutGen(a.Block), allocref.WithoutGen(b.Block)
+	a.WriteExpiry, a.ReadExpiry, b.WriteExpiry, b.ReadExpiry = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b
 }
 
 func entryKeys(es []l1.Entry[Key]) []Key {
-	out := make([]Key, len(es))
-	for i, e := range es {
-		out[i] = e.Key
-	}
-	return out
-}
-
-func modelKeys(es []reference.ModelEntry[Key]) []Key {
 	out := make([]Key, len(es))
 	for i, e := range es {
 		out[i] = e.Key
@@ -741,7 +705,7 @@ func (s *System) abortAll(ws []KeyLease) error {
 		keys[i], leases[i] = w.Key, w.Lease
 	}
 	got, err := s.M.AbortWrite(keys, leases)
-	want, wantErr := s.Model.AbortWrite(keys, modelLeases(leases))
+	want, wantErr := s.Model.AbortWrite(keys, leases)
 	if err := checkErr(err, wantErr); err != nil {
 		return err
 	}

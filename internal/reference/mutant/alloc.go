@@ -15,12 +15,18 @@ type UpToOneShort struct{ *allocator.Allocator }
 
 // AllocateUpTo returns one block fewer than the allocator granted.
 func (a UpToOneShort) AllocateUpTo(size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
-	bs, err := a.Allocator.AllocateUpTo(size, n, p)
-	if err != nil || len(bs) == 0 {
+	return a.AppendUpTo(nil, size, n, p)
+}
+
+// AppendUpTo appends one block fewer than the allocator granted: the
+// call the L1 manager makes.
+func (a UpToOneShort) AppendUpTo(dst []allocator.Block, size int64, n int, p allocator.Placement) ([]allocator.Block, error) {
+	bs, err := a.Allocator.AppendUpTo(dst, size, n, p)
+	if err != nil || len(bs) == len(dst) {
 		return bs, err
 	}
 	if err := a.Allocator.Free(bs[len(bs)-1]); err != nil {
-		return nil, err
+		return dst, err
 	}
 	return bs[:len(bs)-1], nil
 }

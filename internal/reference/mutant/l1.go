@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -57,7 +58,7 @@ func (m RepeatAllocTwice[K]) ReserveWrite(keys []K, temporary []bool, size int64
 	}
 	for i, k := range keys {
 		if slices.Index(keys, k) != i {
-			_, _ = m.Mem.AllocateBatch(size, 1, m.Placement)
+			_, _ = m.Mem.AppendBatch(nil, size, 1, m.Placement)
 		}
 	}
 	return res, nil
@@ -271,12 +272,13 @@ func WritesNeverExpire(c *l1.Config) { c.WriteTTL = forever }
 // temporary object whose reader vanished is never freed.
 func ReadsNeverExpire(c *l1.Config) { c.ReadTTL = forever }
 
-// PrefixNoneIgnored configures PrefixNone to behave as PrefixOnePass: the
-// all-or-nothing strategy grants a prefix.
-func PrefixNoneIgnored(c *l1.Config) {
-	if c.Prefix == l1.PrefixNone {
-		c.Prefix = l1.PrefixOnePass
+// PrefixNoneIgnored runs the all-or-nothing baseline as the one pass: the
+// strategy that must grant all or nothing grants a prefix.
+func PrefixNoneIgnored(s baseline.Strategy) baseline.Strategy {
+	if s == baseline.None {
+		return baseline.OnePass
 	}
+	return s
 }
 
 // RejectLate rejects a call with mismatched temporary flags only after

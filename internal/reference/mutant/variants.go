@@ -39,8 +39,8 @@ var (
 	VariantWritesNeverExpire = l1check.Variant{Config: WritesNeverExpire}
 	// VariantReadsNeverExpire configures ReadsNeverExpire.
 	VariantReadsNeverExpire = l1check.Variant{Config: ReadsNeverExpire}
-	// VariantPrefixNoneIgnored configures PrefixNoneIgnored.
-	VariantPrefixNoneIgnored = l1check.Variant{Config: PrefixNoneIgnored}
+	// VariantPrefixNoneIgnored runs PrefixNoneIgnored's strategy.
+	VariantPrefixNoneIgnored = l1check.Variant{Strategy: PrefixNoneIgnored}
 	// VariantLeasesIgnored wraps the manager in LeasesIgnored.
 	VariantLeasesIgnored = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return LeasesIgnored[l1check.Key]{Manager: m}

@@ -1,4 +1,4 @@
-package reference
+package allocref
 
 import "github.com/kvalloc/kvalloc/allocator"
 
@@ -60,7 +60,7 @@ func (r *Alloc) PlanUpTo(size int64, n int, p allocator.Placement) []allocator.B
 	}
 	bs, ok := r.PlanBatch(size, k, p)
 	if !ok {
-		panic("reference: PlanUpTo: the maximum does not fit")
+		panic("allocref: PlanUpTo: the maximum does not fit")
 	}
 	return bs
 }

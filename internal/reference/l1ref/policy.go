@@ -1,8 +1,10 @@
-package reference
+package l1ref
 
 import (
 	"cmp"
 	"slices"
+
+	"github.com/kvalloc/kvalloc/l1"
 )
 
 // This file models l1's eviction policies (l1/policy.go) as plainly as
@@ -23,24 +25,11 @@ import (
 // also marks it used, key by key); an object that stopped being evictable,
 // or is gone, leaves.
 
-// Partial mirrors l1.Partial: the hint of a partial block, OR'ed into its
-// position. An object that joins the set with it is the next victim under
-// LRU and prefix (the latest to join first), and joins the front of its
-// queue under S3-FIFO, until a use clears it.
-const Partial uint32 = 1 << 31
-
-// partial reports whether o carries the Partial hint.
-func partial(o *ObjectModel) bool { return o.Pos&Partial != 0 }
-
-// Policy mirrors l1.EvictionPolicy.
-type Policy uint8
-
-// The policies, in l1's order.
-const (
-	PolicyLRU Policy = iota
-	PolicyPrefix
-	PolicyS3FIFO
-)
+// partial reports whether o carries the l1.Partial hint. An object that
+// joins the set with it is the next victim under LRU and prefix (the
+// latest to join first), and joins the front of its queue under S3-FIFO,
+// until a use clears it.
+func partial(o *object) bool { return o.pos&l1.Partial != 0 }
 
 // s3 queues.
 const (
@@ -49,45 +38,26 @@ const (
 	s3Small
 )
 
-// maxFreq mirrors l1's cap on S3-FIFO's use count.
+// maxFreq is l1's cap on S3-FIFO's use count.
 const maxFreq = 3
 
 // s3Entry is a place in an S3-FIFO queue: the key and the object that
 // joined, so an entry of a removed object is recognized as stale.
 type s3Entry[K comparable] struct {
 	key K
-	o   *ObjectModel
+	o   *object
 }
 
 // policyState is the model's S3-FIFO state.
 type policyState[K comparable] struct {
 	small, main []s3Entry[K]
 	ghost       []K
-	positions   []uint32 // ReserveWriteChain's, during the call
-	enters      uint64   // objects that joined the set, for ObjectModel.enter
-}
-
-// ReserveWriteChain models l1.Manager.ReserveWriteChain.
-func (m *Manager[K]) ReserveWriteChain(keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
-	if len(positions) != 0 && len(positions) != len(keys) {
-		return nil, ErrInvalidArgument
-	}
-	m.pol.positions = positions
-	defer func() { m.pol.positions = nil }()
-	return m.ReserveWrite(keys, temporary, size, mode)
-}
-
-// position is key i's position in the current ReserveWriteChain.
-func (m *Manager[K]) position(i int) uint32 {
-	if len(m.pol.positions) == 0 {
-		return 0
-	}
-	return m.pol.positions[i]
+	enters      uint64 // objects that joined the set, for object.enter
 }
 
 // hit counts a use for S3-FIFO: a read, a touch, a rewrite.
-func (m *Manager[K]) hit(o *ObjectModel) {
-	o.Pos &^= Partial
+func (m *Manager[K]) hit(o *object) {
+	o.pos &^= l1.Partial
 	if o.freq < maxFreq {
 		o.freq++
 	}
@@ -111,7 +81,7 @@ func (m *Manager[K]) syncPolicy() {
 			entering = append(entering, k)
 		}
 	}
-	if m.Cfg.Eviction == PolicyS3FIFO {
+	if m.Cfg.Eviction == l1.EvictS3FIFO {
 		m.pol.small = slices.DeleteFunc(m.pol.small, func(e s3Entry[K]) bool { return !m.live(e) })
 		m.pol.main = slices.DeleteFunc(m.pol.main, func(e s3Entry[K]) bool { return !m.live(e) })
 	}
@@ -121,7 +91,7 @@ func (m *Manager[K]) syncPolicy() {
 		o.inSet = true
 		m.pol.enters++
 		o.enter = m.pol.enters
-		if m.Cfg.Eviction != PolicyS3FIFO {
+		if m.Cfg.Eviction != l1.EvictS3FIFO {
 			continue
 		}
 		if o.home == s3None {
@@ -154,7 +124,7 @@ func (m *Manager[K]) smallBytes() int64 {
 	var n int64
 	for _, e := range m.pol.small {
 		if m.live(e) {
-			n += e.o.Block.Size
+			n += e.o.block.Size
 		}
 	}
 	return n
@@ -165,7 +135,7 @@ func (m *Manager[K]) smallBytes() int64 {
 // its queues, setting aside (in aside) the named keys it meets at a front.
 func (m *Manager[K]) victim(request map[K]int, aside *[]s3Entry[K]) (K, bool) {
 	var zero K
-	if m.Cfg.Eviction != PolicyS3FIFO {
+	if m.Cfg.Eviction != l1.EvictS3FIFO {
 		var cand []K
 		for k, o := range m.objects {
 			if _, named := request[k]; !named && o.inSet {
@@ -187,8 +157,8 @@ func (m *Manager[K]) victim(request map[K]int, aside *[]s3Entry[K]) (K, bool) {
 				}
 				return cmp.Compare(ob.enter, oa.enter)
 			}
-			if m.Cfg.Eviction == PolicyPrefix {
-				return cmp.Or(cmp.Compare(oa.op, ob.op), cmp.Compare(ob.Pos, oa.Pos), cmp.Compare(ob.used, oa.used))
+			if m.Cfg.Eviction == l1.EvictPrefix {
+				return cmp.Or(cmp.Compare(oa.op, ob.op), cmp.Compare(ob.pos, oa.pos), cmp.Compare(ob.used, oa.used))
 			}
 			return cmp.Compare(oa.used, ob.used)
 		}), true
@@ -251,7 +221,7 @@ func (m *Manager[K]) restore(aside []s3Entry[K]) {
 // victim of its small queue in the ghost queue.
 func (m *Manager[K]) evict(k K) {
 	o := m.objects[k]
-	if m.Cfg.Eviction == PolicyS3FIFO && o.home == s3Small {
+	if m.Cfg.Eviction == l1.EvictS3FIFO && o.home == s3Small {
 		n := 0
 		for _, x := range m.objects {
 			if x.inSet {
@@ -276,7 +246,7 @@ func (m *Manager[K]) clonePolicy(c *Manager[K]) {
 			if o, ok := m.objects[e.key]; ok && o == e.o {
 				out = append(out, s3Entry[K]{e.key, c.objects[e.key]})
 			} else { // stale here, stale there
-				out = append(out, s3Entry[K]{e.key, &ObjectModel{}})
+				out = append(out, s3Entry[K]{e.key, &object{}})
 			}
 		}
 		return out

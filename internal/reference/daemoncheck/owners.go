@@ -1,8 +1,18 @@
-package reference
+//go:build linux
 
-import "slices"
+package daemoncheck
 
-// This file models kvallocd's connections over the manager model: each
+import (
+	"fmt"
+	"slices"
+
+	"github.com/kvalloc/kvalloc/internal/reference/l1ref"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// This file models kvallocd's connections over the manager model
+// (package l1ref): each
 // connection's ledger of what it owns, the refusals that follow from it,
 // and the release when it ends, as plainly as the daemon's rules read
 // (wire/PROTOCOL.md, "What a connection owns"):
@@ -20,22 +30,28 @@ import "slices"
 //   - a disconnect aborts every write reservation the connection holds and
 //     releases every read lock, in one call per lock count.
 
-// The daemon's own statuses, with the daemon's values (package wire).
+// The daemon's own statuses, in the l1.Status field of a result as the
+// daemon's answer carries them: wire's values, above l1's.
 const (
-	NotOwner    Status = 32
-	OverRelease Status = 33
+	NotOwner    = l1.Status(wire.StatusNotOwner)
+	OverRelease = l1.Status(wire.StatusOverRelease)
 )
+
+// errInvalid is the model's answer to bad arguments.
+var errInvalid = fmt.Errorf("daemoncheck: %w", l1.ErrInvalidArgument)
+
+func badLocks(locks int) bool { return locks < 1 || locks > l1.MaxReadLocks }
 
 // Owners is the manager model behind a daemon, with one ledger per open
 // connection, by connection number.
 type Owners[K comparable] struct {
-	M     *Manager[K]
+	M     *l1ref.Manager[K]
 	conns map[int]*ledger[K]
 }
 
 type ledger[K comparable] struct {
-	writes map[Lease]K
-	reads  map[Lease]readHold[K]
+	writes map[l1.Lease]K
+	reads  map[l1.Lease]readHold[K]
 }
 
 type readHold[K comparable] struct {
@@ -44,7 +60,7 @@ type readHold[K comparable] struct {
 }
 
 // NewOwners returns the model of a daemon over m, with no connection.
-func NewOwners[K comparable](m *Manager[K]) *Owners[K] {
+func NewOwners[K comparable](m *l1ref.Manager[K]) *Owners[K] {
 	return &Owners[K]{M: m, conns: map[int]*ledger[K]{}}
 }
 
@@ -52,7 +68,7 @@ func NewOwners[K comparable](m *Manager[K]) *Owners[K] {
 func (o *Owners[K]) conn(c int) *ledger[K] {
 	l := o.conns[c]
 	if l == nil {
-		l = &ledger[K]{writes: map[Lease]K{}, reads: map[Lease]readHold[K]{}}
+		l = &ledger[K]{writes: map[l1.Lease]K{}, reads: map[l1.Lease]readHold[K]{}}
 		o.conns[c] = l
 	}
 	return l
@@ -68,8 +84,8 @@ func (o *Owners[K]) Holds(c int) (writes, reads int) {
 }
 
 // ReserveWriteChain reserves for connection c (positions nil: ReserveWrite).
-func (o *Owners[K]) ReserveWriteChain(c int, keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
-	var res []Result
+func (o *Owners[K]) ReserveWriteChain(c int, keys []K, positions []uint32, temporary []bool, size int64, mode l1.Mode) ([]l1.Result, error) {
+	var res []l1.Result
 	var err error
 	if positions == nil {
 		res, err = o.M.ReserveWrite(keys, temporary, size, mode)
@@ -79,7 +95,7 @@ func (o *Owners[K]) ReserveWriteChain(c int, keys []K, positions []uint32, tempo
 	if err == nil {
 		l := o.conn(c)
 		for i, r := range res {
-			if r.Status == OK {
+			if r.Status == l1.OK {
 				l.writes[r.Lease] = keys[i]
 			}
 		}
@@ -89,7 +105,7 @@ func (o *Owners[K]) ReserveWriteChain(c int, keys []K, positions []uint32, tempo
 
 // owned splits a finishing write call: the indices of the keys connection
 // c holds under the leases presented.
-func (o *Owners[K]) owned(c int, keys []K, leases []Lease) []int {
+func (o *Owners[K]) owned(c int, keys []K, leases []l1.Lease) []int {
 	l := o.conn(c)
 	var idx []int
 	for i, k := range keys {
@@ -109,16 +125,16 @@ func pick[T any](xs []T, idx []int) []T {
 }
 
 // finishWrites runs call (FinishWrite or AbortWrite) for connection c.
-func (o *Owners[K]) finishWrites(c int, keys []K, leases []Lease, call func([]K, []Lease) ([]Status, error)) ([]Status, error) {
+func (o *Owners[K]) finishWrites(c int, keys []K, leases []l1.Lease, call func([]K, []l1.Lease) ([]l1.Status, error)) ([]l1.Status, error) {
 	if len(leases) != len(keys) {
-		return nil, ErrInvalidArgument
+		return nil, errInvalid
 	}
 	idx := o.owned(c, keys, leases)
 	sts, err := call(pick(keys, idx), pick(leases, idx))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Status, len(keys))
+	out := make([]l1.Status, len(keys))
 	for i := range out {
 		out[i] = NotOwner
 	}
@@ -131,34 +147,34 @@ func (o *Owners[K]) finishWrites(c int, keys []K, leases []Lease, call func([]K,
 }
 
 // FinishWrite finishes connection c's writes.
-func (o *Owners[K]) FinishWrite(c int, keys []K, leases []Lease) ([]Status, error) {
+func (o *Owners[K]) FinishWrite(c int, keys []K, leases []l1.Lease) ([]l1.Status, error) {
 	return o.finishWrites(c, keys, leases, o.M.FinishWrite)
 }
 
 // AbortWrite aborts connection c's writes.
-func (o *Owners[K]) AbortWrite(c int, keys []K, leases []Lease) ([]Status, error) {
+func (o *Owners[K]) AbortWrite(c int, keys []K, leases []l1.Lease) ([]l1.Status, error) {
 	return o.finishWrites(c, keys, leases, o.M.AbortWrite)
 }
 
 // FinishWriteAndReserveRead finishes connection c's writes and read-locks
 // them for it.
-func (o *Owners[K]) FinishWriteAndReserveRead(c int, keys []K, leases []Lease, locks int) ([]Result, error) {
+func (o *Owners[K]) FinishWriteAndReserveRead(c int, keys []K, leases []l1.Lease, locks int) ([]l1.Result, error) {
 	if len(leases) != len(keys) || badLocks(locks) {
-		return nil, ErrInvalidArgument
+		return nil, errInvalid
 	}
 	idx := o.owned(c, keys, leases)
 	res, err := o.M.FinishWriteAndReserveRead(pick(keys, idx), pick(leases, idx), locks)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Result, len(keys))
+	out := make([]l1.Result, len(keys))
 	for i := range out {
 		out[i].Status = NotOwner
 	}
 	l := o.conn(c)
 	for j, i := range idx {
 		delete(l.writes, leases[i])
-		if res[j].Status == OK {
+		if res[j].Status == l1.OK {
 			o.addRead(l, keys[i], res[j].Lease, locks)
 		}
 		out[i] = res[j]
@@ -166,7 +182,7 @@ func (o *Owners[K]) FinishWriteAndReserveRead(c int, keys []K, leases []Lease, l
 	return out, nil
 }
 
-func (o *Owners[K]) addRead(l *ledger[K], k K, lease Lease, locks int) {
+func (o *Owners[K]) addRead(l *ledger[K], k K, lease l1.Lease, locks int) {
 	h := l.reads[lease]
 	h.key = k
 	h.locks += locks
@@ -174,38 +190,38 @@ func (o *Owners[K]) addRead(l *ledger[K], k K, lease Lease, locks int) {
 }
 
 // ReserveRead read-locks for connection c.
-func (o *Owners[K]) ReserveRead(c int, keys []K, locks int) ([]Result, error) {
+func (o *Owners[K]) ReserveRead(c int, keys []K, locks int) ([]l1.Result, error) {
 	res, err := o.M.ReserveRead(keys, locks)
 	o.recordReads(c, keys, res, err, locks)
 	return res, err
 }
 
 // ReserveReadPrefix read-locks a prefix for connection c.
-func (o *Owners[K]) ReserveReadPrefix(c int, keys []K, locks int) ([]Result, int, error) {
+func (o *Owners[K]) ReserveReadPrefix(c int, keys []K, locks int) ([]l1.Result, int, error) {
 	res, n, err := o.M.ReserveReadPrefix(keys, locks)
 	o.recordReads(c, keys, res, err, locks)
 	return res, n, err
 }
 
-func (o *Owners[K]) recordReads(c int, keys []K, res []Result, err error, locks int) {
+func (o *Owners[K]) recordReads(c int, keys []K, res []l1.Result, err error, locks int) {
 	if err != nil {
 		return
 	}
 	l := o.conn(c)
 	for i, r := range res {
-		if r.Status == OK {
+		if r.Status == l1.OK {
 			o.addRead(l, keys[i], r.Lease, locks)
 		}
 	}
 }
 
 // FinishRead releases connection c's read locks.
-func (o *Owners[K]) FinishRead(c int, keys []K, leases []Lease, locks int) ([]Status, error) {
+func (o *Owners[K]) FinishRead(c int, keys []K, leases []l1.Lease, locks int) ([]l1.Status, error) {
 	if len(leases) != len(keys) || badLocks(locks) {
-		return nil, ErrInvalidArgument
+		return nil, errInvalid
 	}
 	l := o.conn(c)
-	out := make([]Status, len(keys))
+	out := make([]l1.Status, len(keys))
 	var idx []int
 	for i, k := range keys {
 		h, ok := l.reads[leases[i]]
@@ -229,7 +245,7 @@ func (o *Owners[K]) FinishRead(c int, keys []K, leases []Lease, locks int) ([]St
 		return nil, err
 	}
 	for j, i := range idx {
-		if sts[j] != OK {
+		if sts[j] != l1.OK {
 			delete(l.reads, leases[i])
 		}
 		out[i] = sts[j]
@@ -245,7 +261,7 @@ func (o *Owners[K]) Disconnect(c int) (writes, reads int) {
 	// Writes in lease order (the order they were granted), then reads in
 	// one call per lock count, counts ascending, each in lease order: the
 	// daemon's order, so that recency after a release is determined.
-	wl := make([]Lease, 0, len(l.writes))
+	wl := make([]l1.Lease, 0, len(l.writes))
 	for lease := range l.writes {
 		wl = append(wl, lease)
 	}
@@ -257,15 +273,15 @@ func (o *Owners[K]) Disconnect(c int) (writes, reads int) {
 		}
 		sts, _ := o.M.AbortWrite(keys, wl)
 		for _, s := range sts {
-			if s == OK {
+			if s == l1.OK {
 				writes++
 			}
 		}
 	}
-	byCount := map[int][]Lease{}
+	byCount := map[int][]l1.Lease{}
 	for lease, h := range l.reads {
-		for left := h.locks; left > 0; left -= min(left, MaxReadLocks) {
-			n := min(left, MaxReadLocks)
+		for left := h.locks; left > 0; left -= min(left, l1.MaxReadLocks) {
+			n := min(left, l1.MaxReadLocks)
 			byCount[n] = append(byCount[n], lease)
 		}
 	}
@@ -283,7 +299,7 @@ func (o *Owners[K]) Disconnect(c int) (writes, reads int) {
 		}
 		sts, _ := o.M.FinishRead(ks, ls, n)
 		for _, s := range sts {
-			if s == OK {
+			if s == l1.OK {
 				reads += n
 			}
 		}
