@@ -24,14 +24,14 @@ import (
 // panic, not a deadlock, is what a test sees, even one that closes the
 // manager in its cleanup. Call it only under invariants.Enabled.
 func (m *Manager[K]) checkInvariantsLocked() {
-	op := callerOp()
 	if mutation != nil {
-		mutation(op, m)
+		mutation(callerOp(), m)
 	}
 	err := m.verifyLocked()
 	if err == nil {
 		return
 	}
+	op := callerOp() // only now: reading the stack costs more than many checks
 	d := &m.delivery
 	clear(d.queue[d.opStart:])
 	d.queue = d.queue[:d.opStart]
