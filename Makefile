@@ -56,7 +56,7 @@ fuzz-replay:
 	@test -n "$(NAME)" || { echo "usage: make fuzz-replay NAME=FuzzTarget[/corpus-file]"; exit 2; }
 	GO=$(GO) sh fuzz/run.sh -replay '$(NAME)'
 
-# ---- Benchmarks (issue 5): bench, bench-ci, bench-diff, profile ----------
+# ---- Benchmarks: bench, bench-ci, bench-diff, profile -----------------------
 # See bench/doc.go for what each benchmark measures and its floor.
 
 BENCH_OUT   ?= bench/out

@@ -318,9 +318,9 @@ func TestSegmentedRegionRealCUDA(t *testing.T) {
 	exerciseRegion(t, r, 8*regionMiB, KindCUDAHost)
 }
 
-// TestSegmentedFirstAllocationWhilePinning is the done-when: a
-// 4 GiB pool of 64 MiB segments serves its first allocation while the
-// workers are still pinning. The region is closed right after, so only a
+// TestSegmentedFirstAllocationWhilePinning is the point of a segmented
+// region: a 4 GiB pool of 64 MiB segments serves its first allocation while
+// the workers are still pinning. The region is closed right after, so only a
 // few segments are ever pinned.
 func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 	const size = 4 << 30

@@ -11,12 +11,13 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// One test per weakness of LMCache's L1 manager this package fixes
-// (lmcache.md §6). The probe storm (§6.1) is TestRestore5700 and
-// TestLargestPrefixProbe; §6.10 (bitmap grants) is not done.
+// One test per weakness of LMCache's L1 manager this package fixes. The
+// probe storm of its largest-prefix search (about log2(n) trial
+// allocations) is TestRestore5700 and TestLargestPrefixProbe; grants other
+// than prefixes (a bitmap of granted keys) are not done.
 
-// §6.5: duplicate keys in one reserve_write allocated twice and leaked one
-// buffer.
+// LMCache's reserve_write allocated a key repeated in one call twice and
+// leaked one buffer.
 func TestFixDuplicateKeysAllocateOnce(t *testing.T) {
 	for _, mode := range l1.Modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestFixDuplicateKeysAllocateOnce(t *testing.T) {
 	}
 }
 
-// §6.5: the early returns (nothing to allocate; update mode) skipped the
+// LMCache's early returns (nothing to allocate; update mode) skipped the
 // notifications for existing keys that were re-locked.
 func TestFixRelockedKeysAreReported(t *testing.T) {
 	t.Run("update_mode", func(t *testing.T) {
@@ -71,8 +72,8 @@ func TestFixRelockedKeysAreReported(t *testing.T) {
 	})
 }
 
-// §6.5: zip(strict=False) silently truncated keys and temporary flags of
-// different lengths.
+// LMCache's zip(strict=False) silently truncated keys and temporary flags
+// of different lengths.
 func TestFixMismatchedLengthsAreRejected(t *testing.T) {
 	e := newEnv(t, 64*KiB, l1.Config{})
 	for _, flags := range [][]bool{{true}, {true, false, true}} {
@@ -102,7 +103,7 @@ func TestFixUnfinishedWritesAreInvisible(t *testing.T) {
 	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, statuses(e.read(t, []int{1, 2}, 1)))
 }
 
-// §6.5: an expired write lock exposed uninitialised data as readable.
+// In LMCache an expired write lock exposed uninitialised data as readable.
 func TestFixExpiredWriteLockIsNeverReadable(t *testing.T) {
 	e := newEnv(t, 64*KiB, l1.Config{})
 	w := e.reserve(t, []int{1}, obj)
@@ -113,8 +114,8 @@ func TestFixExpiredWriteLockIsNeverReadable(t *testing.T) {
 	assert.Zero(t, e.used())
 }
 
-// §6.5: a temporary object whose read lock lapsed before finish_read got
-// KEY_IN_WRONG_STATE and was never freed.
+// In LMCache a temporary object whose read lock lapsed before finish_read
+// got KEY_IN_WRONG_STATE and was never freed.
 func TestFixExpiredTemporaryReadIsReclaimed(t *testing.T) {
 	t.Run("at_the_next_touch", func(t *testing.T) {
 		e := newEnv(t, 64*KiB, l1.Config{})
@@ -151,7 +152,7 @@ func TestFixExpiredTemporaryReadIsReclaimed(t *testing.T) {
 	})
 }
 
-// §6.4: listeners ran inside the global lock. Here a listener may call
+// LMCache's listeners ran inside its global lock. Here a listener may call
 // back into the manager itself, and may wait for another goroutine's call
 // that makes no event (a read, State, Stats); see Listener for why it must
 // not wait for another goroutine's call that does.
@@ -181,7 +182,7 @@ func TestFixListenersRunOutsideTheLock(t *testing.T) {
 	}, e.rec.take())
 }
 
-// §6.4: get_memory_usage and is_key_evictable read without the lock. Here
+// LMCache's get_memory_usage and is_key_evictable read without the lock. Here
 // Usage never sees a binary-search probe's blocks, which are allocated and
 // freed inside one ReserveWrite.
 func TestFixReadsTakeTheLock(t *testing.T) {
@@ -212,7 +213,7 @@ func TestFixReadsTakeTheLock(t *testing.T) {
 	assert.Equal(t, uint64(800), e.m.Stats().Probes)
 }
 
-// §6.6: locks were taken one Python loop step per hold. Here a call takes
+// LMCache took locks one Python loop step per hold. Here a call takes
 // up to MaxReadLocks holds at once, and outside [1, MaxReadLocks] is an
 // error rather than a silent clamp.
 func TestFixLockCountsAreExact(t *testing.T) {
@@ -227,9 +228,9 @@ func TestFixLockCountsAreExact(t *testing.T) {
 	assert.Equal(t, 3*l1.MaxReadLocks, e.state(t, 1).ReadLocks)
 }
 
-// §6.7 and #5290: 18 of 28 chunks resident, an 11-chunk restore OOMs at
-// 64 % usage and a 0.8 watermark never fires. On-demand eviction makes
-// room synchronously.
+// LMCache evicts only on a 1 s poll above a 0.8 watermark: with 18 of 28
+// chunks resident, an 11-chunk restore OOMs at 64 % usage and the watermark
+// never fires. On-demand eviction makes room synchronously.
 func TestFixOnDemandEviction(t *testing.T) {
 	for _, evict := range []bool{false, true} {
 		e := newEnv(t, 28*obj, l1.Config{EvictOnDemand: evict})
@@ -247,7 +248,7 @@ func TestFixOnDemandEviction(t *testing.T) {
 	}
 }
 
-// §6.9: telemetry had only used and total bytes.
+// LMCache's telemetry had only used and total bytes.
 func TestFixStats(t *testing.T) {
 	e := newEnv(t, 16*obj, l1.Config{Prefix: l1.PrefixBinarySearch, EvictOnDemand: true})
 	e.put(t, keys(100, 4), obj)

@@ -14,8 +14,8 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// Regression tests for the defects a hostile user found (issue 9): two
-// actors on one key, extreme TTLs, clocks that jump, slow listeners.
+// Regression tests for the defects a hostile review found: two actors on
+// one key, extreme TTLs, clocks that jump, slow listeners.
 
 // Writer A reserves k and its lock lapses; writer B reserves k again and
 // gets the same block; A's late FinishWrite must not commit B's half-written

@@ -18,11 +18,12 @@ const (
 	// over the free extents. A Memory without AllocateUpTo falls back to
 	// PrefixBinarySearch.
 	PrefixOnePass PrefixStrategy = iota
-	// PrefixBinarySearch is LMCache PR #4837's algorithm, kept as the
-	// reference: after the failed full call, binary-search [1, n-1] with
-	// all-or-nothing probes, each allocated and freed at once, then
-	// allocate the largest size that fit. It costs about log2(n) probes of
-	// up to n objects each (13 for n = 5700).
+	// PrefixBinarySearch is the search LMCache's largest-prefix fix
+	// proposed, kept as the reference: after the failed full call,
+	// binary-search [1, n-1] with all-or-nothing probes, each allocated
+	// and freed at once, then allocate the largest size that fit. It
+	// costs about log2(n) probes of up to n objects each (13 for n =
+	// 5700).
 	PrefixBinarySearch
 	// PrefixNone grants nothing when the batch does not fit: LMCache's
 	// behaviour before the fix, every key OutOfMemory.
