@@ -4,23 +4,54 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: test vet unit unit-invariants kill-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, the suites of
-## INVARIANTS_PKGS again under -tags invariants, then a short run of every
-## fuzz target, in that order (also under make -j).
+## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
+## (verbose, for its counts), the Python client's tests, then a short run of
+## every fuzz target, in that order (also under make -j).
 test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
+	@$(MAKE) --no-print-directory kill-harness
+	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants $(PKGS)
 
+# unit runs the kill harness short (20 kills) under the race detector;
+# kill-harness runs it in full on its own, so that its counts are printed.
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	KVALLOC_KILL_KILLS=20 $(GO) test -race -count=1 $(PKGS)
+
+# KILLS is the number of client kills of kill-harness (at least 200) and
+# SOAK_KILLS kill-soak's.
+KILLS      ?= 200
+SOAK_KILLS ?= 3000
+# KILL_RUN runs the harness with KVALLOC_KILL_KILLS=$(1), prints its
+# counts, and on a failure the end of its output; its status is go test's.
+define KILL_RUN
+	@out=$$(mktemp); status=0; \
+	KVALLOC_KILL_KILLS=$(1) $(GO) test -count=1 -timeout 60m -run '$(2)' -v ./server/ >$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|kill harness|caught' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
+endef
+
+## kill-harness: kvallocd's kill harness (server/kill_test.go): 8 client
+## processes, KILLS SIGKILLs at aimed points, the checks after each, then
+## the daemon killed mid-run; prints the counts. Without the race detector,
+## which slows the daemon 5-10x and would distort its timings (unit runs a
+## short harness under it).
+kill-harness:
+	$(call KILL_RUN,$(KILLS),^TestKillHarness)
+
+## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
+## the counts and the time from kill to release, p50 and p99.
+kill-soak:
+	$(call KILL_RUN,$(SOAK_KILLS),^TestKillHarness$$$$)
 
 # INVARIANTS_PKGS are the packages whose suites run a second time built
 # with -tags invariants (internal/invariants), where every call that
@@ -32,6 +63,24 @@ INVARIANTS_PKGS ?= ./allocator/ ./hostmem/ ./internal/invariants/
 ## unit-invariants: the race suites of INVARIANTS_PKGS under -tags invariants.
 unit-invariants:
 	$(GO) test -race -count=1 -tags invariants $(INVARIANTS_PKGS)
+
+# PYTHON runs the Python client's tests: CPython 3.9 or later, nothing
+# installed. python-test builds kvallocd and the tests' Go helper into a
+# temporary directory and runs python/tests with python3 -m unittest against
+# daemons the tests start. A missing or old PYTHON fails; it never skips.
+PYTHON ?= python3
+
+## python-test: the Python client (python/) against real daemons.
+python-test:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "python-test: FAIL: $(PYTHON) not found; the Python client's tests need CPython 3.9+ (make PYTHON=/path/to/python3)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 9))' || { \
+	  echo "python-test: FAIL: $(PYTHON) is $$($(PYTHON) -V 2>&1); the Python client needs 3.9+"; exit 1; }
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
+	  $(GO) build -o "$$d/goclient" ./python/tests/goclient && \
+	  cd python && KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
+	    $(PYTHON) -m unittest discover -s tests
 
 # FUZZTIME is how long make fuzz runs each target; FUZZ_SMOKE how long
 # make test does. fuzz/run.sh prints executions per second and new coverage.
@@ -77,15 +126,17 @@ BENCH_CI_TIME  ?= 100ms
 BENCH_DIFF_FLAGS ?= -count 10 -benchtime 200ms
 BENCH_NONE  := ^$$
 
-.PHONY: bench bench-run bench-report bench-trace bench-ci bench-diff profile
+.PHONY: bench bench-run bench-report bench-trace bench-node bench-ci bench-diff profile
 
 ## bench: the whole benchmark pipeline, its steps in this order (also
-## under make -j): bench-run, bench-report, scenarios, bench-trace.
+## under make -j): bench-run, bench-report, scenarios, bench-trace,
+## bench-node.
 bench:
 	@$(MAKE) --no-print-directory bench-run
 	@$(MAKE) --no-print-directory bench-report
 	@$(MAKE) --no-print-directory scenarios
 	@$(MAKE) --no-print-directory bench-trace
+	@$(MAKE) --no-print-directory bench-node
 
 ## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
 ## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
@@ -110,11 +161,11 @@ bench-trace:
 # DEVICE_CHECK_FLAGS are devicecheck's flags (-pool, -block, -copies, -timeout).
 DEVICE_CHECK_FLAGS ?=
 ## device-check: on a machine with an NVIDIA GPU, copy 8 MiB blocks between
-## the GPU and a CUDA-host region, a segmented pool pinned with
-## cudaHostRegister and pageable memory; print GiB/s, the ratios and time to
-## first allocation ÷ time to pin the pool; check every round trip's bytes.
-## At most 5 minutes. Without a GPU it exits 3, "no GPU: ..." (see
-## bench/cmd/devicecheck).
+## the GPU and a CUDA-host region, two pools pinned with cudaHostRegister (a
+## segmented region, and a memfd pool as the daemon maps it) and pageable
+## memory; print GiB/s, pinned ÷ pageable and time to first allocation ÷ time
+## to pin each pool; check every round trip's bytes. At most 5 minutes.
+## Without a GPU it exits 3, "no GPU: ..." (see bench/cmd/devicecheck).
 device-check:
 	@mkdir -p $(BENCH_OUT)
 	$(GO) build -o $(BENCH_OUT)/devicecheck ./bench/cmd/devicecheck
@@ -136,6 +187,31 @@ scenarios:
 TRACE_FILE  ?= testdata/traces/mooncake-conversation.jsonl.gz
 TRACE_POOL  ?= 0.25
 TRACE_POOLS ?= 0.1,0.25,0.5
+
+# NODE_POOLS are make node-bench's node pool sizes, NODE_POOL make bench's
+# one; NODE_POLICY the policy of make bench's summary (l1's recommended
+# one, which node-bench's matrix also runs first).
+NODE_POOLS  ?= 0.1,0.25,0.5
+NODE_POOL   ?= $(TRACE_POOL)
+NODE_POLICY ?= on-demand/scattered/prefix+partial
+
+.PHONY: node-bench
+## node-bench: the node's gains through real kvallocd daemons over their
+## sockets, 8 Go clients driven in order: TP dedup of an MLA model's KV
+## over 8 ranks, DP sharing over 8 engines routed round-robin and by
+## conversation, one shared pool of P against 8 private pools, at pool
+## fractions NODE_POOLS under three policies; the tables and the
+## recommendation on stdout, bench/out/node-mooncake-conversation.md and
+## its -hitrate.{svg,png}. Fails if a shared pool's hits differ from
+## bench/trace's in-process engine of the same pool. Linux only.
+node-bench:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/nodebench -out $(BENCH_OUT) -pool $(NODE_POOLS) $(TRACE_FILE)
+
+## bench-node: make bench's summary of node-bench: NODE_POOL alone, under
+## NODE_POLICY alone (about a minute on 2 idle cores).
+bench-node:
+	$(GO) run ./bench/cmd/nodebench -pool $(NODE_POOL) -policies $(NODE_POLICY) $(TRACE_FILE)
 
 .PHONY: trace
 ## trace: replay the Mooncake conversation trace through every l1 policy and

@@ -102,6 +102,28 @@
 //     first-ns (to the first allocation), full-ns (to the whole pool) and
 //     GiB/s. first-ns is compared with full-ns, and workers=2 GiB/s with
 //     workers=1. A pin mode the machine refuses skips, with the reason.
+//   - DaemonCycle/size=8MiB/keys=5700: L1Cycle's production cycle through
+//     kvallocd (package server, in process) and its client (package
+//     client) over a Unix socket: five frames each way, of up to 400 KB.
+//     Reports ns/key; compared with L1Cycle/size=8MiB/keys=5700.
+//   - DaemonRoundTrip/op=O: one round trip on one connection. op=ping is
+//     the empty request and answer, the floor; op=reserve-finish a
+//     one-key ReserveWrite of a new 4 KiB object and its FinishWrite. Both
+//     report ns/rtt; reserve-finish is compared with ping.
+//   - DaemonClients/clients=N: N connections at once, each cycling 32-key
+//     batches (five calls) on keys of its own. Reports calls/s;
+//     clients=8 ÷ clients=1 is reported, without a bound.
+//   - PythonClient/client=C/op=X: the Python client (python/kvalloc, driven
+//     by python/bench/driver.py in a process of its own) and the Go client
+//     (C=python, go) on one daemon served in the benchmark's process, with
+//     kvallocd's defaults and a 45 GiB pool that is never written.
+//     op=cycle is L1Cycle's production cycle through the socket: 5700 keys
+//     of 8 MiB reserved, finished, read-locked, released and deleted, every
+//     status checked; the Python one makes one KeyBatch per cycle and
+//     op=cycle-list passes the key list to every call instead. op=ping is
+//     an empty round trip. The Python cycle is compared with the Go one
+//     (target ≤ 2×), and Python's ping with Go's (its per-call overhead).
+//     Skips where python3 ($PYTHON) is missing.
 //
 // # Floors
 //

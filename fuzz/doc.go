@@ -23,6 +23,16 @@
 //     advances across both TTLs follow the model's state machine.
 //   - FuzzPrefixStrategies: on the same state, the one-pass and the
 //     binary-search prefix grant the same k, and PrefixNone grants n or 0.
+//   - FuzzFrameDecoder: any bytes, as a request and as an answer of
+//     kvallocd's protocol (package wire): no panic, a refusal with a code
+//     a decoder may give, and what is accepted well formed, re-encoded no
+//     longer and decoded to the same message. Seeds: every message type.
+//   - FuzzDaemonOwnership: three client connections to kvallocd (package
+//     server, in process, over real sockets), random calls, disconnects and
+//     clock advances, against the manager model extended with connection
+//     ownership (reference.Owners): NOT_OWNER and OVER_RELEASE where the
+//     model says, and after every step every object's state and the
+//     daemon's Check (internal/reference/daemoncheck).
 //
 // Inputs are sequences of fixed-size binary records, decoded with
 // encoding/binary and built by an encode helper that a round-trip test

@@ -1,6 +1,8 @@
 package fuzz
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,17 @@ type l1Bite struct {
 // bites runs check over target's committed corpus with each broken variant
 // and asserts that some seed makes it report the expected failure.
 func bites(t *testing.T, target string, check func(l1check.Setup, []l1check.Op, variants) error, cases []l1Bite) {
+	bitesFirst(t, target, "", check, cases)
+}
+
+// bitesFirst is bites trying the seeds whose names start with first before
+// the others, so that a bug only those seeds reach is found without
+// running the whole corpus first (under -race, seconds per case).
+func bitesFirst(t *testing.T, target, first string, check func(l1check.Setup, []l1check.Op, variants) error, cases []l1Bite) {
 	seeds := corpus(t, target)
+	slices.SortStableFunc(seeds, func(a, b seed) int {
+		return cmp.Compare(b2i(!strings.HasPrefix(a.name, first)), b2i(!strings.HasPrefix(b.name, first)))
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, s := range seeds {
@@ -51,6 +63,14 @@ func bites(t *testing.T, target string, check func(l1check.Setup, []l1check.Op, 
 			t.Fatalf("no seed of %s makes the check report %q for this variant", target, c.want)
 		})
 	}
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestFuzzL1LifecycleBites proves FuzzL1Lifecycle's checker fails on each
@@ -67,8 +87,12 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"TTL overflow", everywhere(mutant.VariantTTLOverflow), "Len() = 0, model 2"},
 		{"listeners share Keys", everywhere(mutant.VariantSharedKeys), "listeners got write-reserved"},
 		{"prefix read locks past the miss", everywhere(mutant.VariantReadPrefixLocksAll), "ReserveReadPrefix"},
+	})
+	bitesFirst(t, "FuzzL1Lifecycle", "quarantine", checkL1Lifecycle, []l1Bite{
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "writes quarantined"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
+	})
+	bitesFirst(t, "FuzzL1Lifecycle", "lookups", checkL1Lifecycle, []l1Bite{
 		{"write-locked keys counted as read hits", everywhere(mutant.VariantReadHitOnFind), "Stats counters"},
 		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},
 	})
@@ -125,6 +149,8 @@ func TestFuzzReserveWriteBites(t *testing.T) {
 		{"repeated key allocated twice", everywhere(mutant.VariantRepeatAllocTwice), "no leak"},
 		{"mismatched flags truncated", everywhere(mutant.VariantTruncateFlags), "ErrInvalidArgument"},
 		{"rejected call reserves keys", everywhere(mutant.VariantRejectLate), "rejected call changed state"},
+	})
+	bitesFirst(t, "FuzzReserveWrite", "quarantine", checkReserveWrite, []l1Bite{
 		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "quarantine: key"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
 		{"eviction misses merges", everywhere(mutant.VariantMergeBlind), "no extra victim"},

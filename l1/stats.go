@@ -86,7 +86,8 @@ func (m *Manager[K]) Stats() Stats {
 }
 
 // Usage returns the bytes held by the manager's objects (their blocks'
-// aligned sizes) and the memory's capacity. It reads under the manager
+// aligned sizes; not the quarantine's, see Stats.QuarantinedBytes) and the
+// memory's capacity. It reads under the manager
 // lock, so it never sees a binary-search probe's transient blocks, and like
 // Stats it does not reclaim expired objects.
 func (m *Manager[K]) Usage() (used, capacity int64) {

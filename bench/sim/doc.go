@@ -11,7 +11,7 @@
 //     (Keys, LMCache's loop) or of the bytes (Bytes, its docstring's
 //     reading). Tick is one tick; the replay schedules them.
 //   - Policy is one l1 configuration, one row of a report, named by the
-//     report; NewManager builds its manager.
+//     report; Config is its l1.Config and NewManager builds its manager.
 //   - Grants tallies what the ReserveWrite calls granted, and the calls
 //     that failed while the bytes were free; Gauge keeps the peak and mean
 //     of a sampled figure, such as allocator.Stats.Fragmentation after
@@ -23,12 +23,13 @@
 //
 // # A new l1 knob
 //
-// A Policy field carries each knob a report varies, and NewManager (in
-// policy.go) applies them all to the l1.Config: a new knob of l1 is a
-// field of Policy and one line of NewManager, and both replays can use it.
+// A Policy field carries each knob a report varies, and Policy.Config (in
+// policy.go) applies them all to the l1.Config, for NewManager or for a
+// daemon's manager (bench/node): a new knob of l1 is a field of Policy and
+// one line of Config, and every replay can use it.
 // A report that wants rows for it lists them: bench/scenario's matrix
 // (matrix.go) or bench/trace's table (policy.go). The prefix strategies
 // are named through Prefix and its constants, so should the baselines
 // (binary search, all-or-nothing) stop being l1 settings, Prefix and
-// NewManager are all that change.
+// Config are all that change.
 package sim

@@ -65,14 +65,19 @@ type Policy struct {
 // String returns the policy's Name.
 func (p Policy) String() string { return p.Name }
 
-// NewManager returns an l1 manager over mem configured by p: base (the
-// lock lifetimes and the simulated clock) with p's placement, prefix
-// strategy, control and eviction policy.
-func NewManager[K comparable](p Policy, mem *allocator.Allocator, base l1.Config) (*l1.Manager[K], error) {
+// Config returns base (the lock lifetimes and the simulated clock) with
+// p's placement, prefix strategy, control and eviction policy: the l1
+// configuration of p, for a manager made elsewhere (a daemon's).
+func (p Policy) Config(base l1.Config) l1.Config {
 	cfg := base
 	cfg.Placement = p.Placement
 	cfg.Prefix = p.Prefix
 	cfg.EvictOnDemand = p.Control == OnDemand
 	cfg.Eviction = p.Eviction
-	return l1.New[K](mem, cfg)
+	return cfg
+}
+
+// NewManager returns an l1 manager over mem configured by p: p.Config(base).
+func NewManager[K comparable](p Policy, mem *allocator.Allocator, base l1.Config) (*l1.Manager[K], error) {
+	return l1.New[K](mem, p.Config(base))
 }

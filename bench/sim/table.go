@@ -56,6 +56,16 @@ func Percent(f float64, decimals int) string {
 	return strconv.FormatFloat(100*f, 'f', decimals, 64) + "%"
 }
 
+// PercentPoints writes a difference of two rates in percentage points,
+// signed, with the given decimals ("+0.46pp", "-1.30pp").
+func PercentPoints(f float64, decimals int) string {
+	s := strconv.FormatFloat(100*f, 'f', decimals, 64)
+	if f >= 0 {
+		s = "+" + s
+	}
+	return s + "pp"
+}
+
 // SizeUnits are the IEC byte-size units, largest first, so that a suffix
 // match tries "KiB" before "B".
 var SizeUnits = []struct {

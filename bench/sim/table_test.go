@@ -24,4 +24,5 @@ func TestFormats(t *testing.T) {
 	}
 	require.Equal(t, "12.5%", Percent(0.125, 1))
 	require.Equal(t, "12.50%", Percent(0.125, 2))
+	require.Equal(t, []string{"+0.46pp", "-1.30pp", "+0.0pp"}, []string{PercentPoints(0.0046, 2), PercentPoints(-0.013, 2), PercentPoints(0, 1)})
 }

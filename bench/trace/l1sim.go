@@ -30,12 +30,12 @@ type l1Cache struct {
 	// fired counts the controller's ticks that evicted.
 	fired     int64
 	frag, use sim.Gauge
-	// prefix is the policy's l1.EvictPrefix; partial its Partial;
-	// blockTokens the trace's tokens per block; pos the positions buffer
-	// of the stores.
-	prefix, partial bool
-	blockTokens     int64
-	pos             []uint32
+	// pol is the policy (for the stores' chain positions); blockTokens
+	// the trace's tokens per block; pos the positions buffer of the
+	// stores.
+	pol         sim.Policy
+	blockTokens int64
+	pos         []uint32
 }
 
 // newL1Cache builds the allocator and the manager of p for o, on clock.
@@ -69,8 +69,8 @@ func newL1Cache(p sim.Policy, o Options, blockTokens int64, clock *sim.Clock, re
 	res.PoolBytes = pool
 	return &l1Cache{
 		m: m, a: a, size: o.BlockSize, unit: unit, res: res,
-		ctl:    sim.Controller{Every: o.SweepEvery, Watermark: o.Watermark, Ratio: o.SweepRatio, Measure: sim.Bytes},
-		prefix: p.Eviction == l1.EvictPrefix, partial: p.Partial, blockTokens: blockTokens,
+		ctl: sim.Controller{Every: o.SweepEvery, Watermark: o.Watermark, Ratio: o.SweepRatio, Measure: sim.Bytes},
+		pol: p, blockTokens: blockTokens,
 	}, nil
 }
 
@@ -86,29 +86,17 @@ func (c *l1Cache) lookup(f *flight) error {
 
 // store reserves the blocks after the hits in one AppendReserveWriteChain
 // in ModeNew, into a buffer it reuses: blocks that exist (resident behind
-// a miss, or being written by another request) are left alone. Under the
-// prefix-aware policy, or when it marks the request's last block with the
-// partial hint (its tokens do not fill it), it passes each key's chain
-// position, the last key's with l1.Partial; otherwise none, as
-// ReserveWrite does.
+// a miss, or being written by another request) are left alone. It passes
+// the chain positions the policy needs (Positions).
 func (c *l1Cache) store(f *flight) error {
 	c.last = c.last[:0]
 	tail := f.req.Blocks[f.hits:]
 	if len(tail) == 0 {
 		return nil
 	}
-	r := f.req
-	partial := c.partial && r.Input < int64(len(r.Blocks))*c.blockTokens
-	var pos []uint32
-	if c.prefix || partial {
-		c.pos = c.pos[:0]
-		for i := range tail {
-			c.pos = append(c.pos, uint32(f.hits+i))
-		}
-		if partial {
-			c.pos[len(c.pos)-1] |= l1.Partial
-		}
-		pos = c.pos
+	pos := Positions(c.pos, c.pol, c.blockTokens, f.req, f.hits)
+	if pos != nil {
+		c.pos = pos
 	}
 	rs, err := c.m.AppendReserveWriteChain(c.last[:0], tail, pos, nil, c.size, l1.ModeNew)
 	c.res.L1Calls++

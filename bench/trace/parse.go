@@ -10,7 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // ErrFormat wraps every rejection of a trace file: a line that is not a
@@ -68,6 +70,16 @@ func (t *Trace) HitTokens(r *Request, h int) int64 {
 		return r.Input
 	}
 	return int64(h) * t.BlockTokens
+}
+
+// BaseName returns a trace file's name without its directories and its
+// .gz, .jsonl or .json extensions: the name of its reports.
+func BaseName(path string) string {
+	name := filepath.Base(path)
+	for _, ext := range []string{".gz", ".jsonl", ".json"} {
+		name = strings.TrimSuffix(name, ext)
+	}
+	return name
 }
 
 // line is the JSON shape of one request. Pointers tell a missing field from

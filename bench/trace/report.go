@@ -85,13 +85,7 @@ func humanSize(b int64) string {
 
 func pct(f float64) string { return sim.Percent(f, 2) }
 
-func pp(f float64) string {
-	s := strconv.FormatFloat(100*f, 'f', 2, 64)
-	if f >= 0 {
-		s = "+" + s
-	}
-	return s + "pp"
-}
+func pp(f float64) string { return sim.PercentPoints(f, 2) }
 
 func times(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "×" }
 

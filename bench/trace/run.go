@@ -222,7 +222,11 @@ func keepFastest(best **Result, r *Result) error {
 }
 
 // outcome is r without its wall times.
-func outcome(r *Result) Result {
+func outcome(r *Result) Result { return r.Outcome() }
+
+// Outcome returns r without its wall times (Busy, Phases, Wall): what a
+// deterministic replay repeats exactly.
+func (r *Result) Outcome() Result {
 	o := *r
 	o.Busy, o.Phases, o.Wall = 0, [NumPhases]time.Duration{}, 0
 	return o

@@ -28,6 +28,12 @@ import (
 // call (observe); finished temporary objects are evictable; a re-lock keeps
 // the object's temporary flag; after Close every call that names keys
 // returns ErrClosed.
+//
+// Under ManagerConfig.Quarantine a lapsed write's key goes and its block
+// stays taken, in a map by lease, until the lease comes back with its key
+// to AbortWrite (OK), FinishWrite or FinishWriteAndReserveRead
+// (WriteLapsed), which look there first, or until Close. Every lookup call
+// counts its keys by kind (ManagerCounters.Lookups).
 
 // Status mirrors l1.Status.
 type Status uint8

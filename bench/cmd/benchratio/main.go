@@ -323,6 +323,11 @@ var targets = []target{
 	{num: m("Allocate/region=pinned", "allocs/op"), op: "==", bound: 0},
 	{num: m("SegmentPin/pin=mlock/workers=2", "first-ns"), den: m("SegmentPin/pin=mlock/workers=2", "full-ns"), op: "<=", bound: 0.1},
 	{num: m("SegmentPin/pin=mlock/workers=2", "GiB/s"), den: m("SegmentPin/pin=mlock/workers=1", "GiB/s"), op: ">=", bound: 1.6},
+	// The node daemon: the production cycle through client/ and a Unix
+	// socket against the same cycle in process, and a one-key call
+	// against an empty one on the same socket.
+	{num: m("DaemonCycle/size=8MiB/keys=5700", "ns/key"), den: m("L1Cycle/size=8MiB/keys=5700", "ns/key"), op: "<=", bound: 1.5},
+	{num: m("DaemonRoundTrip/op=reserve-finish", "ns/rtt"), den: m("DaemonRoundTrip/op=ping", "ns/rtt"), op: "<=", bound: 1.5},
 	// Contention: ops/s on two cores ÷ on one, one manager or allocator
 	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
 	// "Contention").
@@ -336,6 +341,11 @@ var targets = []target{
 		note: "one shared mutex: the floor of a one-lock design"},
 	{num: m("Contention/op=ceiling/procs=2", "ops/s"), den: m("Contention/op=ceiling/procs=1", "ops/s"), report: true,
 		note: "nothing shared: this run's ceiling for the rows above"},
+	// The Python client's 5700-key 8 MiB cycle against the Go client's,
+	// on one daemon.
+	{num: m(pyClient+"/client=python/op=cycle", "ns/op"), den: m(pyClient+"/client=go/op=cycle", "ns/op"), op: "<=", bound: 2},
+	{num: m(pyClient+"/client=python/op=ping", "ns/op"), den: m(pyClient+"/client=go/op=ping", "ns/op"), report: true,
+		note: "Python's per-call overhead against an empty round trip"},
 
 	{num: m("Allocate/region=heap", "ns/op"), den: m("Floor/mutex", "ns/op")},
 	{num: m(pool8MiB+"/op=pair", "ns/op"), den: m("Floor/bump", "ns/op")},
@@ -367,6 +377,10 @@ var targets = []target{
 	{num: m("SegmentPin/pin=none/workers=2", "GiB/s"), den: m("SegmentPin/pin=none/workers=1", "GiB/s")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "first-ns"), den: m("SegmentPin/pin=cuda/workers=2", "full-ns")},
 	{num: m("SegmentPin/pin=cuda/workers=2", "GiB/s"), den: m("SegmentPin/pin=cuda/workers=1", "GiB/s")},
+	{num: m("DaemonClients/clients=8", "calls/s"), den: m("DaemonClients/clients=1", "calls/s"),
+		note: "8 connections of 32-key batches against 1"},
+	{num: m(pyClient+"/client=python/op=cycle-list", "ns/op"), den: m(pyClient+"/client=python/op=cycle", "ns/op"),
+		note: "keys encoded by every call, not once per cycle"},
 }
 
 func m(name, unit string) measure { return measure{name, unit} }
@@ -374,6 +388,10 @@ func m(name, unit string) measure { return measure{name, unit} }
 // pool8MiB is BenchmarkAllocatorPool's production case: 8 MiB objects in a
 // pool of 5700 of them (45 GiB).
 const pool8MiB = "AllocatorPool/object=8MiB/pool=45GiB"
+
+// pyClient is BenchmarkPythonClient: the Python and the Go client on one
+// daemon.
+const pyClient = "PythonClient"
 
 // evaluate computes every row from the medians in s.
 func evaluate(s samples, ts []target) []row {

@@ -88,8 +88,8 @@ func check(ctx context.Context, e env, o options, w io.Writer) error {
 	// The pinned pools, each timed from its constructor to the first
 	// allocation and to the whole pool.
 	var pinned []string
-	for _, p := range pinnedPools(e) {
-		s, line, err := c.pinnedPool(p, o)
+	for i, p := range pinnedPools(e) {
+		s, line, err := c.pinnedPool(p, o, 3+uint64(i))
 		if err != nil {
 			return err
 		}
@@ -112,24 +112,31 @@ type pinnedPool struct {
 	opts hostmem.SegmentedOptions
 }
 
-// pinnedPools are the pools the check pins: a segmented region registered
-// segment by segment with cudaHostRegister (the registrar of e).
+// pinnedPools are the pools the check pins, each registered segment by
+// segment with cudaHostRegister (the registrar of e): a segmented region of
+// anonymous memory, and one backed by a sealed memfd mapped MAP_SHARED, as
+// a node daemon maps the pool it shares with its clients.
 func pinnedPools(e env) []pinnedPool {
 	return []pinnedPool{
 		{"segmented pool (cudaHostRegister)", hostmem.SegmentedOptions{Pin: hostmem.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize}},
+		{"memfd pool (cudaHostRegister)", hostmem.SegmentedOptions{Pin: hostmem.PinCUDA, Registrar: e.registrar, SegmentSize: e.segmentSize,
+			Memfd: &hostmem.MemfdOptions{Name: "kvalloc-devicecheck"}}},
 	}
 }
 
 // pinnedPool builds p's region of o.pool bytes with an allocator over it,
 // times the first block it serves and the whole pool pinned, then
 // measures two of its blocks. It returns the rates and the timing line.
-func (c copier) pinnedPool(p pinnedPool, o options) (speed, string, error) {
+func (c copier) pinnedPool(p pinnedPool, o options, seed uint64) (speed, string, error) {
 	start := time.Now()
 	seg, err := hostmem.NewSegmentedRegion(o.pool, p.opts)
 	if err != nil {
 		return speed{}, "", fmt.Errorf("%s of %s: %w", p.name, sizeString(o.pool), err)
 	}
 	defer seg.Close()
+	if p.opts.Memfd != nil && seg.FD() < 0 {
+		return speed{}, "", fmt.Errorf("%s: the region has no memfd", p.name)
+	}
 	pool, err := allocator.New(seg, allocator.Options{})
 	if err != nil {
 		return speed{}, "", fmt.Errorf("allocator over the %s: %w", p.name, err)
@@ -149,7 +156,7 @@ func (c copier) pinnedPool(p pinnedPool, o options) (speed, string, error) {
 		return speed{}, "", fmt.Errorf("%s: a second block: %w", p.name, err)
 	}
 	mem := seg.Bytes()
-	s, err := c.measure(p.name, mem[src.Offset:src.Offset+src.Size], mem[dst.Offset:dst.Offset+dst.Size], 3)
+	s, err := c.measure(p.name, mem[src.Offset:src.Offset+src.Size], mem[dst.Offset:dst.Offset+dst.Size], seed)
 	if err != nil {
 		return speed{}, "", err
 	}

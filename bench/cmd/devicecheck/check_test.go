@@ -148,22 +148,23 @@ func TestCheckOnFakeRuntime(t *testing.T) {
 	t.Log("\n" + out.String())
 	for _, want := range []string{
 		"device: fake CUDA device",
-		"pageable (Go heap)", "cuda-host region (cudaHostAlloc)", "segmented pool (cudaHostRegister)",
+		"pageable (Go heap)", "cuda-host region (cudaHostAlloc)", "segmented pool (cudaHostRegister)", "memfd pool (cudaHostRegister)",
 		"H2D ÷ pageable", "exact",
-		"segmented pool (cudaHostRegister) of 32 MiB in 4 segments: first 1 MiB allocation after", "first ÷ full = ",
+		"segmented pool (cudaHostRegister) of 32 MiB in 4 segments: first 1 MiB allocation after",
+		"memfd pool (cudaHostRegister) of 32 MiB in 4 segments: first 1 MiB allocation after", "first ÷ full = ",
 		"devicecheck: PASS",
 	} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.Equal(t, int64(1), hostRegions.Load(), "one CUDA-host region")
-	assert.Equal(t, int64(32<<20), reg.registered.Load(), "the whole pool registered")
-	assert.Equal(t, int64(32<<20), reg.unregistered.Load(), "and unregistered by Close")
+	assert.Equal(t, int64(2*32<<20), reg.registered.Load(), "both pools registered in full")
+	assert.Equal(t, int64(2*32<<20), reg.unregistered.Load(), "and unregistered by Close")
 	assert.Equal(t, 1, dev.frees, "the device buffer freed")
 	assert.Empty(t, dev.mem)
-	// Three sources: one round trip and 3 timed copies each way, and a
+	// Four sources: one round trip and 3 timed copies each way, and a
 	// synchronize after each timed run.
-	assert.Equal(t, map[string]int{"h2d": 3 * 4, "d2h": 3 * 4}, dev.copies)
-	assert.Equal(t, 3*2, dev.syncs)
+	assert.Equal(t, map[string]int{"h2d": 4 * 4, "d2h": 4 * 4}, dev.copies)
+	assert.Equal(t, 4*2, dev.syncs)
 }
 
 // TestCheckBites: a copy that corrupts a byte or moves nothing fails the

@@ -10,18 +10,19 @@
 //
 //  1. allocates a CUDA-host region (hostmem.NewCUDAHostRegion,
 //     cudaHostAlloc) of two blocks;
-//  2. builds a segmented region of -pool bytes (default 8GiB) pinned with
-//     cudaHostRegister (hostmem.NewSegmentedRegion, PinCUDA), timing the
-//     first 8 MiB allocation an allocator over it serves and the moment
-//     the whole pool is pinned;
+//  2. builds two pools of -pool bytes (default 8GiB) pinned with
+//     cudaHostRegister (hostmem.NewSegmentedRegion, PinCUDA): a segmented
+//     region of anonymous memory, and a memfd pool as the node daemon maps
+//     it (SegmentedOptions.Memfd: a sealed memfd, MAP_SHARED), one after
+//     the other, timing the first 8 MiB allocation an allocator over each
+//     serves and the moment the whole pool is pinned;
 //  3. copies -block (default 8MiB) blocks host to device and device to host
 //     with cudaMemcpy, -copies times each way (default 64), from each
 //     pinned region and from pageable memory (a Go heap buffer), and after
 //     one round trip from each compares every byte.
 //
 // It prints, per source: GiB/s each way and the ratio to pageable memory;
-// for the segmented pool: time to first allocation ÷ time to pin the
-// whole pool. SIZE is bytes with an optional KiB, MiB or GiB suffix.
+// for each pool: time to first allocation ÷ time to pin the whole pool. SIZE is bytes with an optional KiB, MiB or GiB suffix.
 //
 // Exit status: 0 when every round trip is exact; 1 when a round trip
 // differs or a step fails (the message names it); 2 on a usage error; 3
@@ -63,7 +64,7 @@ const (
 func run(args []string, stdout, stderr io.Writer, e env) int {
 	fs := flag.NewFlagSet("devicecheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pool := fs.String("pool", "8GiB", "size of the segmented pool pinned with cudaHostRegister")
+	pool := fs.String("pool", "8GiB", "size of each pool pinned with cudaHostRegister")
 	block := fs.String("block", "8MiB", "size of one copied block")
 	copies := fs.Int("copies", 64, "copies each way per source")
 	timeout := fs.Duration("timeout", maxTimeout, "bound on the whole check, at most 5m")

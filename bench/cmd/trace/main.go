@@ -139,7 +139,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return err
 		}
-		name := baseName(path)
+		name := trace.BaseName(path)
 		var md bytes.Buffer
 		if err := trace.WriteMarkdown(&md, tables, preamble(path, args, o)); err != nil {
 			return err
@@ -169,16 +169,6 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("-block-size %q: want a byte size such as 4096 or 64KiB", s)
 	}
 	return p.Bytes, nil
-}
-
-// baseName is the file's name without directories and the .gz, .jsonl or
-// .json extensions.
-func baseName(path string) string {
-	name := filepath.Base(path)
-	for _, ext := range []string{".gz", ".jsonl", ".json"} {
-		name = strings.TrimSuffix(name, ext)
-	}
-	return name
 }
 
 // preamble explains the markdown report's columns.

@@ -89,6 +89,12 @@ type Variant struct {
 	Config func(*l1.Config)
 	// Manager wraps the manager; a is the allocator under it.
 	Manager func(m *l1.Manager[Key], a *allocator.Allocator) Manager
+	// Front replaces the manager and its allocator with another front end
+	// to a manager of the same configuration (m.Config(), its clock
+	// included) over an allocator of a's capacity and alignment: a daemon
+	// serving one over a socket (daemoncheck.Front). The checks then call
+	// and observe that front end; closeFront releases it.
+	Front func(m *l1.Manager[Key], a *allocator.Allocator) (front Manager, alloc *allocator.Allocator, closeFront func(), err error)
 }
 
 // Epoch is the time of the manual clock when a System starts.
@@ -108,6 +114,9 @@ type System struct {
 	mu     sync.Mutex
 	now    time.Duration
 	events []l1.Event[Key]
+
+	closeFront func()               // a Variant's front end, or nil
+	own        *allocator.Allocator // the allocator New made, when a front end replaced it
 }
 
 // New builds a System. It fails only on a bad Setup.
@@ -150,6 +159,14 @@ func New(s Setup, v Variant) (*System, error) {
 	if v.Manager != nil {
 		sys.M = v.Manager(m, a)
 	}
+	if v.Front != nil {
+		f, fa, closeFront, err := v.Front(m, a)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		sys.M, sys.A, sys.closeFront, sys.own = f, fa, closeFront, a
+	}
 	sys.M.AddListenerFunc(scribble)
 	sys.M.AddListenerFunc(sys.listen)
 	modelMem := reference.NewAlloc(int64(s.Units)*s.Align, s.Align)
@@ -172,7 +189,14 @@ func MustNew(s Setup, v Variant) *System {
 }
 
 // Close releases the allocator.
-func (s *System) Close() { s.A.Close() }
+func (s *System) Close() {
+	if s.closeFront != nil {
+		s.closeFront()
+		s.own.Close()
+		return
+	}
+	s.A.Close()
+}
 
 func (s *System) clock() time.Time {
 	s.mu.Lock()

@@ -1,0 +1,364 @@
+//go:build linux
+
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// DefaultTimeout is a call's deadline when Options.Timeout is 0.
+const DefaultTimeout = 10 * time.Second
+
+// Options configures Dial.
+type Options struct {
+	// Timeout is every call's deadline, Dial's included: the time from
+	// sending the request to the end of its answer. 0 means 10 s. A call
+	// that runs past it fails with an error wrapping
+	// os.ErrDeadlineExceeded and ErrDisconnected, and the connection is
+	// closed: the daemon then releases everything it held.
+	Timeout time.Duration
+}
+
+// Errors. A refusal by the daemon is a *wire.Error: test it with
+// errors.Is(err, wire.ErrWrongEpoch), wire.ErrInvalidArgument, ...
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("kvalloc client: closed")
+	// ErrDisconnected is wrapped by every error that ended the connection:
+	// the daemon died or closed it, a deadline passed, a frame could not
+	// be read. The daemon has released (or will release, as it notices)
+	// every lock the connection held; Dial again to go on.
+	ErrDisconnected = errors.New("kvalloc client: disconnected from the daemon")
+)
+
+// Lease is a lock's lease with the epoch of the daemon that handed it out.
+// It is valid only on the connection (the Client) that got it.
+type Lease struct {
+	Epoch uint64
+	ID    l1.Lease
+}
+
+// Block is a block of the pool with the epoch of the daemon that handed it
+// out; Bytes maps it to memory.
+type Block struct {
+	Epoch uint64
+	allocator.Block
+}
+
+// Status is one key's outcome: l1's statuses, and the daemon's NOT_OWNER
+// and OVER_RELEASE (see package wire).
+type Status = wire.Status
+
+// Result is one key's outcome of a call that hands out memory or locks;
+// Block and Lease are set when Status is wire.StatusOK.
+type Result struct {
+	Status Status
+	Block  Block
+	Lease  Lease
+}
+
+// Client is one connection to the daemon, with the pool mapped into this
+// process. It is safe for concurrent use: calls are serialized, one
+// request and its answer at a time. The locks a call takes belong to this
+// connection: their leases are refused on any other (NOT_OWNER), and
+// closing the Client, or this process's death, releases them all. For
+// parallel calls open several Clients.
+type Client struct {
+	mu      sync.Mutex
+	c       *net.UnixConn
+	mem     []byte
+	hello   wire.Hello
+	epoch   uint64
+	timeout time.Duration
+	id      uint32
+	broken  error // set once the connection is lost: every later call returns it
+	closed  bool
+
+	enc     wire.Encoder
+	dec     wire.Decoder
+	out, in []byte
+	req     wire.Request
+	ans     wire.Answer
+	leases  []l1.Lease
+}
+
+// Dial connects to the daemon at path ("" means wire.DefaultSocketPath),
+// says hello, receives the pool's memfd and maps it. A peer the daemon does
+// not allow gets the daemon's message in an error wrapping
+// wire.ErrNotAllowed.
+func Dial(path string, opts Options) (*Client, error) {
+	if path == "" {
+		path = wire.DefaultSocketPath()
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("%w: negative timeout %v", wire.ErrInvalidArgument, opts.Timeout)
+	}
+	deadline := time.Now().Add(opts.Timeout)
+	d := net.Dialer{Deadline: deadline}
+	nc, err := d.Dial("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrDisconnected, path, err)
+	}
+	c := &Client{c: nc.(*net.UnixConn), timeout: opts.Timeout}
+	// Room for a 5700-key frame (400 KB) in one write.
+	_ = c.c.SetWriteBuffer(4 << 20)
+	_ = c.c.SetReadBuffer(4 << 20)
+	_ = c.c.SetDeadline(deadline)
+	fd, err := c.hello1()
+	if err != nil {
+		c.c.Close()
+		return nil, err
+	}
+	mem, err := unix.Mmap(fd, 0, int(c.hello.PoolSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	unix.Close(fd)
+	if err != nil {
+		c.c.Close()
+		return nil, fmt.Errorf("kvalloc client: mapping the pool (%d bytes): %w", c.hello.PoolSize, err)
+	}
+	c.mem = mem
+	return c, nil
+}
+
+// hello1 sends the hello and reads its answer and the memfd.
+func (c *Client) hello1() (int, error) {
+	c.id++
+	out, err := c.enc.AppendRequest(c.out[:0], &wire.Request{Type: wire.TypeHello, ID: c.id, Version: wire.Version})
+	if err != nil {
+		return -1, err
+	}
+	// A refused peer's answer is already on its way: read it even when
+	// the daemon closed before the hello could be written.
+	_, werr := c.c.Write(out)
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		if werr != nil {
+			err = werr
+		}
+		return -1, fmt.Errorf("%w: hello: %w", ErrDisconnected, err)
+	}
+	fd := -1
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			if fds, err := unix.ParseUnixRights(&m); err == nil {
+				for _, f := range fds {
+					if fd < 0 {
+						fd = f
+					} else {
+						unix.Close(f)
+					}
+				}
+			}
+		}
+	}
+	fail := func(err error) (int, error) {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return -1, err
+	}
+	frame, err := c.completeFrame(buf[:n])
+	if err != nil {
+		return fail(err)
+	}
+	var a wire.Answer
+	if err := c.dec.DecodeAnswer(frame, &a); err != nil {
+		return fail(fmt.Errorf("%w: hello answer: %w", ErrDisconnected, err))
+	}
+	if err := a.Err(); err != nil {
+		return fail(fmt.Errorf("kvalloc client: the daemon refused the connection: %w", err))
+	}
+	switch {
+	case a.Type != wire.TypeHello.Answer():
+		return fail(fmt.Errorf("%w: a %v answered the hello", ErrDisconnected, a.Type))
+	case fd < 0:
+		return fail(fmt.Errorf("%w: the hello answer carried no memfd", ErrDisconnected))
+	case a.Hello.PoolSize <= 0 || a.Hello.Align <= 0 || a.Epoch == 0:
+		return fail(fmt.Errorf("%w: hello answer with pool size %d, alignment %d, epoch %d", ErrDisconnected, a.Hello.PoolSize, a.Hello.Align, a.Epoch))
+	}
+	c.hello, c.epoch = a.Hello, a.Epoch
+	return fd, nil
+}
+
+// completeFrame reads the rest of a frame of which got holds the start.
+func (c *Client) completeFrame(got []byte) ([]byte, error) {
+	for len(got) < wire.HeaderSize {
+		more := make([]byte, wire.HeaderSize-len(got))
+		n, err := c.c.Read(more)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading a frame: %w", ErrDisconnected, err)
+		}
+		got = append(got, more[:n]...)
+	}
+	h, err := wire.ParseHeader(got)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDisconnected, err)
+	}
+	if int(h.Size) < len(got) {
+		return nil, fmt.Errorf("%w: the daemon sent %d bytes before a %d-byte answer was read", ErrDisconnected, len(got), h.Size)
+	}
+	frame := make([]byte, h.Size)
+	copy(frame, got)
+	if _, err := readFull(c.c, frame[len(got):]); err != nil {
+		return nil, fmt.Errorf("%w: reading a frame: %w", ErrDisconnected, err)
+	}
+	return frame, nil
+}
+
+func readFull(c *net.UnixConn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := c.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Epoch is the pool's epoch: the daemon's, at Dial.
+func (c *Client) Epoch() uint64 { return c.epoch }
+
+// PoolSize is the pool's size in bytes.
+func (c *Client) PoolSize() int64 { return c.hello.PoolSize }
+
+// Align is the block alignment.
+func (c *Client) Align() int64 { return c.hello.Align }
+
+// Bytes returns the block's memory in this process's mapping of the pool:
+// write an object between ReserveWrite and FinishWrite, read it while
+// holding a read lock. A block of another epoch (an earlier daemon's) or
+// outside the pool is an error wrapping wire.ErrWrongEpoch or
+// wire.ErrInvalidArgument. The slice is valid until Close; Bytes must not
+// be called concurrently with Close.
+func (c *Client) Bytes(b Block) ([]byte, error) {
+	if b.Epoch != c.epoch {
+		return nil, fmt.Errorf("%w: block of epoch %#x on a connection of epoch %#x", wire.ErrWrongEpoch, b.Epoch, c.epoch)
+	}
+	mem := c.mem
+	if b.Offset < 0 || b.Size < 0 || b.Offset > int64(len(mem))-b.Size {
+		return nil, fmt.Errorf("%w: block [%d, +%d) outside the pool of %d bytes", wire.ErrInvalidArgument, b.Offset, b.Size, len(mem))
+	}
+	return mem[b.Offset : b.Offset+b.Size : b.Offset+b.Size], nil
+}
+
+// Close closes the connection, which releases every lock it holds in the
+// daemon, and unmaps the pool: slices from Bytes are invalid after. It is
+// idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed, c.broken = true, ErrClosed
+	err := c.c.Close()
+	if c.mem != nil {
+		if e := unix.Munmap(c.mem); err == nil {
+			err = e
+		}
+		c.mem = nil
+	}
+	return err
+}
+
+// call sends c.req and reads its answer into c.ans, within the deadline.
+// It holds c.mu. A transport failure, or an answer whose code closes the
+// connection, breaks the client.
+func (c *Client) call() error {
+	if c.broken != nil {
+		return c.broken
+	}
+	c.id++
+	q := &c.req
+	q.ID, q.Epoch = c.id, c.epoch
+	out, err := c.enc.AppendRequest(c.out[:0], q)
+	if err != nil {
+		return err
+	}
+	c.out = out
+	_ = c.c.SetDeadline(time.Now().Add(c.timeout))
+	if _, err := c.c.Write(out); err != nil {
+		return c.lost("sending %v: %w", q.Type, err)
+	}
+	in, err := wire.ReadFrame(c.c, c.in)
+	if err != nil {
+		return c.lost("reading the %v answer: %w", q.Type, err)
+	}
+	c.in = in
+	a := &c.ans
+	if err := c.dec.DecodeAnswer(in, a); err != nil {
+		return c.lost("the %v answer: %w", q.Type, err)
+	}
+	if a.ID != q.ID || (a.Type != q.Type.Answer() && a.Type != wire.TypeError) {
+		return c.lost("a %v with id %d answered the %v with id %d", a.Type, a.ID, q.Type, q.ID)
+	}
+	if err := a.Err(); err != nil {
+		if a.Code.Closes() {
+			// The daemon closes the connection after this answer.
+			c.broken = fmt.Errorf("%w: %w", ErrDisconnected, err)
+			c.c.Close()
+			return c.broken
+		}
+		return err
+	}
+	return nil
+}
+
+// lost breaks the client after a transport failure.
+func (c *Client) lost(format string, args ...any) error {
+	c.broken = fmt.Errorf("%w: %w", ErrDisconnected, fmt.Errorf(format, args...))
+	c.c.Close()
+	return c.broken
+}
+
+// keyed prepares c.req for a keyed request.
+func (c *Client) keyed(t wire.Type, keys []l1.ObjectKey) *wire.Request {
+	c.req = wire.Request{Type: t, Keys: keys}
+	return &c.req
+}
+
+// ids converts leases for the wire, refusing any of another epoch.
+func (c *Client) ids(leases []Lease) ([]l1.Lease, error) {
+	out := c.leases[:0]
+	for i, l := range leases {
+		if l.Epoch != c.epoch {
+			return nil, fmt.Errorf("%w: lease %d is of epoch %#x, this connection's is %#x", wire.ErrWrongEpoch, i, l.Epoch, c.epoch)
+		}
+		out = append(out, l.ID)
+	}
+	c.leases = out
+	return out, nil
+}
+
+// results converts the answer's results.
+func (c *Client) results() []Result {
+	out := make([]Result, len(c.ans.Results))
+	for i, r := range c.ans.Results {
+		out[i].Status = r.Status
+		if r.Status == wire.StatusOK {
+			out[i].Block = Block{Epoch: c.epoch, Block: r.Block}
+			out[i].Lease = Lease{Epoch: c.epoch, ID: r.Lease}
+		}
+	}
+	return out
+}
+
+func (c *Client) statuses() []Status {
+	return append([]Status(nil), c.ans.Statuses...)
+}

@@ -1,0 +1,26 @@
+// Package client is the Go client of kvallocd, the node daemon that
+// shares one KV-cache pool between processes (package server,
+// cmd/kvallocd). A Client is one connection: Dial says hello, receives
+// the pool's memfd and maps it MAP_SHARED, so KV bytes are written and
+// read in place (Bytes) and never cross the socket; the batch calls
+// (ReserveWrite, FinishWrite, ReserveReadPrefix, FinishRead, ...) are the
+// l1 manager's, one request frame each, with l1's statuses in request
+// order.
+//
+// # Contract
+//
+//   - A Client is safe for concurrent use; its calls are serialized.
+//   - Every call has a deadline (Options.Timeout). A daemon that died, or
+//     stopped answering, makes the call fail with an error wrapping
+//     ErrDisconnected within it, never hang; the Client is then broken, and
+//     Dial connects to the next daemon.
+//   - The locks a call takes belong to the connection. Closing the Client,
+//     or the death of its process at any instant, releases them all in the
+//     daemon at once. Its leases are refused on any other connection.
+//   - Leases and blocks carry the daemon's epoch; one from an earlier
+//     daemon is refused with an error wrapping wire.ErrWrongEpoch.
+//   - A refusal by the daemon is a *wire.Error; errors.Is matches it
+//     against the wire sentinels, and an invalid argument or a closed
+//     daemon also against l1.ErrInvalidArgument and l1.ErrClosed, as in
+//     process.
+package client

@@ -1,0 +1,56 @@
+// Kvallocd is the node daemon of kvalloc: one KV-cache host pool per node,
+// shared by every engine process on it over a Unix-domain socket, where
+// the connection owns the locks it takes.
+//
+// Usage:
+//
+//	kvallocd [flags]
+//
+// It creates the pool, a memfd (MFD_CLOEXEC, MFD_HUGETLB with -hugepages)
+// sealed against shrinking and growing and mapped MAP_SHARED, populates
+// it in the background segment by segment (pinning each with -mlock) and
+// serves as soon as the first segment is ready; it runs one l1 manager
+// over an allocator on it, and listens on -socket. A client (package
+// client, or any client of wire/PROTOCOL.md) says hello, receives the
+// memfd once and maps it: KV bytes never cross the socket.
+//
+// Peers are checked with SO_PEERCRED: a process whose uid is in
+// -allow-uid or whose gid is in -allow-gid is served (by default the
+// daemon's own uid only); anyone else is refused with a message naming its
+// credentials, and the refusal is logged. When a connection ends, for any
+// reason (a close, the client's SIGKILL, a malformed frame, a stalled
+// frame), the daemon aborts its writes and releases its read locks at
+// once. A stale socket from a dead daemon is replaced; a second daemon on
+// a live socket refuses to start (the lock file -socket.lock).
+//
+// With -metrics it serves /metrics (Prometheus) on that loopback address:
+// the allocator's, the pool's, the manager's, and per-connection gauges.
+// SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
+// every connection, closes the pool and removes the socket, and exits 0.
+//
+// Flags:
+//
+//	-socket path          the Unix socket (default $XDG_RUNTIME_DIR/kvallocd.sock, else /tmp/kvallocd-<uid>.sock)
+//	-socket-mode mode     the socket file's mode, octal (default 0600)
+//	-allow-uid list       uids served, comma-separated (default: the daemon's own)
+//	-allow-gid list       gids served, comma-separated
+//	-pool-size size       the pool: bytes, or with KiB, MiB, GiB, TiB (default 1GiB)
+//	-align bytes          block alignment, a power of two (default 4096)
+//	-hugepages            back the pool with hugetlbfs pages (MFD_HUGETLB)
+//	-populate             fault the pool in, in the background, before serving each segment (default true)
+//	-mlock                pin each segment once populated (RLIMIT_MEMLOCK)
+//	-segment-size size    the unit of population (default 64MiB)
+//	-placement p          scattered, contiguous-first or contiguous (default scattered)
+//	-eviction e           lru, prefix or s3fifo (default prefix)
+//	-evict-on-demand      evict when a reservation does not fit (default true)
+//	-prefix s             onepass, binarysearch or none (default onepass)
+//	-write-ttl d          write-lock lifetime, the backstop for a stuck writer (default 10m0s)
+//	-read-ttl d           read-lock lifetime (default 5m0s)
+//	-frame-timeout d      time from a frame's first byte to its last (default 10s)
+//	-write-timeout d      time to write one answer (default 10s)
+//	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
+//	-log-level level      debug, info, warn or error (default info)
+//
+// Exit status: 0 after a clean shutdown, 1 when the daemon cannot start
+// or stops on an error, 2 for bad flags.
+package main

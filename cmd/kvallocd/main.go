@@ -1,0 +1,157 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+// run parses args, starts the daemon, and serves until ctx ends.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, level, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = log
+	s, err := server.New(cfg)
+	if err != nil {
+		log.Error("kvallocd cannot start", "err", err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down on a signal")
+		err = s.Close()
+		<-done
+	case err = <-done:
+		s.Close()
+	}
+	if err != nil {
+		log.Error("kvallocd stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// parse reads the flags into a server configuration.
+func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
+	cfg := server.Defaults()
+	fs := flag.NewFlagSet("kvallocd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: kvallocd [flags]  (go doc github.com/kvalloc/kvalloc/cmd/kvallocd)")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.SocketPath, "socket", wire.DefaultSocketPath(), "the Unix socket")
+	mode := fs.String("socket-mode", "0600", "the socket file's mode, octal")
+	uids := fs.String("allow-uid", "", "uids served, comma-separated (default: the daemon's own)")
+	gids := fs.String("allow-gid", "", "gids served, comma-separated")
+	pool := fs.String("pool-size", "1GiB", "the pool's size: bytes, or with KiB, MiB, GiB, TiB")
+	fs.Int64Var(&cfg.Align, "align", allocator.DefaultAlign, "block alignment in bytes, a power of two")
+	fs.BoolVar(&cfg.Pool.HugePages, "hugepages", false, "back the pool with hugetlbfs pages (MFD_HUGETLB)")
+	fs.BoolVar(&cfg.Pool.Populate, "populate", true, "fault the pool in, in the background, before serving each segment")
+	fs.BoolVar(&cfg.Pool.Lock, "mlock", false, "pin each segment once populated (bounded by RLIMIT_MEMLOCK)")
+	seg := fs.String("segment-size", "64MiB", "the unit of population")
+	placement := fs.String("placement", cfg.L1.Placement.String(), "scattered, contiguous-first or contiguous")
+	fs.TextVar(&cfg.L1.Eviction, "eviction", cfg.L1.Eviction, "lru, prefix or s3fifo")
+	fs.BoolVar(&cfg.L1.EvictOnDemand, "evict-on-demand", true, "evict when a reservation does not fit")
+	fs.TextVar(&cfg.L1.Prefix, "prefix", cfg.L1.Prefix, "onepass, binarysearch or none")
+	fs.DurationVar(&cfg.L1.WriteTTL, "write-ttl", l1.DefaultWriteTTL, "write-lock lifetime: the backstop for a stuck writer")
+	fs.DurationVar(&cfg.L1.ReadTTL, "read-ttl", l1.DefaultReadTTL, "read-lock lifetime")
+	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", server.DefaultFrameTimeout, "time from a frame's first byte to its last")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time to write one answer")
+	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve /metrics on this loopback address, e.g. 127.0.0.1:9464")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return cfg, level, err
+	}
+	bad := func(format string, a ...any) (server.Config, slog.Level, error) {
+		err := fmt.Errorf(format, a...)
+		fmt.Fprintln(stderr, "kvallocd:", err)
+		return cfg, level, err
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected arguments %q", fs.Args())
+	}
+	m, err := strconv.ParseUint(*mode, 8, 32)
+	if err != nil || m > 0o777 {
+		return bad("-socket-mode %q: want an octal mode such as 0600", *mode)
+	}
+	cfg.SocketMode = os.FileMode(m)
+	if cfg.AllowUIDs, err = ids(*uids); err != nil {
+		return bad("-allow-uid: %v", err)
+	}
+	if cfg.AllowGIDs, err = ids(*gids); err != nil {
+		return bad("-allow-gid: %v", err)
+	}
+	if cfg.PoolSize, err = size(*pool); err != nil {
+		return bad("-pool-size: %v", err)
+	}
+	if cfg.Pool.SegmentSize, err = size(*seg); err != nil {
+		return bad("-segment-size: %v", err)
+	}
+	if cfg.L1.Placement, err = allocator.ParsePlacement(*placement); err != nil {
+		return bad("-placement: %v", err)
+	}
+	return cfg, level, nil
+}
+
+// ids parses a comma-separated list of ids.
+func ids(s string) ([]uint32, error) {
+	var out []uint32
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an id", f)
+		}
+		out = append(out, uint32(v))
+	}
+	return out, nil
+}
+
+// size parses "1073741824", "64MiB", "1GiB", "2TiB".
+func size(s string) (int64, error) {
+	mult := int64(1)
+	for i, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if strings.HasSuffix(s, u) {
+			s, mult = strings.TrimSuffix(s, u), int64(1)<<(10*(i+1))
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || v <= 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a positive size (bytes, or with KiB, MiB, GiB, TiB)", s)
+	}
+	return v * mult, nil
+}

@@ -1,0 +1,217 @@
+//go:build linux
+
+package daemoncheck
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// OpKind names a call on a connection, a clock advance, or a disconnect.
+type OpKind uint8
+
+// The operations.
+const (
+	OpReserveWrite OpKind = iota
+	OpFinishWrite
+	OpAbortWrite
+	OpFinishWriteAndReserveRead
+	OpReserveRead
+	OpReserveReadPrefix
+	OpFinishRead
+	OpDelete
+	OpTouch
+	OpAdvance
+	OpDisconnect
+	NumOpKinds
+)
+
+var opNames = [...]string{"ReserveWrite", "FinishWrite", "AbortWrite", "FinishWriteAndReserveRead", "ReserveRead",
+	"ReserveReadPrefix", "FinishRead", "Delete", "Touch", "Advance", "Disconnect"}
+
+func (k OpKind) String() string {
+	if int(k) < len(opNames) {
+		return opNames[k]
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// LeaseFrom says whose leases a finishing call presents.
+type LeaseFrom uint8
+
+const (
+	// LeaseOwn: the connection's own last lease of each key (0 where it
+	// has none), what an honest, possibly late, holder presents.
+	LeaseOwn LeaseFrom = iota
+	// LeaseOther: the next connection's: another client's lease.
+	LeaseOther
+	// LeaseZero: 0, never a lease.
+	LeaseZero
+)
+
+// Op is one step.
+type Op struct {
+	Kind      OpKind
+	Conn      int // 0 to Conns-1
+	Keys      []int
+	Size      int64
+	Mode      l1.Mode
+	Temporary []bool
+	Positions []uint32
+	Locks     int
+	Force     bool
+	From      LeaseFrom
+	Advance   time.Duration
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpAdvance:
+		return fmt.Sprintf("Advance(%v)", o.Advance)
+	case OpDisconnect:
+		return fmt.Sprintf("Disconnect(conn %d)", o.Conn)
+	case OpReserveWrite:
+		return fmt.Sprintf("conn %d: ReserveWrite(%v, size %d, %v, temp %v, pos %v)", o.Conn, o.Keys, o.Size, o.Mode, o.Temporary, o.Positions)
+	}
+	return fmt.Sprintf("conn %d: %v(%v, locks %d, force %v, leases %d)", o.Conn, o.Kind, o.Keys, o.Locks, o.Force, o.From)
+}
+
+// leases returns the leases op presents, for the client and the model.
+func (s *System) leases(op Op, write bool) ([]client.Lease, []reference.Lease) {
+	from := op.Conn
+	if op.From == LeaseOther {
+		from = (op.Conn + 1) % Conns
+	}
+	book := s.Book[from].Read
+	if write {
+		book = s.Book[from].Write
+	}
+	epoch := s.Clients[op.Conn].Epoch()
+	cl := make([]client.Lease, len(op.Keys))
+	ml := make([]reference.Lease, len(op.Keys))
+	for i, k := range op.Keys {
+		if op.From != LeaseZero {
+			cl[i] = client.Lease{Epoch: epoch, ID: book[k]}
+			ml[i] = reference.Lease(book[k])
+		} else {
+			cl[i].Epoch = epoch
+		}
+	}
+	return cl, ml
+}
+
+// record keeps the leases a call handed out.
+func (s *System) record(op Op, res []client.Result, write bool) {
+	book := s.Book[op.Conn].Read
+	if write {
+		book = s.Book[op.Conn].Write
+	}
+	for i, r := range res {
+		if r.Status == 0 {
+			book[op.Keys[i]] = r.Lease.ID
+		}
+	}
+}
+
+// Run applies ops in turn and returns the first difference.
+func (s *System) Run(ops []Op) error {
+	for i, op := range ops {
+		if err := s.Apply(op); err != nil {
+			return fmt.Errorf("op %d of %d, %v: %w", i+1, len(ops), op, err)
+		}
+	}
+	return nil
+}
+
+// Apply runs op on the daemon and on the model, compares the answers, then
+// every object's state.
+func (s *System) Apply(op Op) error {
+	if err := s.apply(op); err != nil {
+		return err
+	}
+	return s.Compare()
+}
+
+func (s *System) apply(op Op) error {
+	c := s.Clients[op.Conn]
+	md := s.Model
+	mm := md.M
+	keys := keysOf(op.Keys)
+	switch op.Kind {
+	case OpAdvance:
+		s.Advance(op.Advance)
+		return nil
+	case OpDisconnect:
+		return s.Disconnect(op.Conn)
+	case OpReserveWrite:
+		got, err := c.ReserveWriteChain(keys, op.Positions, op.Temporary, op.Size, op.Mode)
+		want, wantErr := md.ReserveWriteChain(op.Conn, op.Keys, op.Positions, op.Temporary, op.Size, reference.Mode(op.Mode))
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		s.record(op, got, true)
+		return sameResults(got, want)
+	case OpFinishWrite, OpAbortWrite:
+		cl, ml := s.leases(op, true)
+		call, model := c.FinishWrite, md.FinishWrite
+		if op.Kind == OpAbortWrite {
+			call, model = c.AbortWrite, md.AbortWrite
+		}
+		got, err := call(keys, cl)
+		want, wantErr := model(op.Conn, op.Keys, ml)
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		return sameStatuses(got, want)
+	case OpFinishWriteAndReserveRead:
+		cl, ml := s.leases(op, true)
+		got, err := c.FinishWriteAndReserveRead(keys, cl, op.Locks)
+		want, wantErr := md.FinishWriteAndReserveRead(op.Conn, op.Keys, ml, op.Locks)
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		s.record(op, got, false)
+		return sameResults(got, want)
+	case OpReserveRead:
+		got, err := c.ReserveRead(keys, op.Locks)
+		want, wantErr := md.ReserveRead(op.Conn, op.Keys, op.Locks)
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		s.record(op, got, false)
+		return sameResults(got, want)
+	case OpReserveReadPrefix:
+		got, n, err := c.ReserveReadPrefix(keys, op.Locks)
+		want, wantN, wantErr := md.ReserveReadPrefix(op.Conn, op.Keys, op.Locks)
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		if n != wantN {
+			return fmt.Errorf("prefix of %d, model %d", n, wantN)
+		}
+		s.record(op, got, false)
+		return sameResults(got, want)
+	case OpFinishRead:
+		cl, ml := s.leases(op, false)
+		got, err := c.FinishRead(keys, cl, op.Locks)
+		want, wantErr := md.FinishRead(op.Conn, op.Keys, ml, op.Locks)
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		return sameStatuses(got, want)
+	case OpDelete:
+		got, err := c.Delete(keys, op.Force)
+		want, wantErr := mm.Delete(op.Keys, op.Force)
+		if e := sameErr(err, wantErr); e != nil || err != nil {
+			return e
+		}
+		return sameStatuses(got, want)
+	case OpTouch:
+		return sameErr(c.Touch(keys), mm.Touch(op.Keys))
+	}
+	return fmt.Errorf("unknown op %v", op.Kind)
+}

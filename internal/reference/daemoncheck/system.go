@@ -1,0 +1,316 @@
+//go:build linux
+
+// Package daemoncheck runs kvallocd (package server), in process, behind
+// several client connections (package client), side by side with the
+// manager model of package reference extended with connection ownership
+// (reference.Owners), and compares them after every operation: per-key
+// results, every object's state in LRU order, and the daemon's own Check
+// (every lock a live connection's, the allocator's invariants, no byte
+// lost). The fuzz target FuzzDaemonOwnership (package fuzz) drives it with
+// random calls on random connections, random disconnects and clock
+// advances.
+//
+// A Variant replaces how a connection ends, which is how the broken
+// daemon of package mutant (a disconnect that forgets the read locks) is
+// put in, to prove the comparison catches it.
+package daemoncheck
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/internal/reference"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// Conns is the number of client connections of a System.
+const Conns = 3
+
+// Keys is the size of the key universe: keys are 0 to Keys-1.
+const Keys = 16
+
+// Unit is the pool's alignment and the unit of object sizes: one page, the
+// memfd's.
+const Unit = 4096
+
+// Setup describes a System: a pool of Units units and the manager's
+// configuration.
+type Setup struct {
+	Units             int
+	Placement         allocator.Placement
+	Prefix            l1.PrefixStrategy
+	EvictOnDemand     bool
+	Eviction          l1.EvictionPolicy
+	WriteTTL, ReadTTL time.Duration
+}
+
+// Variant replaces parts of a System; the zero Variant is the real thing.
+type Variant struct {
+	// Disconnect ends connection i of s and opens a new one in its place;
+	// nil means Close and Dial (System.Reconnect).
+	Disconnect func(s *System, i int) error
+}
+
+// System is one daemon, its connections and the model.
+type System struct {
+	Setup   Setup
+	Server  *server.Server
+	Clients [Conns]*client.Client
+	Model   *reference.Owners[int]
+	v       Variant
+
+	// Book holds each connection's last write and read lease of each key,
+	// as its caller keeps them: presented as they are, they go stale.
+	Book [Conns]struct{ Write, Read map[int]l1.Lease }
+
+	mu    sync.Mutex
+	now   time.Duration
+	dead  []*client.Client // connections a Variant left open
+	path  string
+	ended uint64 // connections the daemon has closed, as far as the System knows
+}
+
+var (
+	dirOnce sync.Once
+	dir     string
+	dirErr  error
+	serial  atomic.Uint64
+)
+
+// socketPath returns a fresh socket path in a directory of this process.
+func socketPath() (string, error) {
+	dirOnce.Do(func() { dir, dirErr = os.MkdirTemp("", "kvalloc-daemoncheck-") })
+	if dirErr != nil {
+		return "", dirErr
+	}
+	return filepath.Join(dir, fmt.Sprintf("d%d.sock", serial.Add(1))), nil
+}
+
+// Epoch is the manual clock's start.
+var Epoch = time.Unix(1_700_000_000, 0)
+
+// New starts a daemon with setup's pool and configuration, on a manual
+// clock, and opens the connections.
+func New(setup Setup, v Variant) (*System, error) {
+	if setup.WriteTTL == 0 {
+		setup.WriteTTL = l1.DefaultWriteTTL
+	}
+	if setup.ReadTTL == 0 {
+		setup.ReadTTL = l1.DefaultReadTTL
+	}
+	path, err := socketPath()
+	if err != nil {
+		return nil, err
+	}
+	s := &System{Setup: setup, v: v, path: path}
+	srv, err := server.New(server.Config{SocketPath: path, PoolSize: int64(setup.Units) * Unit, Align: Unit,
+		FrameTimeout: time.Minute, WriteTimeout: time.Minute,
+		L1: l1.Config{Placement: setup.Placement, Prefix: setup.Prefix, EvictOnDemand: setup.EvictOnDemand,
+			Eviction: setup.Eviction, WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL, Now: s.clock}})
+	if err != nil {
+		return nil, err
+	}
+	s.Server = srv
+	go srv.Serve()
+	mem := reference.NewAlloc(int64(setup.Units)*Unit, Unit)
+	mem.NoGen = true
+	s.Model = reference.NewOwners(reference.NewManager[int](mem, reference.ManagerConfig{
+		Placement: setup.Placement, AllOrNothing: setup.Prefix == l1.PrefixNone, EvictOnDemand: setup.EvictOnDemand,
+		ReuseVictims: true, Eviction: reference.Policy(setup.Eviction), WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL,
+		Quarantine: true, // the daemon always quarantines lapsed writes
+	}))
+	for i := range Conns {
+		if err := s.dial(i); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *System) clock() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Epoch.Add(s.now)
+}
+
+// Advance moves the daemon's clock and the model's, either way.
+func (s *System) Advance(d time.Duration) {
+	s.mu.Lock()
+	s.now = reference.AddClock(s.now, d)
+	s.mu.Unlock()
+	s.Model.M.Advance(d)
+}
+
+func (s *System) dial(i int) error {
+	c, err := client.Dial(s.path, client.Options{Timeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	s.Clients[i] = c
+	s.Book[i].Write, s.Book[i].Read = map[int]l1.Lease{}, map[int]l1.Lease{}
+	return nil
+}
+
+// Close ends everything.
+func (s *System) Close() {
+	for _, c := range s.Clients {
+		if c != nil {
+			c.Close()
+		}
+	}
+	for _, c := range s.dead {
+		c.Close()
+	}
+	if s.Server != nil {
+		s.Server.Close()
+	}
+	os.Remove(s.path + ".lock")
+}
+
+// Reconnect is the genuine disconnect: connection i closes, the System
+// waits until the daemon has released it, and a new connection takes its
+// place. The model releases the same.
+func (s *System) Reconnect(i int) error {
+	s.Clients[i].Close()
+	s.ended++
+	if err := s.waitEnded(); err != nil {
+		return err
+	}
+	s.Model.Disconnect(i)
+	return s.dial(i)
+}
+
+// Abandon leaves connection i open and unused for the rest of the run, as
+// if forgotten, and opens a new one in its place; the model releases it as
+// a disconnect would. For broken variants.
+func (s *System) Abandon(i int) error {
+	s.dead = append(s.dead, s.Clients[i])
+	s.Model.Disconnect(i)
+	return s.dial(i)
+}
+
+// waitEnded waits until the daemon has closed as many connections as the
+// System closed.
+func (s *System) waitEnded() error {
+	for start := time.Now(); s.Server.Stats().ConnsClosed < s.ended; time.Sleep(50 * time.Microsecond) {
+		if time.Since(start) > 10*time.Second {
+			return fmt.Errorf("the daemon closed %d connections in 10 s, want %d", s.Server.Stats().ConnsClosed, s.ended)
+		}
+	}
+	return nil
+}
+
+// Disconnect ends connection i as the Variant says.
+func (s *System) Disconnect(i int) error {
+	if s.v.Disconnect != nil {
+		return s.v.Disconnect(s, i)
+	}
+	return s.Reconnect(i)
+}
+
+// Key is the daemon's key for model key k.
+func Key(k int) l1.ObjectKey { return l1.ObjectKey{ChunkHash: string([]byte{byte(k)}), Model: "m"} }
+
+// keyOf is the model key of a daemon key.
+func keyOf(k l1.ObjectKey) (int, error) {
+	if len(k.ChunkHash) != 1 || k.Model != "m" || k.CacheSalt != "" || k.KVRank != 0 || k.GroupID != 0 {
+		return 0, fmt.Errorf("key %v is none of the System's", k)
+	}
+	return int(k.ChunkHash[0]), nil
+}
+
+func keysOf(ks []int) []l1.ObjectKey {
+	out := make([]l1.ObjectKey, len(ks))
+	for i, k := range ks {
+		out[i] = Key(k)
+	}
+	return out
+}
+
+// sameErr compares the daemon's error with the model's.
+func sameErr(got, want error) error {
+	switch {
+	case want == nil && got != nil:
+		return fmt.Errorf("unexpected error %v", got)
+	case want != nil && got == nil:
+		return fmt.Errorf("no error; the model refused the call: %v", want)
+	case errors.Is(want, reference.ErrInvalidArgument) && !errors.Is(got, l1.ErrInvalidArgument):
+		return fmt.Errorf("error %v, want one wrapping l1.ErrInvalidArgument", got)
+	}
+	return nil
+}
+
+func sameStatuses(got []wire.Status, want []reference.Status) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d statuses for %d keys", len(got), len(want))
+	}
+	for i := range got {
+		if uint8(got[i]) != uint8(want[i]) {
+			return fmt.Errorf("key #%d: %v, model %v (all %v, model %v)", i, got[i], wire.Status(want[i]), got, want)
+		}
+	}
+	return nil
+}
+
+func sameResults(got []client.Result, want []reference.Result) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d results for %d keys", len(got), len(want))
+	}
+	for i, g := range got {
+		w := want[i]
+		if uint8(g.Status) != uint8(w.Status) || uint64(g.Lease.ID) != uint64(w.Lease) ||
+			g.Block.Offset != w.Block.Offset || g.Block.Size != w.Block.Size {
+			return fmt.Errorf("key #%d: %v block [%d, +%d) lease %d; model %v [%d, +%d) lease %d", i, g.Status, g.Block.Offset, g.Block.Size, g.Lease.ID,
+				wire.Status(w.Status), w.Block.Offset, w.Block.Size, w.Lease)
+		}
+	}
+	return nil
+}
+
+// Compare compares every object's state, in LRU order, and runs the
+// daemon's Check. Both sides reclaim expired objects first.
+func (s *System) Compare() error {
+	if err := s.Server.Check(); err != nil {
+		return fmt.Errorf("daemon check: %w", err)
+	}
+	got := s.Server.Manager().Snapshot()
+	s.Model.M.Sweep()
+	want := s.Model.M.Snapshot()
+	if len(got) != len(want) {
+		return fmt.Errorf("%d objects, model %d: %v vs %v", len(got), len(want), describe(got), want)
+	}
+	for i, g := range got {
+		k, err := keyOf(g.Key)
+		if err != nil {
+			return err
+		}
+		w := want[i]
+		gs := fmt.Sprintf("key %d block [%d,+%d) size %d write %v reads %d temp %v finished %v evictable %v wlease %d rlease %d",
+			k, g.Block.Offset, g.Block.Size, g.Size, g.WriteLocked, g.ReadLocks, g.Temporary, g.Finished, g.Evictable, g.WriteLease, g.ReadLease)
+		ws := fmt.Sprintf("key %d block [%d,+%d) size %d write %v reads %d temp %v finished %v evictable %v wlease %d rlease %d",
+			w.Key, w.Block.Offset, w.Block.Size, w.Size, w.WriteLocked, w.ReadLocks, w.Temporary, w.Finished, w.Evictable, w.WriteLease, w.ReadLease)
+		if gs != ws {
+			return fmt.Errorf("object #%d in LRU order: %s; model %s", i, gs, ws)
+		}
+	}
+	return nil
+}
+
+func describe(es []l1.Entry[l1.ObjectKey]) string {
+	out := "["
+	for _, e := range es {
+		k, _ := keyOf(e.Key)
+		out += fmt.Sprintf(" %d(w%v r%d)", k, e.WriteLocked, e.ReadLocks)
+	}
+	return out + " ]"
+}

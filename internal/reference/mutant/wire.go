@@ -1,0 +1,48 @@
+package mutant
+
+import (
+	"errors"
+
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// Broken frame decoders, each wrapping the real one.
+
+// DropLastKey loses the last key of every keyed request it decodes, as a
+// decoder that trusted a count one too small would: its keys no longer
+// match the leases, flags and positions that follow them.
+type DropLastKey struct{ wire.Decoder }
+
+// DecodeRequest decodes, then drops the last key.
+func (d *DropLastKey) DecodeRequest(frame []byte, q *wire.Request) error {
+	if err := d.Decoder.DecodeRequest(frame, q); err != nil {
+		return err
+	}
+	if len(q.Keys) > 0 {
+		q.Keys = q.Keys[:len(q.Keys)-1]
+	}
+	return nil
+}
+
+// InternalRefusals refuses malformed frames with CodeInternal, a code that
+// says the daemon failed, instead of the code that says what is wrong with
+// the frame.
+type InternalRefusals struct{ wire.Decoder }
+
+// DecodeRequest decodes, turning every refusal into an internal error.
+func (d *InternalRefusals) DecodeRequest(frame []byte, q *wire.Request) error {
+	return internal(d.Decoder.DecodeRequest(frame, q))
+}
+
+// DecodeAnswer likewise.
+func (d *InternalRefusals) DecodeAnswer(frame []byte, a *wire.Answer) error {
+	return internal(d.Decoder.DecodeAnswer(frame, a))
+}
+
+func internal(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return &wire.Error{Code: wire.CodeInternal, Msg: we.Msg}
+	}
+	return err
+}

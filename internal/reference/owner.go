@@ -1,0 +1,292 @@
+package reference
+
+import "slices"
+
+// This file models kvallocd's connections over the manager model: each
+// connection's ledger of what it owns, the refusals that follow from it,
+// and the release when it ends, as plainly as the daemon's rules read
+// (wire/PROTOCOL.md, "What a connection owns"):
+//
+//   - a granted write reservation is the connection's (key, write lease);
+//     finish_write, abort_write and finish_write_and_reserve_read pass a key
+//     to the manager only with a lease the connection holds for that key,
+//     and answer NotOwner otherwise; the record goes once the manager has
+//     answered for it, whatever it answered;
+//   - a granted read lock adds its count to the connection's (key, read
+//     lease); finish_read checks each key in request order against what the
+//     connection still holds: none is NotOwner, too few OverRelease; the
+//     others are taken off and passed to the manager in one call; a lease
+//     the manager no longer honours drops what is left under it;
+//   - a disconnect aborts every write reservation the connection holds and
+//     releases every read lock, in one call per lock count.
+
+// The daemon's own statuses, with the daemon's values (package wire).
+const (
+	NotOwner    Status = 32
+	OverRelease Status = 33
+)
+
+// Owners is the manager model behind a daemon, with one ledger per open
+// connection, by connection number.
+type Owners[K comparable] struct {
+	M     *Manager[K]
+	conns map[int]*ledger[K]
+}
+
+type ledger[K comparable] struct {
+	writes map[Lease]K
+	reads  map[Lease]readHold[K]
+}
+
+type readHold[K comparable] struct {
+	key   K
+	locks int
+}
+
+// NewOwners returns the model of a daemon over m, with no connection.
+func NewOwners[K comparable](m *Manager[K]) *Owners[K] {
+	return &Owners[K]{M: m, conns: map[int]*ledger[K]{}}
+}
+
+// conn returns connection c's ledger, opening it on first use.
+func (o *Owners[K]) conn(c int) *ledger[K] {
+	l := o.conns[c]
+	if l == nil {
+		l = &ledger[K]{writes: map[Lease]K{}, reads: map[Lease]readHold[K]{}}
+		o.conns[c] = l
+	}
+	return l
+}
+
+// Holds returns the write reservations and read locks connection c holds.
+func (o *Owners[K]) Holds(c int) (writes, reads int) {
+	l := o.conn(c)
+	for _, h := range l.reads {
+		reads += h.locks
+	}
+	return len(l.writes), reads
+}
+
+// ReserveWriteChain reserves for connection c (positions nil: ReserveWrite).
+func (o *Owners[K]) ReserveWriteChain(c int, keys []K, positions []uint32, temporary []bool, size int64, mode Mode) ([]Result, error) {
+	var res []Result
+	var err error
+	if positions == nil {
+		res, err = o.M.ReserveWrite(keys, temporary, size, mode)
+	} else {
+		res, err = o.M.ReserveWriteChain(keys, positions, temporary, size, mode)
+	}
+	if err == nil {
+		l := o.conn(c)
+		for i, r := range res {
+			if r.Status == OK {
+				l.writes[r.Lease] = keys[i]
+			}
+		}
+	}
+	return res, err
+}
+
+// owned splits a finishing write call: the indices of the keys connection
+// c holds under the leases presented.
+func (o *Owners[K]) owned(c int, keys []K, leases []Lease) []int {
+	l := o.conn(c)
+	var idx []int
+	for i, k := range keys {
+		if w, ok := l.writes[leases[i]]; ok && w == k {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+func pick[T any](xs []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = xs[i]
+	}
+	return out
+}
+
+// finishWrites runs call (FinishWrite or AbortWrite) for connection c.
+func (o *Owners[K]) finishWrites(c int, keys []K, leases []Lease, call func([]K, []Lease) ([]Status, error)) ([]Status, error) {
+	if len(leases) != len(keys) {
+		return nil, ErrInvalidArgument
+	}
+	idx := o.owned(c, keys, leases)
+	sts, err := call(pick(keys, idx), pick(leases, idx))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, len(keys))
+	for i := range out {
+		out[i] = NotOwner
+	}
+	l := o.conn(c)
+	for j, i := range idx {
+		delete(l.writes, leases[i])
+		out[i] = sts[j]
+	}
+	return out, nil
+}
+
+// FinishWrite finishes connection c's writes.
+func (o *Owners[K]) FinishWrite(c int, keys []K, leases []Lease) ([]Status, error) {
+	return o.finishWrites(c, keys, leases, o.M.FinishWrite)
+}
+
+// AbortWrite aborts connection c's writes.
+func (o *Owners[K]) AbortWrite(c int, keys []K, leases []Lease) ([]Status, error) {
+	return o.finishWrites(c, keys, leases, o.M.AbortWrite)
+}
+
+// FinishWriteAndReserveRead finishes connection c's writes and read-locks
+// them for it.
+func (o *Owners[K]) FinishWriteAndReserveRead(c int, keys []K, leases []Lease, locks int) ([]Result, error) {
+	if len(leases) != len(keys) || badLocks(locks) {
+		return nil, ErrInvalidArgument
+	}
+	idx := o.owned(c, keys, leases)
+	res, err := o.M.FinishWriteAndReserveRead(pick(keys, idx), pick(leases, idx), locks)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(keys))
+	for i := range out {
+		out[i].Status = NotOwner
+	}
+	l := o.conn(c)
+	for j, i := range idx {
+		delete(l.writes, leases[i])
+		if res[j].Status == OK {
+			o.addRead(l, keys[i], res[j].Lease, locks)
+		}
+		out[i] = res[j]
+	}
+	return out, nil
+}
+
+func (o *Owners[K]) addRead(l *ledger[K], k K, lease Lease, locks int) {
+	h := l.reads[lease]
+	h.key = k
+	h.locks += locks
+	l.reads[lease] = h
+}
+
+// ReserveRead read-locks for connection c.
+func (o *Owners[K]) ReserveRead(c int, keys []K, locks int) ([]Result, error) {
+	res, err := o.M.ReserveRead(keys, locks)
+	o.recordReads(c, keys, res, err, locks)
+	return res, err
+}
+
+// ReserveReadPrefix read-locks a prefix for connection c.
+func (o *Owners[K]) ReserveReadPrefix(c int, keys []K, locks int) ([]Result, int, error) {
+	res, n, err := o.M.ReserveReadPrefix(keys, locks)
+	o.recordReads(c, keys, res, err, locks)
+	return res, n, err
+}
+
+func (o *Owners[K]) recordReads(c int, keys []K, res []Result, err error, locks int) {
+	if err != nil {
+		return
+	}
+	l := o.conn(c)
+	for i, r := range res {
+		if r.Status == OK {
+			o.addRead(l, keys[i], r.Lease, locks)
+		}
+	}
+}
+
+// FinishRead releases connection c's read locks.
+func (o *Owners[K]) FinishRead(c int, keys []K, leases []Lease, locks int) ([]Status, error) {
+	if len(leases) != len(keys) || badLocks(locks) {
+		return nil, ErrInvalidArgument
+	}
+	l := o.conn(c)
+	out := make([]Status, len(keys))
+	var idx []int
+	for i, k := range keys {
+		h, ok := l.reads[leases[i]]
+		switch {
+		case !ok || h.key != k:
+			out[i] = NotOwner
+		case h.locks < locks:
+			out[i] = OverRelease
+		default:
+			h.locks -= locks
+			if h.locks == 0 {
+				delete(l.reads, leases[i])
+			} else {
+				l.reads[leases[i]] = h
+			}
+			idx = append(idx, i)
+		}
+	}
+	sts, err := o.M.FinishRead(pick(keys, idx), pick(leases, idx), locks)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range idx {
+		if sts[j] != OK {
+			delete(l.reads, leases[i])
+		}
+		out[i] = sts[j]
+	}
+	return out, nil
+}
+
+// Disconnect ends connection c: its write reservations are aborted and its
+// read locks released. It returns how many the manager honoured.
+func (o *Owners[K]) Disconnect(c int) (writes, reads int) {
+	l := o.conn(c)
+	delete(o.conns, c)
+	// Writes in lease order (the order they were granted), then reads in
+	// one call per lock count, counts ascending, each in lease order: the
+	// daemon's order, so that recency after a release is determined.
+	wl := make([]Lease, 0, len(l.writes))
+	for lease := range l.writes {
+		wl = append(wl, lease)
+	}
+	slices.Sort(wl)
+	if len(wl) > 0 {
+		keys := make([]K, len(wl))
+		for i, lease := range wl {
+			keys[i] = l.writes[lease]
+		}
+		sts, _ := o.M.AbortWrite(keys, wl)
+		for _, s := range sts {
+			if s == OK {
+				writes++
+			}
+		}
+	}
+	byCount := map[int][]Lease{}
+	for lease, h := range l.reads {
+		for left := h.locks; left > 0; left -= min(left, MaxReadLocks) {
+			n := min(left, MaxReadLocks)
+			byCount[n] = append(byCount[n], lease)
+		}
+	}
+	counts := make([]int, 0, len(byCount))
+	for n := range byCount {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	for _, n := range counts {
+		ls := byCount[n]
+		slices.Sort(ls)
+		ks := make([]K, len(ls))
+		for i, lease := range ls {
+			ks[i] = l.reads[lease].key
+		}
+		sts, _ := o.M.FinishRead(ks, ls, n)
+		for _, s := range sts {
+			if s == OK {
+				reads += n
+			}
+		}
+	}
+	return writes, reads
+}

@@ -1,0 +1,36 @@
+"""kvalloc: a client for kvallocd, the node's shared KV-cache pool.
+
+Standard library only (CPython 3.9+). The daemon passes its pool, a
+memfd, once at connect; the client maps it (``MAP_SHARED``) and every
+block is a ``memoryview`` over the mapping: KV bytes never cross the
+socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
+
+    from kvalloc import Client, KeyBatch, ObjectKey
+
+    with Client() as c:  # the default socket path
+        keys = KeyBatch(ObjectKey(h, "llama") for h in hashes)
+        res = c.reserve_write(keys, 8 << 20)
+        ok = res.ok_indices()
+        for i in ok:
+            c.view(res, i)[:4] = b"data"
+        c.finish_write(keys.subset(ok), res.select(ok))
+"""
+
+from .client import Client
+from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
+from .errors import (ConnectionLostError, DaemonClosedError, DaemonError,
+                     DeadlineExceededError, FrameError, InvalidArgumentError,
+                     KvallocError, NotAllowedError, WrongEpochError)
+from .keys import KeyBatch, ObjectKey
+from .limits import MAX_KEYS, VERSION, default_socket_path
+from .results import Hello, Result, Results, Stats, StatusList
+from .tensors import as_numpy, as_tensor
+
+__all__ = [
+    "Client", "ObjectKey", "KeyBatch", "Result", "Results", "StatusList",
+    "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
+    "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
+    "WrongEpochError", "NotAllowedError", "ConnectionLostError",
+    "DeadlineExceededError", "DaemonClosedError", "FrameError",
+    "default_socket_path", "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
+]

@@ -1,0 +1,46 @@
+"""The protocol's constants and limits (``wire/PROTOCOL.md``, "Limits")."""
+
+import os
+
+__all__ = [
+    "VERSION", "MAGIC", "HEADER_SIZE", "MAX_FRAME", "MAX_KEYS",
+    "MAX_STRING_LEN", "MAX_STRINGS", "MAX_MESSAGE_LEN", "MAX_STATS",
+    "MAX_READ_LOCKS", "MAX_INT64", "default_socket_path",
+]
+
+#: The protocol version this package speaks.
+VERSION = 1
+#: The four bytes that open a hello request.
+MAGIC = b"KVAL"
+#: The size of every frame's header.
+HEADER_SIZE = 24
+#: The largest frame, header included.
+MAX_FRAME = 16 << 20
+#: The most keys one request may name.
+MAX_KEYS = 1 << 16
+#: The longest chunk hash, model or cache salt, in bytes.
+MAX_STRING_LEN = 4096
+#: The most entries in a request's table of models and salts.
+MAX_STRINGS = 4096
+#: The longest error message in an answer, in bytes.
+MAX_MESSAGE_LEN = 4096
+#: The most values in a stats answer a decoder accepts.
+MAX_STATS = 1024
+#: Read locks one call may take or release per key (``l1.MaxReadLocks``).
+MAX_READ_LOCKS = 128
+#: The largest object size the wire can carry.
+MAX_INT64 = (1 << 63) - 1
+
+
+def default_socket_path() -> str:
+    """Where kvallocd listens when told nothing (``wire.DefaultSocketPath``).
+
+    ``$XDG_RUNTIME_DIR/kvallocd.sock`` when that variable is set, else
+    ``kvallocd-<uid>.sock`` in ``$TMPDIR``, or ``/tmp``, as Go's
+    ``os.TempDir`` says.
+    """
+    d = os.environ.get("XDG_RUNTIME_DIR")
+    if d:
+        return os.path.join(d, "kvallocd.sock")
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(tmp, f"kvallocd-{os.getuid()}.sock")

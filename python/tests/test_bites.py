@@ -1,0 +1,106 @@
+"""The checks of this suite fail against a deliberately broken client.
+
+Each test breaks one thing (unittest.mock.patch) and runs the check that
+guards it, expecting the check to see it.
+"""
+
+import threading
+import unittest
+from unittest import mock
+
+from kvalloc import Client, DeadlineExceededError, InvalidArgumentError
+from kvalloc import connection, results
+from kvalloc.limits import MAX_INT64
+
+from daemon import MIB
+from helpers import DaemonTest, keys, python_to_go
+import test_bad_input
+import test_failures
+
+
+class TestBites(DaemonTest):
+
+    def test_a_view_off_by_a_block(self):
+        real = Client.view
+
+        def view(self, res, i):
+            v = real(self, res, i)
+            return self.block(res.offsets[i] + self.hello.align, len(v))
+        with self.daemon.client() as c, mock.patch.object(Client, "view",
+                                                          view), \
+                mock.patch.object(Client, "views", lambda self, r: [
+                    view(self, r, i) for i in range(len(r))]):
+            self.assertNotEqual(
+                python_to_go(self.daemon, c, keys(4, "bite"), 8 * MIB), [])
+
+    def test_offsets_read_from_the_wrong_column(self):
+        real = results._column
+
+        def column(words, field, typecode):
+            return real(words, 2 if field == 1 else field, typecode)
+        with self.daemon.client() as c, \
+                mock.patch.object(results, "_column", column):
+            self.assertNotEqual(
+                python_to_go(self.daemon, c, keys(4, "bite"), 8 * MIB), [])
+
+    def test_no_deadline(self):
+        def wait(poller, deadline):
+            poller.poll()  # no timeout
+        c = self.daemon.client(timeout=0.5)
+        self.addCleanup(c.close)
+        done = threading.Event()
+        outcome = []
+
+        def ping():
+            try:
+                c.ping()
+                outcome.append("answered")
+            except DeadlineExceededError:
+                outcome.append("deadline")
+            done.set()
+        with mock.patch.object(connection.Connection, "_wait",
+                               staticmethod(wait)):
+            self.daemon.pause()
+            t = threading.Thread(target=ping, daemon=True)
+            t.start()
+            # The check of test_failures.test_stalled: an error within
+            # 1.5 s. Without deadlines the call is still blocked.
+            self.assertFalse(done.wait(1.5))
+            self.daemon.resume()
+            t.join(10)
+        self.assertEqual(outcome, ["answered"])
+
+
+class TestKilledClientBites(test_failures.TestKilledClient):
+    """The after-kill check against a child that was never killed."""
+
+    def test_mid_write(self):
+        n = 8
+        self.start_child("write", n)
+        with self.assertRaises(AssertionError):
+            self.assert_nothing_locked(n)
+
+    test_holding_read_locks = test_mid_frame = None
+
+
+class TestBadInputBites(test_bad_input.TestBadInput):
+    """test_sizes' check against a client that does not check sizes."""
+
+    def test_sizes(self):
+        with mock.patch("kvalloc.client._size", lambda size: size):
+            for size in (MAX_INT64 + 1, 1.5, "4096"):
+                with self.subTest(size=size):
+                    with self.assertRaises(Exception) as cm:
+                        self.refused(self.c.reserve_write, keys(2), size)
+                    self.assertNotIsInstance(cm.exception,
+                                             InvalidArgumentError)
+
+    # TestBadInput's other tests run there, not here.
+    test_modes_locks_timeouts = test_per_key_arrays = test_keys = None
+    test_frame_over_the_limit = test_a_block_of_no_key = None
+    test_refused_by_the_daemon = None
+    test_a_malformed_frame_closes_only_its_connection = None
+
+
+if __name__ == "__main__":
+    unittest.main()

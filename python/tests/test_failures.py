@@ -1,0 +1,186 @@
+"""A killed client, a killed or stalled daemon, and the way back."""
+
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+from kvalloc import (Client, ConnectionLostError, DaemonClosedError,
+                     DeadlineExceededError, MessageType, NotAllowedError,
+                     Status, WrongEpochError)
+from kvalloc.protocol import simple_request
+
+from daemon import MIB, Daemon, key_json
+from helpers import DaemonTest, keys, stamps
+
+CHILD = os.path.join(os.path.dirname(__file__), "child.py")
+SIZE = 8 * MIB
+
+
+class TestKilledClient(DaemonTest):
+    """A Python client SIGKILLed while it holds locks leaves none."""
+
+    def start_child(self, mode: str, n: int) -> subprocess.Popen:
+        """Run child.py in ``mode`` and wait until it is ready."""
+        p = subprocess.Popen([sys.executable, CHILD, self.daemon.socket,
+                              mode, str(n)], stdout=subprocess.PIPE)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        line = p.stdout.readline()
+        p.stdout.close()
+        self.assertEqual(line, b"ready\n", "the child did not get ready")
+        return p
+
+    def kill_child(self, mode: str, n: int) -> float:
+        """Run child.py in ``mode``, SIGKILL it once ready; seconds until
+        the daemon counts its connection closed."""
+        before = self.daemon.go_stats()["conns_closed"]
+        p = self.start_child(mode, n)
+        p.kill()
+        killed = time.monotonic()
+        p.wait(10)
+        while self.daemon.go_stats()["conns_closed"] == before:
+            self.assertLess(time.monotonic() - killed, 1.0,
+                            "the daemon did not see the death within 1 s")
+            time.sleep(0.005)
+        return time.monotonic() - killed
+
+    def test_mid_write(self):
+        n = 32
+        self.kill_child("write", n)
+        self.assert_nothing_locked(n)
+
+    def assert_nothing_locked(self, n: int) -> None:
+        """The dead writer's n keys: released, and free for a Go writer."""
+        s = self.daemon.go_stats()
+        self.assertEqual(s["write_locked"], 0)
+        self.assertEqual(s["released_writes"], n)
+        self.assertEqual(s["released_bytes"], n * SIZE)
+        self.assertEqual((s["objects"], s["used_bytes"]), (0, 0))
+        # A Go client reserves and finishes every one of the dead
+        # client's keys: none is locked.
+        kb = keys(n, "victim")
+        out = self.daemon.go("-size", str(SIZE), "write",
+                             stdin=key_json(kb, stamps(kb, "go")))
+        self.assertEqual(out["reserved"], ["OK"] * n)
+        self.assertEqual(out["finished"], ["OK"] * n)
+
+    def test_holding_read_locks(self):
+        n = 16
+        kb = keys(n, "victim")
+        self.daemon.go("-size", str(SIZE), "write",
+                       stdin=key_json(kb, stamps(kb, "go")))
+        self.kill_child("read", n)
+        s = self.daemon.go_stats()
+        self.assertEqual(s["released_read_locks"], 3 * n)
+        with self.daemon.client() as c:
+            self.assertTrue(c.delete(kb).all_ok(), "a key is still locked")
+            self.assertEqual(c.stats().objects, 0)
+
+    def test_mid_frame(self):
+        self.kill_child("half-frame", 64)
+        s = self.daemon.go_stats()
+        self.assertEqual((s["write_locked"], s["objects"], s["used_bytes"]),
+                         (0, 0, 0))
+        self.assertEqual(s["write_reservations"], 0)
+
+
+class TestLostDaemon(unittest.TestCase):
+    """A dead or stalled daemon is an error within the deadline."""
+
+    def setUp(self):
+        self.daemon = Daemon().start()
+        self.addCleanup(self.daemon.stop)
+
+    def assertWithin(self, seconds, exc, f, *args, **kw):
+        t = time.monotonic()
+        with self.assertRaises(exc) as cm:
+            f(*args, **kw)
+        took = time.monotonic() - t
+        self.assertLess(took, seconds, f"{exc.__name__} after {took:.2f}s")
+        return cm.exception
+
+    def test_killed_then_a_new_daemon(self):
+        c = self.daemon.client(timeout=2)
+        self.addCleanup(c.close)
+        kb = keys(4, "lost")
+        res = c.reserve_write(kb, SIZE)
+        old_epoch = c.epoch
+        self.daemon.kill()
+        self.assertWithin(2.5, ConnectionLostError, c.finish_write, kb, res)
+        self.assertTrue(c.closed)
+        self.assertWithin(0.5, ConnectionLostError, c.ping)
+        # The next daemon on the same socket path.
+        self.daemon = Daemon(socket=self.daemon.socket).start()
+        c.reconnect()
+        self.assertNotEqual(c.epoch, old_epoch)
+        with self.assertRaises(WrongEpochError):
+            c.finish_write(kb, res)
+        with self.assertRaises(WrongEpochError):
+            c.view(res, 0)
+        again = c.reserve_write(kb, SIZE)
+        self.assertTrue(again.all_ok())
+        self.assertTrue(c.finish_write(kb, again).all_ok())
+
+    def test_stalled(self):
+        c = self.daemon.client(timeout=0.5)
+        self.addCleanup(c.close)
+        self.daemon.pause()
+        self.addCleanup(self.daemon.resume)
+        self.assertWithin(1.5, DeadlineExceededError, c.ping)
+        self.assertTrue(c.closed)
+        self.assertWithin(1.5, DeadlineExceededError, Client,
+                          self.daemon.socket, timeout=0.5)
+        self.daemon.resume()
+        c.reconnect()
+        c.ping()
+
+    def test_shutdown(self):
+        c = self.daemon.client(timeout=2)
+        self.addCleanup(c.close)
+        self.daemon.stop()
+        e = self.assertWithin(2.5, ConnectionLostError, c.ping)
+        self.assertTrue(c.closed, e)
+        if isinstance(e, DaemonClosedError):
+            self.assertEqual(e.code.name, "CLOSED")
+
+    def test_no_daemon(self):
+        self.daemon.kill()
+        os.unlink(self.daemon.socket)
+        self.assertWithin(0.5, ConnectionLostError, Client,
+                          self.daemon.socket, timeout=5)
+
+    def test_wrong_epoch(self):
+        with self.daemon.client() as c:
+            def ping(id_, epoch):
+                return simple_request(MessageType.PING, id_, epoch ^ 1)
+            with self.assertRaises(WrongEpochError):
+                c._call(MessageType.PING, ping, None)
+            c.ping()  # the connection stays
+
+    def test_not_allowed(self):
+        d = Daemon(args=["-allow-uid", str(os.getuid() + 4242)])
+        d.start(ping=False)
+        self.addCleanup(d.stop)
+        e = self.assertWithin(5, NotAllowedError, d.client)
+        self.assertIn(f"uid {os.getuid()}", str(e))
+        self.assertIsInstance(e, PermissionError)
+
+
+class TestStatusesAcrossConnections(DaemonTest):
+    """Another connection's leases are refused: NOT_OWNER."""
+
+    def test_not_owner(self):
+        kb = keys(2, "own")
+        with self.daemon.client() as a, self.daemon.client() as b:
+            res = a.reserve_write(kb, 4096)
+            self.assertEqual(list(b.finish_write(kb, res.leases)),
+                             [Status.NOT_OWNER] * 2)
+            self.assertEqual(list(b.abort_write(kb, res.leases)),
+                             [Status.NOT_OWNER] * 2)
+            self.assertTrue(a.finish_write(kb, res).all_ok())
+
+
+if __name__ == "__main__":
+    unittest.main()

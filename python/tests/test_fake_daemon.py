@@ -1,0 +1,234 @@
+"""The client against a daemon that breaks the protocol: a Python fake.
+
+Each case serves one connection from a thread: it answers the hello as
+kvallocd does (or not), then misbehaves in one way. The client must raise
+the right error within its deadline and close, never hang or crash.
+"""
+
+import os
+import socket
+import struct
+import tempfile
+import threading
+import time
+import unittest
+
+from kvalloc import (Client, ConnectionLostError, DeadlineExceededError,
+                     FrameError, KeyBatch, KvallocError, MessageType,
+                     ObjectKey)
+from kvalloc.enums import Code
+from kvalloc.protocol import Answer, decode_request, encode_answer
+from kvalloc.results import Hello, Result, Results
+
+EPOCH = 0x1234
+POOL = 1 << 20
+KB = KeyBatch([ObjectKey(b"k1", "m"), ObjectKey(b"k2", "m")])
+# Set when a case ends: a fake that stalls waits on it, not on a clock.
+_END = threading.Event()
+
+
+def _stall(s=None) -> None:
+    _END.wait(10)
+
+
+def _recv_frame(s: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 24:
+        got = s.recv(24 - len(head))
+        if not got:
+            raise EOFError
+        head += got
+    size = struct.unpack_from("<I", head)[0]
+    body = b""
+    while len(body) < size - 24:
+        body += s.recv(size - 24 - len(body))
+    return head + body
+
+
+def _hello_answer(id_: int = 1, **kw) -> bytes:
+    h = dict(version=1, max_keys=1 << 16, max_frame=16 << 20,
+             pool_size=POOL, align=4096)
+    h.update(kw)
+    return encode_answer(Answer(MessageType.HELLO, id_, Code.OK, EPOCH,
+                                hello=Hello(**h)))
+
+
+class Fake:
+    """One connection served by ``script(sock)`` on a thread."""
+
+    def __init__(self, script, fd: bool = True, hello: bytes = None):
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "fake.sock")
+        self.ls = socket.socket(socket.AF_UNIX)
+        self.ls.bind(self.path)
+        self.ls.listen(1)
+        self.script, self.fd, self.hello = script, fd, hello
+        self.error = None
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        _END.clear()
+        try:
+            s, _ = self.ls.accept()
+            with s:
+                decode_request(_recv_frame(s))
+                ans = self.hello if self.hello is not None else \
+                    _hello_answer()
+                if self.fd:
+                    mfd = os.memfd_create("fake-pool")
+                    os.ftruncate(mfd, POOL)
+                    socket.send_fds(s, [ans[:1]], [mfd])
+                    os.close(mfd)
+                    s.sendall(ans[1:])
+                else:
+                    s.sendall(ans)
+                if self.script:
+                    self.script(s)
+        except Exception as e:  # the test reports it
+            self.error = e
+
+    def close(self):
+        _END.set()
+        self.ls.close()
+        self.t.join(5)
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
+def _answer_next(s, make):
+    q = decode_request(_recv_frame(s))
+    s.sendall(make(q))
+
+
+class TestFakeDaemon(unittest.TestCase):
+
+    def run_case(self, script, exc, fd=True, hello=None, call="ping",
+                 within=2.0):
+        f = Fake(script, fd, hello)
+        self.addCleanup(f.close)
+        t = time.monotonic()
+        with self.assertRaises(exc) as cm:
+            c = Client(f.path, timeout=0.5)
+            self.addCleanup(c.close)
+            if call == "ping":
+                c.ping()
+            else:
+                c.reserve_write(KB, 4096)
+        self.assertLess(time.monotonic() - t, within)
+        return cm.exception
+
+    def test_a_good_fake_works(self):
+        def script(s):
+            _answer_next(s, lambda q: encode_answer(Answer(
+                MessageType.RESERVE_WRITE, q.id, Code.OK, EPOCH,
+                results=Results.from_list([Result(0, 0, 4096, 1, 7),
+                                           Result(0, 4096, 4096, 2, 8)]))))
+        f = Fake(script)
+        self.addCleanup(f.close)
+        with Client(f.path, timeout=2) as c:
+            res = c.reserve_write(KB, 4096)
+            c.view(res, 1)[:3] = b"abc"
+            self.assertEqual(list(res.leases), [7, 8])
+            self.assertEqual(bytes(c.pool[4096:4099]), b"abc")
+        self.assertIsNone(f.error)
+
+    def test_hello_without_the_pool(self):
+        e = self.run_case(None, FrameError, fd=False)
+        self.assertIn("file descriptor", str(e))
+
+    def test_hello_of_another_version(self):
+        self.run_case(None, FrameError, hello=_hello_answer(version=2))
+
+    def test_hello_with_no_pool(self):
+        self.run_case(None, FrameError, hello=_hello_answer(pool_size=0))
+
+    def test_a_pool_smaller_than_the_hello_says(self):
+        e = self.run_case(None, KvallocError,
+                          hello=_hello_answer(pool_size=2 * POOL))
+        self.assertIn("mapping the pool", str(e))
+
+    def test_a_hello_never_answered(self):
+        self.run_case(_stall, DeadlineExceededError, hello=b"", fd=False)
+
+    def test_closed_before_the_hello_answer(self):
+        self.run_case(None, ConnectionLostError, hello=b"", fd=False)
+
+    def test_closed_mid_answer(self):
+        def script(s):
+            q = decode_request(_recv_frame(s))
+            a = encode_answer(Answer(MessageType.PING, q.id, Code.OK, EPOCH))
+            s.sendall(a[:10])
+        self.run_case(script, ConnectionLostError)
+
+    def test_stalled_mid_answer(self):
+        def script(s):
+            q = decode_request(_recv_frame(s))
+            a = encode_answer(Answer(MessageType.PING, q.id, Code.OK, EPOCH))
+            s.sendall(a[:10])
+            _stall()
+        self.run_case(script, DeadlineExceededError)
+
+    def test_a_trickle_past_the_deadline(self):
+        # A byte every 0.1 s: each recv succeeds, the deadline still holds.
+        def script(s):
+            q = decode_request(_recv_frame(s))
+            a = encode_answer(Answer(MessageType.PING, q.id, Code.OK, EPOCH))
+            for b in a:
+                s.sendall(bytes([b]))
+                if _END.wait(0.1):
+                    return
+        self.run_case(script, DeadlineExceededError, within=1.0)
+
+    def test_an_oversized_header(self):
+        def script(s):
+            decode_request(_recv_frame(s))
+            s.sendall(struct.pack("<IHHIIQ", 1 << 30, 0x8002, 0, 2, 0,
+                                  EPOCH))
+            _stall()
+        e = self.run_case(script, FrameError)
+        self.assertEqual(e.code, Code.TOO_LARGE)
+
+    def test_a_garbled_body(self):
+        def script(s):
+            q = decode_request(_recv_frame(s))
+            a = bytearray(encode_answer(Answer(
+                MessageType.RESERVE_WRITE, q.id, Code.OK, EPOCH,
+                results=Results.from_list([Result(0, 0, 4096, 1, 7)] * 2))))
+            a[33] = 1  # a reserved byte of the first result
+            s.sendall(a)
+        self.run_case(script, FrameError, call="reserve")
+
+    def test_the_wrong_count(self):
+        def script(s):
+            _answer_next(s, lambda q: encode_answer(Answer(
+                MessageType.RESERVE_WRITE, q.id, Code.OK, EPOCH,
+                results=Results.from_list([Result(0, 0, 4096, 1, 7)]))))
+        e = self.run_case(script, FrameError, call="reserve")
+        self.assertIn("1 results for 2 keys", str(e))
+
+    def test_the_wrong_id_or_type(self):
+        for make in (
+            lambda q: encode_answer(Answer(MessageType.PING, q.id + 1,
+                                           Code.OK, EPOCH)),
+            lambda q: encode_answer(Answer(MessageType.STATS, q.id, Code.OK,
+                                           EPOCH)),
+        ):
+            with self.subTest():
+                self.run_case(lambda s: _answer_next(s, make), FrameError)
+
+    def test_a_block_outside_the_pool(self):
+        def script(s):
+            _answer_next(s, lambda q: encode_answer(Answer(
+                MessageType.RESERVE_WRITE, q.id, Code.OK, EPOCH,
+                results=Results.from_list([Result(0, POOL, 4096, 1, 7)] * 2))))
+        f = Fake(script)
+        self.addCleanup(f.close)
+        with Client(f.path, timeout=2) as c:
+            res = c.reserve_write(KB, 4096)
+            with self.assertRaises(ValueError):
+                c.view(res, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

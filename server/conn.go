@@ -1,0 +1,339 @@
+//go:build linux
+
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// conn is one client connection, served by one goroutine from accept to
+// release: it reads a frame, carries it out, writes the answer, and when
+// the connection ends for any reason it aborts the connection's writes and
+// releases its read locks before it closes the socket.
+type conn struct {
+	s       *Server
+	c       *net.UnixConn
+	id      uint64
+	peer    Peer
+	peerErr error
+	own     *ledger
+	opened  time.Time
+	hello   bool
+	stop    atomic.Bool
+
+	dec wire.Decoder
+	enc wire.Encoder
+	in  []byte
+	out []byte
+	req wire.Request
+	ans wire.Answer
+	// dispatch's scratch (dispatch.go)
+	l1res []l1.Result
+	passK []l1.ObjectKey
+	passL []l1.Lease
+	passI []int
+}
+
+// newConn makes the connection's state; peer and peerErr are its
+// credentials, read before the connection is registered, so that the
+// metrics read them without a race.
+func newConn(s *Server, c *net.UnixConn, id uint64, peer Peer, peerErr error) *conn {
+	return &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, 64<<10)}
+}
+
+// shutdown makes the connection's goroutine end: its next or current read
+// returns EOF. An answer being written is finished.
+func (c *conn) shutdown() {
+	c.stop.Store(true)
+	_ = c.c.CloseRead()
+}
+
+// serve is the connection's goroutine.
+func (c *conn) serve() {
+	why := c.run()
+	c.end(why, time.Now())
+}
+
+// run serves frames until the connection ends and returns why it ended.
+func (c *conn) run() string {
+	if c.peerErr != nil {
+		return "peer credentials: " + c.peerErr.Error()
+	}
+	p := c.peer
+	if !c.s.cfg.allowed(p) {
+		msg := c.s.cfg.refusal(p)
+		c.s.refused.Add(1)
+		c.s.log.Warn("refused peer", "conn", c.id, "pid", p.PID, "uid", p.UID, "gid", p.GID, "why", msg)
+		c.writeAnswer(&wire.Answer{Type: wire.TypeHello.Answer(), Code: wire.CodeNotAllowed, Message: msg, Epoch: c.s.epoch})
+		return "refused: " + msg
+	}
+	c.s.log.Debug("connected", "conn", c.id, "pid", p.PID, "uid", p.UID, "gid", p.GID)
+	for {
+		frame, why := c.readFrame()
+		if why != "" {
+			return why
+		}
+		closes, why := c.handle(frame)
+		if closes {
+			return why
+		}
+	}
+}
+
+// readFrame reads one frame. It waits for the first byte without a
+// deadline (a connection may be idle for ever), then gives the rest of the
+// frame FrameTimeout. On a failure it answers what can be answered and
+// returns why the connection ends.
+func (c *conn) readFrame() ([]byte, string) {
+	buf := c.in[:wire.HeaderSize]
+	_ = c.c.SetReadDeadline(time.Time{})
+	n, err := c.c.Read(buf)
+	if err != nil || c.stop.Load() {
+		return nil, endReason(err, c.stop.Load())
+	}
+	_ = c.c.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	frame := buf
+	var h wire.Header // known once the whole header is in
+	if _, err = io.ReadFull(c.c, buf[n:]); err == nil {
+		h, _ = wire.ParseHeader(buf)
+		frame, err = wire.ReadBody(c.c, buf)
+	}
+	if cap(frame) > cap(c.in) {
+		c.in = frame[:0]
+	}
+	var we *wire.Error
+	switch {
+	case err == nil:
+		return frame, ""
+	case errors.As(err, &we):
+		c.refuse(h, we)
+		return nil, "bad frame: " + we.Error()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		msg := fmt.Sprintf("a frame was begun and not finished within %v", c.s.cfg.FrameTimeout)
+		c.refuse(h, &wire.Error{Code: wire.CodeTimeout, Msg: msg})
+		return nil, "timeout: " + msg
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, "truncated frame: the peer closed mid-frame"
+	}
+	return nil, endReason(err, c.stop.Load())
+}
+
+// endReason names the end of a connection at a frame boundary.
+func endReason(err error, stopping bool) string {
+	switch {
+	case stopping:
+		return "daemon shutting down"
+	case errors.Is(err, io.EOF):
+		return "closed by the peer"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset by the peer"
+	}
+	return "read: " + err.Error()
+}
+
+// refuse answers a frame that cannot be served, with the request's answer
+// type when the header named a request, else the error answer.
+func (c *conn) refuse(h wire.Header, e *wire.Error) {
+	t := wire.TypeError
+	if h.Type&wire.AnswerBit == 0 && h.Type.Known() {
+		t = h.Type.Answer()
+	}
+	c.s.log.Warn("refused frame", "conn", c.id, "pid", c.peer.PID, "code", e.Code.String(), "msg", e.Msg)
+	c.writeAnswer(&wire.Answer{Type: t, ID: h.ID, Code: e.Code, Message: e.Msg, Epoch: c.s.epoch})
+}
+
+// writeAnswer encodes and writes an answer within WriteTimeout; a failure
+// is left to the next read to find.
+func (c *conn) writeAnswer(a *wire.Answer) bool {
+	out, err := c.enc.AppendAnswer(c.out[:0], a)
+	if err != nil {
+		out, _ = c.enc.AppendAnswer(c.out[:0], &wire.Answer{Type: a.Type, ID: a.ID, Epoch: a.Epoch, Code: wire.CodeInternal, Message: err.Error()})
+	}
+	c.out = out
+	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	if _, err := c.c.Write(out); err != nil {
+		c.s.log.Debug("write", "conn", c.id, "err", err)
+		return false
+	}
+	return true
+}
+
+// writeHello writes the hello answer with the memfd attached to its first
+// byte (SCM_RIGHTS).
+func (c *conn) writeHello(a *wire.Answer) bool {
+	out, _ := c.enc.AppendAnswer(c.out[:0], a)
+	c.out = out
+	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	n, _, err := c.c.WriteMsgUnix(out, unix.UnixRights(c.s.pool.FD()), nil)
+	if err == nil && n < len(out) {
+		_, err = c.c.Write(out[n:])
+	}
+	return err == nil
+}
+
+// handle decodes and carries out one frame. It reports whether the
+// connection must close, and why.
+func (c *conn) handle(frame []byte) (bool, string) {
+	q := &c.req
+	if err := c.dec.DecodeRequest(frame, q); err != nil {
+		we := wire.AsError(err)
+		h, _ := wire.ParseHeader(frame)
+		c.refuse(h, we)
+		return true, "bad frame: " + we.Error()
+	}
+	a := &c.ans
+	*a = wire.Answer{Type: q.Type.Answer(), ID: q.ID, Epoch: c.s.epoch, Results: a.Results[:0], Statuses: a.Statuses[:0]}
+	switch {
+	case q.Type == wire.TypeHello && !c.hello:
+		c.hello = true
+		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame,
+			PoolSize: int64(len(c.s.pool.Bytes())), Align: c.s.alloc.Align()}
+		if !c.writeHello(a) {
+			return true, "hello answer not delivered"
+		}
+		return false, ""
+	case q.Type == wire.TypeHello || !c.hello:
+		msg := "the first request of a connection must be its one hello"
+		c.refuse(wire.Header{Type: q.Type, ID: q.ID}, &wire.Error{Code: wire.CodeNoHello, Msg: msg})
+		return true, "no hello: " + msg
+	case q.Epoch != c.s.epoch:
+		a.Code = wire.CodeWrongEpoch
+		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
+	default:
+		c.s.gate.RLock()
+		var err error
+		if c.stop.Load() {
+			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
+		} else {
+			err = c.dispatch(q, a)
+		}
+		c.s.gate.RUnlock()
+		if err != nil {
+			a.Results, a.Statuses, a.Prefix = a.Results[:0], a.Statuses[:0], 0
+			a.Code, a.Message = codeOf(err), err.Error()
+			if we, ok := err.(*wire.Error); ok {
+				a.Message = we.Msg
+			}
+		}
+	}
+	if !c.writeAnswer(a) {
+		return true, "answer not delivered"
+	}
+	if a.Code.Closes() {
+		return true, a.Code.String() + ": " + a.Message
+	}
+	return false, ""
+}
+
+// codeOf maps an l1 error to the answer's code.
+func codeOf(err error) wire.Code {
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we):
+		return we.Code
+	case errors.Is(err, l1.ErrInvalidArgument):
+		return wire.CodeInvalidArgument
+	case errors.Is(err, l1.ErrClosed):
+		return wire.CodeClosed
+	}
+	return wire.CodeInternal
+}
+
+// end releases what the connection holds, then closes it and records the
+// close. The release runs under the gate held exclusively, so that the
+// bytes it frees are measured exactly and Check never sees half of it.
+func (c *conn) end(why string, ended time.Time) {
+	s := c.s
+	s.gate.Lock()
+	before := s.mgr.Stats().Held
+	writes, reads := c.release()
+	freed := before - s.mgr.Stats().Held
+	s.gate.Unlock()
+	released := time.Now()
+	c.c.Close()
+	s.releasedWrites.Add(uint64(writes))
+	s.releasedReads.Add(uint64(reads))
+	s.relBytes.Add(uint64(max(freed, 0)))
+	r := CloseRecord{ID: c.id, Peer: c.peer, Ended: ended, Released: released, Writes: writes, ReadLocks: reads, Bytes: max(freed, 0), Why: why}
+	lvl := s.log.Debug
+	if writes > 0 || reads > 0 {
+		lvl = s.log.Info
+	}
+	lvl("connection ended", "conn", c.id, "pid", c.peer.PID, "uid", c.peer.UID, "why", why,
+		"aborted_writes", writes, "released_read_locks", reads, "freed_bytes", r.Bytes, "release", released.Sub(ended))
+	s.ended(c, r)
+}
+
+// release aborts the connection's write reservations and releases its read
+// locks, and returns how many l1 honoured (a lock that lapsed meanwhile is
+// someone else's now, or nobody's, and l1 leaves it alone).
+func (c *conn) release() (writes, reads int64) {
+	m := c.s.mgr
+	l := c.own
+	// Writes in lease order (the order they were granted), then reads in
+	// one FinishRead per lock count (at most MaxReadLocks each: larger
+	// holds are split), counts ascending, each in lease order, so that the
+	// recency a release leaves is determined (the model does the same).
+	if ws := l.writes.all(); len(ws) > 0 {
+		keys, leases := c.passK[:0], c.passL[:0]
+		for _, h := range ws {
+			keys, leases = append(keys, h.key), append(leases, h.lease)
+		}
+		sts, err := m.AbortWrite(keys, leases)
+		if err != nil {
+			c.s.log.Error("aborting a closed connection's writes", "conn", c.id, "err", err)
+		}
+		for _, st := range sts {
+			if st == l1.OK {
+				writes++
+			}
+		}
+		c.passK, c.passL = keys[:0], leases[:0]
+	}
+	if rs := l.reads.all(); len(rs) > 0 && !c.s.forgetReads {
+		byCount := map[int][]leaseHold{}
+		for _, h := range rs {
+			for left := h.n; left > 0; {
+				n := int(min(left, l1.MaxReadLocks))
+				byCount[n] = append(byCount[n], h)
+				left -= int64(n)
+			}
+		}
+		counts := make([]int, 0, len(byCount))
+		for n := range byCount {
+			counts = append(counts, n)
+		}
+		slices.Sort(counts)
+		for _, n := range counts {
+			keys, leases := c.passK[:0], c.passL[:0]
+			for _, h := range byCount[n] { // in lease order, as all returns them
+				keys, leases = append(keys, h.key), append(leases, h.lease)
+			}
+			sts, err := m.FinishRead(keys, leases, n)
+			if err != nil {
+				c.s.log.Error("releasing a closed connection's read locks", "conn", c.id, "err", err)
+			}
+			for _, st := range sts {
+				if st == l1.OK {
+					reads += int64(n)
+				}
+			}
+			c.passK, c.passL = keys[:0], leases[:0]
+		}
+	}
+	l.clear()
+	return writes, reads
+}

@@ -1,0 +1,48 @@
+// Package server is kvallocd, the node daemon, as a library: one KV-cache
+// pool per node, shared by every engine process on it over a Unix-domain
+// socket, where the connection owns the locks it takes. cmd/kvallocd is
+// its command line; tests run it in process.
+//
+// # Flow
+//
+// A frame enters a connection's goroutine, which decodes it (package
+// wire), asks the daemon's one l1.Manager[l1.ObjectKey], which asks the
+// allocator, which carves the pool; the answer goes back the same way.
+// KV bytes never cross the socket: the pool is a memfd, sealed against
+// shrinking and growing and mapped MAP_SHARED, which the hello answer
+// passes to each client once (SCM_RIGHTS); answers name memory by offset.
+//
+// # Contract
+//
+//   - Peers are checked with SO_PEERCRED against an allowlist of uids and
+//     gids (by default the daemon's own uid); anyone else gets a
+//     NOT_ALLOWED answer naming its credentials, the refusal is logged, and
+//     the connection is closed.
+//   - The connection owns what it takes. Every write reservation and read
+//     lock a request is granted is recorded against its connection (its
+//     ledger). A lease presented on another connection is refused
+//     (NOT_OWNER), so one client cannot finish, abort or publish another's
+//     write, and a finish_read that would release more read locks than its
+//     connection holds is refused (OVER_RELEASE); in both cases nothing
+//     changes. When the connection ends, whatever the reason (a close, the
+//     client's death by SIGKILL, a malformed frame, a stalled frame, the
+//     daemon's shutdown), the daemon aborts its writes and releases its
+//     read locks at once, before it closes the socket, and counts the
+//     connection closed and what the release freed. No heartbeat: an idle
+//     connection is never reaped, and a dead one is found by the kernel.
+//   - Lock TTLs stay, as the backstop for a client alive but stuck.
+//   - Every request carries the pool's epoch, new at each start; a request
+//     with another (leases from an earlier daemon) is refused with
+//     WRONG_EPOCH and does nothing.
+//   - Bad input (malformed, oversized, truncated or unknown frames, a wrong
+//     version, half a frame then a stall) gets an answer with the code
+//     that says why, then the connection is closed and released; other
+//     connections are not affected.
+//   - Check verifies, at any moment, that l1's locks and the ledgers agree:
+//     every write-locked object has exactly one live connection holding
+//     its write lease, every read lock is counted by a live connection,
+//     the allocator's invariants hold and its used bytes are the objects'
+//     blocks plus the quarantined ones.
+//
+// wire/PROTOCOL.md is the protocol, byte by byte.
+package server

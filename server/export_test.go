@@ -1,0 +1,26 @@
+//go:build linux
+
+package server
+
+// HoldGate holds the gate exclusively, as Check does, until the returned
+// function is called: every request of every connection waits. For tests
+// of a daemon that stops answering.
+func HoldGate(s *Server) (release func()) {
+	s.gate.Lock()
+	return s.gate.Unlock
+}
+
+// ForgetReadsOnClose makes s forget, when a connection ends, the read
+// locks it held (it still aborts its writes): the bug the kill harness's
+// bite test must catch.
+func ForgetReadsOnClose(s *Server) { s.forgetReads = true }
+
+// MarkStopping marks every open connection as its shutdown does, without
+// ending their reads: their next request is answered CLOSED.
+func MarkStopping(s *Server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.stop.Store(true)
+	}
+}

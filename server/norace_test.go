@@ -1,0 +1,5 @@
+//go:build linux && !race
+
+package server_test
+
+const raceEnabled = false
