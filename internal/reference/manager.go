@@ -12,21 +12,21 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 )
 
-// This file models the L1 manager (package l1) as plainly as possible: a
-// map of objects, each with a write-lock and a read-lock count and expiry,
-// a use counter for LRU order, and an Alloc bitmap with the allocator's
-// placement policy for memory. Every method is a direct transcription of
-// the issue's rules; nothing is indexed or queued, so it is slow and easy to
-// check by reading. It does not import package l1, so that a half-edited l1
-// never breaks the allocator's tests; its Status and Mode mirror l1's
-// names and order, and tests compare them by value.
+// This file models the L1 manager (package l1) as plainly as possible: a map
+// of objects, each with a write-lock and a read-lock count and expiry, a use
+// counter for LRU order, and an Alloc bitmap with the allocator's placement
+// policy for memory. Every method is a direct transcription of the rules
+// package l1's doc states; nothing is indexed or queued, so it is slow and
+// easy to check by reading. It does not import package l1, so that a
+// half-edited l1 never breaks the allocator's tests; its Status and Mode
+// mirror l1's names and order, and tests compare them by value.
 //
-// Issue 9's rules are here too, as plainly: every write reservation and
-// every read epoch gets a lease from one counter, and a finishing call with
-// another lease answers StaleLease and changes nothing; now+ttl saturates;
-// the manager's time is the sum of the clock's forward steps, read at each
-// call (observe); finished temporary objects are evictable; a re-lock keeps
-// the object's temporary flag; after Close every call that names keys
+// The rules for late actors are here too, as plainly: every write reservation
+// and every read epoch gets a lease from one counter, and a finishing call
+// with another lease answers StaleLease and changes nothing; now+ttl
+// saturates; the manager's time is the sum of the clock's forward steps, read
+// at each call (observe); finished temporary objects are evictable; a re-lock
+// keeps the object's temporary flag; after Close every call that names keys
 // returns ErrClosed.
 //
 // Under ManagerConfig.Quarantine a lapsed write's key goes and its block

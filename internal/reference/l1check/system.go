@@ -352,7 +352,7 @@ func (o Op) String() string {
 func mode(m l1.Mode) reference.Mode { return reference.Mode(m) }
 
 // sameStatus compares a status of the manager with one of the model. Both
-// enumerate the statuses in the order.
+// enumerate the same statuses in the same order (l1.Status's).
 func sameStatus(got l1.Status, want reference.Status) bool { return uint8(got) == uint8(want) }
 
 // checkErr compares an error of the manager with the model's.
