@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
@@ -233,7 +234,7 @@ func (e *env) leases(ks []int, lease func(l1.ObjectState) l1.Lease) []l1.Lease {
 
 func (e *env) noErr(err error, call string) {
 	if err != nil {
-		e.t.Errorf("%s: unexpected error %v", call, err)
+		assert.Fail(e.t, fmt.Sprintf("%s: unexpected error %v", call, err))
 	}
 }
 

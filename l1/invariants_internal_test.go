@@ -3,7 +3,6 @@
 package l1
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -243,7 +242,7 @@ func TestInvariantsCatchMutantsAtTheirCall(t *testing.T) {
 				}
 			}
 			defer func() { mutation = nil }()
-			v := catchViolation(func() { _ = mu.call(e) })
+			v := invariants.Catch(func() { _ = mu.call(e) })
 			require.NotNil(t, v, "the corrupting call returned")
 			assert.False(t, armed)
 			assert.Equal(t, "l1."+mu.op, v.Op)
@@ -305,26 +304,11 @@ func TestInvariantsNameTheCall(t *testing.T) {
 				}
 			}
 			defer func() { mutation = nil }()
-			v := catchViolation(func() { c.call(e) })
+			v := invariants.Catch(func() { c.call(e) })
 			require.NotNil(t, v, "the corrupted call returned")
 			assert.Equal(t, "l1."+c.op, v.Op)
 			e.m.held-- // undo the corruption
 			assert.NotPanics(t, func() { e.m.Len() }, "the manager is unlocked and sound again")
 		})
 	}
-}
-
-// catchViolation runs f and returns the *invariants.Violation it panics
-// with, or nil when it returns.
-func catchViolation(f func()) (v *invariants.Violation) {
-	defer func() {
-		if p := recover(); p != nil {
-			err, _ := p.(error)
-			if !errors.As(err, &v) {
-				panic(p)
-			}
-		}
-	}()
-	f()
-	return nil
 }

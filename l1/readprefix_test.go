@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -338,10 +339,10 @@ func TestAppendReadPrefixAllocatesNothing(t *testing.T) {
 		var n int
 		leases, n, _ = m.AppendReadPrefix(leases[:0], []int{1, 2, 9}, 1)
 		if n != 2 {
-			t.Fatalf("n = %d", n)
+			require.Fail(t, fmt.Sprintf("n = %d", n))
 		}
 		if _, err := m.FinishRead(ks[:2], leases, 1); err != nil {
-			t.Fatal(err)
+			require.NoError(t, err)
 		}
 	})
 	// FinishRead returns its statuses in a new slice: one allocation.

@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,7 +52,7 @@ func TestAppendReserveWriteChainAppends(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, func() {
 		rs, err := e.m.AppendReserveWriteChain(buf, keys, nil, nil, obj, l1.ModeAll)
 		if err != nil || len(rs) != 3 {
-			t.Fatalf("%v %v", rs, err)
+			require.Fail(t, fmt.Sprintf("%v %v", rs, err))
 		}
 	})
 	assert.Zero(t, allocs)
