@@ -113,6 +113,7 @@ class TestLostDaemon(unittest.TestCase):
         self.assertWithin(0.5, ConnectionLostError, c.ping)
         # The next daemon on the same socket path.
         self.daemon = Daemon(socket=self.daemon.socket).start()
+        self.addCleanup(self.daemon.stop)
         c.reconnect()
         self.assertNotEqual(c.epoch, old_epoch)
         with self.assertRaises(WrongEpochError):
