@@ -545,7 +545,7 @@ func TestConcurrent(t *testing.T) {
 				n := 1 + rng.IntN(8)
 				bs, err := a.AllocateUpTo(64*KiB*int64(1+rng.IntN(4)), n, allocator.Placements[rng.IntN(3)])
 				if err != nil {
-					t.Error(err)
+					assert.NoError(t, err)
 					return
 				}
 				_ = a.Stats()
@@ -554,7 +554,7 @@ func TestConcurrent(t *testing.T) {
 					a.Bytes(bs[0])[0] = byte(g)
 				}
 				if err := a.Free(bs...); err != nil {
-					t.Error(err)
+					assert.NoError(t, err)
 					return
 				}
 			}

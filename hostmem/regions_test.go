@@ -51,7 +51,7 @@ func vmLockedBytes(t *testing.T) int64 {
 			return n * regionKiB
 		}
 	}
-	t.Fatal("no VmLck in /proc/self/status")
+	require.Fail(t, "no VmLck in /proc/self/status")
 	return 0
 }
 
@@ -631,6 +631,6 @@ func vmRSSBytes(t *testing.T) int64 {
 			return n * regionKiB
 		}
 	}
-	t.Fatal("no VmRSS in /proc/self/status")
+	require.Fail(t, "no VmRSS in /proc/self/status")
 	return 0
 }

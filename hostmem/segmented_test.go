@@ -345,7 +345,7 @@ func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 			if pin == PinLock {
 				t.Skipf("mlock refused: %v", e)
 			}
-			t.Fatal(e)
+			require.NoError(t, e)
 		}
 		require.True(t, time.Now().Before(deadline), "no segment ready in a minute")
 		time.Sleep(50 * time.Microsecond)
@@ -540,7 +540,7 @@ func TestSegmentedRegionAllocatorTakesNoRegionLock(t *testing.T) {
 		require.ErrorIs(t, err, allocator.ErrClosed)
 	case <-time.After(10 * time.Second):
 		close(g.release)
-		t.Fatal("Allocate waited for the region's Close")
+		require.Fail(t, "Allocate waited for the region's Close")
 	}
 	close(g.release)
 	require.NoError(t, <-closed)
