@@ -53,6 +53,36 @@ kill-harness:
 kill-soak:
 	$(call KILL_RUN,$(SOAK_KILLS),^TestKillHarness$$$$)
 
+# SOAK is how long make soak's clients run (a Go duration: 60s, 10m, 2h).
+SOAK       ?= 10m
+SOAK_FLAGS ?=
+
+.PHONY: soak soak-bites
+## soak: kvallocd for SOAK (default 10m) under the Mooncake conversation
+## trace: a real daemon process with on-demand eviction, its pool 0.1 of
+## the trace's blocks of 8 MiB (143 GiB of memfd that costs no RAM until
+## touched), 8 client processes replaying the trace in a loop, one cycle
+## in 20 ended by SIGKILL and the client restarted; Verify every 5 s, a
+## row a minute (calls, grants, OUT_OF_MEMORY keys, evictions, kills,
+## locks released on disconnect, RSS, Go heap, used bytes against live
+## objects, Verify), then the summary with the allocation failures per
+## hour beside LMCache's. Fails on drift, on RSS past its bound, on any
+## call that errs other than by status (cmd/kvallocsoak's doc is its
+## manual). SOAK_FLAGS adds kvallocsoak's flags.
+soak:
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
+	  $(GO) build -o "$$d/kvallocsoak" ./cmd/kvallocsoak && \
+	  "$$d/kvallocsoak" -daemon "$$d/kvallocd" -duration $(SOAK) $(SOAK_FLAGS) $(TRACE_FILE)
+
+## soak-bites: the soak, shortened, against kvallocd built with deliberate
+## bugs (server's kvalloc_daemon_bugs tag), one per check: each must fail
+## it, those of the running checks within CI's 60 s (about 1.5 minutes in
+## all; not in CI for its time: run it when server or cmd/kvallocsoak
+## changes).
+soak-bites:
+	KVALLOC_SOAK_BITES=1 $(GO) test -count=1 -timeout 15m -run '^TestSoakBites$$' -v ./cmd/kvallocsoak/
+
 # INVARIANTS_PKGS are the packages whose suites run a second time built
 # with -tags invariants (internal/invariants), where every call that
 # changes an allocator, and every call of an l1.Manager, verifies its whole

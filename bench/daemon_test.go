@@ -46,7 +46,8 @@ func startDaemon(b *testing.B, poolSize int64, cfg l1.Config) (*server.Server, f
 // BenchmarkDaemonCycle is BenchmarkL1Cycle's production cycle through the
 // daemon: 5700 keys of 8 MiB in a 45 GiB pool, ReserveWrite, FinishWrite,
 // ReserveRead, FinishRead, Delete, five frames each way of up to 400 KB.
-// Reports ns/key; compared with L1Cycle/size=8MiB/keys=5700, the same
+// Reports ns/key, and cpu-ns/key, the process's CPU time (client, daemon
+// and collector); compared with L1Cycle/size=8MiB/keys=5700, the same
 // cycle in process.
 func BenchmarkDaemonCycle(b *testing.B) {
 	b.Run(fmt.Sprintf("size=8MiB/keys=%d", prodKeys), func(b *testing.B) {
@@ -56,10 +57,12 @@ func BenchmarkDaemonCycle(b *testing.B) {
 		leases := make([]client.Lease, prodKeys)
 		daemonCycle(b, c, keys, leases, prodObject) // warm: see TestAllocsPerOpIndependentOfN
 		b.ReportAllocs()
+		cpu := startCPU()
 		for b.Loop() {
 			daemonCycle(b, c, keys, leases, prodObject)
 		}
 		perUnit(b, prodKeys, "ns/key")
+		cpu.report(b, prodKeys, "ns/key")
 	})
 }
 

@@ -105,7 +105,10 @@
 //   - DaemonCycle/size=8MiB/keys=5700: L1Cycle's production cycle through
 //     kvallocd (package server, in process) and its client (package
 //     client) over a Unix socket: five frames each way, of up to 400 KB.
-//     Reports ns/key; compared with L1Cycle/size=8MiB/keys=5700.
+//     Reports ns/key; compared with L1Cycle/size=8MiB/keys=5700. Both also
+//     report cpu-ns/key, the process's CPU time per key (every thread:
+//     caller or client, manager or daemon, collector), whose ratio a
+//     loaded machine disturbs less than the wall time's.
 //   - DaemonRoundTrip/op=O: one round trip on one connection. op=ping is
 //     the empty request and answer, the floor; op=reserve-finish a
 //     one-key ReserveWrite of a new 4 KiB object and its FinishWrite. Both

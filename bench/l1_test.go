@@ -269,10 +269,12 @@ func BenchmarkL1Cycle(b *testing.B) {
 		leases := make([]l1.Lease, prodKeys)
 		l1CycleSized(b, m, keys, leases, prodObject) // warm: see TestAllocsPerOpIndependentOfN
 		b.ReportAllocs()
+		cpu := startCPU()
 		for b.Loop() {
 			l1CycleSized(b, m, keys, leases, prodObject)
 		}
 		perUnit(b, prodKeys, "ns/key")
+		cpu.report(b, prodKeys, "ns/key") // DaemonCycle's floor, on CPU too
 	})
 }
 

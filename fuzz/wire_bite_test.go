@@ -18,6 +18,7 @@ func TestFuzzFrameDecoderBites(t *testing.T) {
 	}{
 		{"drop-last-key", func() frameDecoder { return &mutant.DropLastKey{} }, "leases for"},
 		{"internal-refusals", func() frameDecoder { return &mutant.InternalRefusals{} }, "refused with code INTERNAL"},
+		{"borrow-writes", func() frameDecoder { return &mutant.BorrowWrites{} }, "changed with the frame's bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, s := range seeds {

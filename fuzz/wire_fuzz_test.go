@@ -15,13 +15,19 @@ import (
 // FuzzFrameDecoder feeds any bytes to the frame decoder of kvallocd's
 // protocol, as a request and as an answer, and checks that it never panics,
 // that a refusal is an *wire.Error with a code the decoder may give, and
-// that whatever it accepts encodes again and decodes to the same message.
+// that whatever it accepts encodes again and decodes to the same message;
+// then the same with a borrowing decoder (wire.Decoder.Borrow), whose
+// reserve_write keys must still own their chunk hashes: they must not
+// change when the frame's bytes do.
 // The seeds are every request and answer type, valid, plus malformed ones.
 func FuzzFrameDecoder(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := checkFrame(data, &wire.Decoder{}); err != nil {
 			t.Fatal(err)
+		}
+		if err := checkFrame(data, &wire.Decoder{Borrow: true}); err != nil {
+			t.Fatalf("borrowing decoder: %v", err)
 		}
 	})
 }
@@ -37,12 +43,27 @@ type frameDecoder interface {
 func checkFrame(data []byte, d frameDecoder) error {
 	var e wire.Encoder
 	var q, q2 wire.Request
-	switch err := d.DecodeRequest(data, &q); {
+	frame := slices.Clone(data) // overwritten below
+	switch err := d.DecodeRequest(frame, &q); {
 	case err != nil:
 		if err := refusal(err, wire.CodeBadFrame, wire.CodeTooLarge, wire.CodeUnknownType, wire.CodeBadVersion); err != nil {
 			return fmt.Errorf("request: %w", err)
 		}
 	default:
+		// The keys, copied: a borrowing decoder's alias the frame, and
+		// the decoder's slice is reused by the decoding below.
+		kept := make([]l1.ObjectKey, len(q.Keys))
+		for i, k := range q.Keys {
+			kept[i] = l1.ObjectKey{ChunkHash: strings.Clone(k.ChunkHash), Model: strings.Clone(k.Model),
+				CacheSalt: strings.Clone(k.CacheSalt), KVRank: k.KVRank, GroupID: k.GroupID}
+		}
+		for i := range frame {
+			frame[i] = ^frame[i]
+		}
+		if q.Type == wire.TypeReserveWrite && !slices.Equal(q.Keys, kept) {
+			return fmt.Errorf("request %v: its keys changed with the frame's bytes: a manager keeps them", q.Type)
+		}
+		q.Keys = kept
 		if err := wellFormed(&q); err != nil {
 			return fmt.Errorf("request %v: %w", q.Type, err)
 		}

@@ -59,6 +59,12 @@ type Config struct {
 	// (e.g. 127.0.0.1:9464); any other address is refused.
 	MetricsAddr string
 
+	// DebugVerify serves /debug/verify (Verify, as JSON) on the metrics
+	// listener and judges every OUT_OF_MEMORY answer against the
+	// evictable objects left, holding the other requests off while a
+	// reserve_write runs: for soaks, not for serving (see debug.go).
+	DebugVerify bool
+
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
 }

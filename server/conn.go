@@ -51,7 +51,12 @@ type conn struct {
 // credentials, read before the connection is registered, so that the
 // metrics read them without a race.
 func newConn(s *Server, c *net.UnixConn, id uint64, peer Peer, peerErr error) *conn {
-	return &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, 64<<10)}
+	cn := &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, 64<<10)}
+	// A lookup's keys alias the frame, which is not read over until the
+	// request is done: l1 keeps no key of a lookup, the ledger copies what
+	// it keeps.
+	cn.dec.Borrow = true
+	return cn
 }
 
 // shutdown makes the connection's goroutine end: its next or current read
@@ -213,14 +218,32 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		a.Code = wire.CodeWrongEpoch
 		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
 	default:
-		c.s.gate.RLock()
+		// With DebugVerify a reserve_write holds every other request off,
+		// so that its OUT_OF_MEMORY keys are judged against the state it
+		// left (debug.go).
+		excl := c.s.cfg.DebugVerify && q.Type == wire.TypeReserveWrite
+		if excl {
+			c.s.gate.Lock()
+		} else {
+			c.s.gate.RLock()
+		}
 		var err error
 		if c.stop.Load() {
 			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
-		} else {
-			err = c.dispatch(q, a)
+		} else if err = bugRequest(q); err == nil && !bugServe(q, a) {
+			if err = c.dispatch(q, a); err == nil {
+				bugAnswer(q, a)
+			}
 		}
-		c.s.gate.RUnlock()
+		c.own.publish()
+		if excl {
+			if err == nil {
+				c.s.noteOOM(q, a)
+			}
+			c.s.gate.Unlock()
+		} else {
+			c.s.gate.RUnlock()
+		}
 		if err != nil {
 			a.Results, a.Statuses, a.Prefix = a.Results[:0], a.Statuses[:0], 0
 			a.Code, a.Message = codeOf(err), err.Error()
@@ -257,10 +280,15 @@ func codeOf(err error) wire.Code {
 // bytes it frees are measured exactly and Check never sees half of it.
 func (c *conn) end(why string, ended time.Time) {
 	s := c.s
+	if bugUnnoticed() {
+		c.c.Close()
+		return
+	}
 	s.gate.Lock()
 	before := s.mgr.Stats().Held
 	writes, reads := c.release()
 	freed := before - s.mgr.Stats().Held
+	s.bugEnd()
 	s.gate.Unlock()
 	released := time.Now()
 	c.c.Close()
@@ -303,7 +331,7 @@ func (c *conn) release() (writes, reads int64) {
 		}
 		c.passK, c.passL = keys[:0], leases[:0]
 	}
-	if rs := l.reads.all(); len(rs) > 0 && !c.s.forgetReads {
+	if rs := l.reads.all(); len(rs) > 0 && !c.s.forgetReads && bug != bugForgetReads {
 		byCount := map[int][]leaseHold{}
 		for _, h := range rs {
 			for left := h.n; left > 0; {

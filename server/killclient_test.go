@@ -13,11 +13,11 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/internal/shmpage"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/wire"
 )
@@ -64,25 +64,8 @@ type board struct {
 
 // mapBoard maps the board file at path (created when create).
 func mapBoard(path string, create bool) (*board, func(), error) {
-	flags := os.O_RDWR
-	if create {
-		flags |= os.O_CREATE | os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flags, 0o600)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	if create {
-		if err := f.Truncate(4096); err != nil {
-			return nil, nil, err
-		}
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, err
-	}
-	return (*board)(unsafe.Pointer(&mem[0])), func() { unix.Munmap(mem) }, nil
+	p, unmap, err := shmpage.Map(path, create)
+	return (*board)(p), unmap, err
 }
 
 const (

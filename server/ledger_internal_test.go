@@ -5,7 +5,9 @@ package server
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -102,6 +104,7 @@ func TestHoldSetAgainstMap(t *testing.T) {
 			if step%16 != 0 {
 				continue
 			}
+			s.publish()
 			all := s.all()
 			if len(all) != len(m) || s.len() != len(m) || s.total.Load() != total {
 				t.Fatalf("seed %d step %d: %d holds (len %d, total %d), want %d (total %d)", seed, step, len(all), s.len(), s.total.Load(), len(m), total)
@@ -111,6 +114,54 @@ func TestHoldSetAgainstMap(t *testing.T) {
 					t.Fatalf("seed %d step %d: all()[%d] = %+v", seed, step, i, h)
 				}
 			}
+		}
+	}
+}
+
+// TestHoldSetCopiesKeys gives a holdSet keys whose strings alias a buffer,
+// as a borrowing wire.Decoder's do, overwrites the buffer, and checks that
+// the set still knows every key, in runs and in the map alike.
+func TestHoldSetCopiesKeys(t *testing.T) {
+	const n = 64
+	buf := make([]byte, 0, n*8+16)
+	keys := make([]l1.ObjectKey, n)
+	for i := range keys {
+		at := len(buf)
+		buf = fmt.Appendf(buf, "%08d", i)
+		keys[i] = l1.ObjectKey{ChunkHash: unsafe.String(&buf[at], 8), Model: "m", KVRank: uint32(i)}
+	}
+	model := []byte("model")
+	keys[0].Model = unsafe.String(&model[0], len(model))
+	dense := make([]l1.Result, n)
+	for i := range dense {
+		dense[i].Lease = l1.Lease(1 + i)
+	}
+	sparse := make([]l1.Result, 2) // too sparse for a run: the map
+	sparse[0].Lease, sparse[1].Lease = 1000, 5000
+	var s holdSet
+	s.addAll(keys, dense, 1)
+	s.addAll(keys[:2], sparse, 1)
+	want := make([]l1.ObjectKey, n)
+	for i, k := range keys {
+		want[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("%08d", i), Model: strings.Clone(k.Model), KVRank: k.KVRank}
+	}
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	copy(model, "xxxxx")
+	for i := range want {
+		if got := s.held(&want[i], l1.Lease(1+i)); got != 1 {
+			t.Fatalf("key %d: %d holds after its bytes changed, want 1", i, got)
+		}
+	}
+	for i, l := range []l1.Lease{1000, 5000} {
+		if got := s.held(&want[i], l); got != 1 {
+			t.Fatalf("lease %d (map): %d holds after its key's bytes changed, want 1", l, got)
+		}
+	}
+	for _, h := range s.all() {
+		if i := int(h.key.KVRank); h.key != want[i] {
+			t.Fatalf("all(): lease %d has key %+v, want %+v", h.lease, h.key, want[i])
 		}
 	}
 }

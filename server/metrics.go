@@ -11,13 +11,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvalloc/kvalloc/metrics"
 )
 
 // Collector returns the daemon's metrics: the allocator's, the pool's and
-// the manager's (package metrics), and the daemon's own:
+// the manager's (package metrics), and the daemon's own (with
+// DebugVerify, also kvalloc_daemon_verify_total, _verify_failures_total,
+// _oom_calls_total, _oom_evictable_calls_total and
+// _oom_evictable_keys_total: see debug.go); /metrics adds the Go
+// runtime's (go_memstats_*, go_goroutines, ...):
 //
 //	kvalloc_daemon_connections                         gauge    connections open
 //	kvalloc_daemon_connections_accepted_total          counter  connections accepted
@@ -57,6 +62,11 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descConns, descAccepted, descClosed, descRefused, descRelW, descRelR, descRelB, descConnW, descConnR, descConnAge} {
 		ch <- d
 	}
+	if c.s.cfg.DebugVerify {
+		for _, d := range debugDescs {
+			ch <- d
+		}
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -76,6 +86,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	k(descRelW, s.releasedWrites.Load())
 	k(descRelR, s.releasedReads.Load())
 	k(descRelB, s.relBytes.Load())
+	if s.cfg.DebugVerify {
+		s.collectDebug(ch)
+	}
 	for _, cn := range conns {
 		labels := []string{strconv.FormatUint(cn.ID, 10), strconv.Itoa(int(cn.Peer.PID)), strconv.FormatUint(uint64(cn.Peer.UID), 10)}
 		g(descConnW, float64(cn.Writes), labels...)
@@ -98,9 +111,12 @@ func (s *Server) serveMetrics(addr string) error {
 		return fmt.Errorf("kvallocd: metrics: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.Collector())
+	reg.MustRegister(s.Collector(), collectors.NewGoCollector())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if s.cfg.DebugVerify {
+		mux.HandleFunc("/debug/verify", s.serveDebug)
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.metricsAddr = ln.Addr().String()
 	go func() {

@@ -54,6 +54,7 @@ type Server struct {
 
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
+	dbg                                     debugCounts
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -87,6 +88,9 @@ const maxCloses = 4096
 func New(cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBug(); err != nil {
 		return nil, err
 	}
 	var eb [8]byte
@@ -129,6 +133,9 @@ func New(cfg Config) (*Server, error) {
 			s.alloc.Close()
 			return nil, err
 		}
+	}
+	if bug != bugNone {
+		s.log.Warn("this daemon carries a deliberate bug (built with the kvalloc_daemon_bugs tag)", "bug", bug)
 	}
 	s.log.Info("kvallocd ready", "socket", cfg.SocketPath, "pool_bytes", cfg.PoolSize, "align", s.alloc.Align(),
 		"epoch", fmt.Sprintf("%#x", s.epoch), "allow_uids", cfg.AllowUIDs, "allow_gids", cfg.AllowGIDs)
@@ -202,14 +209,18 @@ func (s *Server) Close() error {
 		err = e
 	}
 	s.log.Info("kvallocd stopped", "socket", s.cfg.SocketPath, "connections", s.accepted.Load())
-	return err
+	return bugClose(err)
 }
 
 // Epoch is the pool's epoch: random, nonzero, new at each New.
 func (s *Server) Epoch() uint64 { return s.epoch }
 
 // Manager is the daemon's manager, for tests and checks that look at it in
-// process; calls made on it bypass every connection's ledger.
+// process; calls made on it bypass every connection's ledger. The keys of
+// the events its listeners get from a connection's lookups (every keyed
+// request but reserve_write) alias that connection's frame buffer, which
+// the next request overwrites: a listener that keeps such a key past its
+// call must copy its ChunkHash (strings.Clone).
 func (s *Server) Manager() *l1.Manager[l1.ObjectKey] { return s.mgr }
 
 // Allocator is the daemon's allocator.

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"slices"
+	"unsafe"
 
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -86,13 +87,21 @@ func (e *Encoder) appendKeys(dst []byte, keys []l1.ObjectKey) ([]byte, error) {
 	t := &e.table
 	t.reset()
 	ids := e.ids[:0]
+	size := 8
+	var m, s uint16 // the last key's model and salt, while the next repeat them
 	for i := range keys {
 		k := &keys[i]
 		if len(k.ChunkHash) > MaxStringLen || len(k.Model) > MaxStringLen || len(k.CacheSalt) > MaxStringLen {
 			return dst, errorf(CodeInvalidArgument, "key %d: a chunk hash, model or salt is longer than %d bytes", i, MaxStringLen)
 		}
-		m, ok1 := t.id(k.Model)
-		s, ok2 := t.id(k.CacheSalt)
+		size += keyHeaderSize + len(k.ChunkHash)
+		if i > 0 && k.Model == keys[i-1].Model && k.CacheSalt == keys[i-1].CacheSalt {
+			ids = append(ids, m, s)
+			continue
+		}
+		var ok1, ok2 bool
+		m, ok1 = t.id(k.Model)
+		s, ok2 = t.id(k.CacheSalt)
 		if !ok1 || !ok2 {
 			return dst, errorf(CodeInvalidArgument, "the keys name more than %d distinct models and salts", MaxStrings)
 		}
@@ -100,12 +109,8 @@ func (e *Encoder) appendKeys(dst []byte, keys []l1.ObjectKey) ([]byte, error) {
 	}
 	e.ids = ids
 	// The block's size is known now: grow once, then write in place.
-	size := 8
 	for _, x := range t.list {
 		size += 2 + len(x)
-	}
-	for i := range keys {
-		size += keyHeaderSize + len(keys[i].ChunkHash)
 	}
 	at := len(dst)
 	dst = slices.Grow(dst, size)[:at+size]
@@ -135,7 +140,8 @@ func (e *Encoder) appendKeys(dst []byte, keys []l1.ObjectKey) ([]byte, error) {
 // readKeys decodes the keys block into d.keys. With own, each key's chunk
 // hash is a string of its own, fit to be kept (reserve_write: the manager
 // keeps new keys); otherwise the hashes are slices of one string holding
-// the block, one allocation per frame, for calls that only look keys up.
+// the block, for calls that only look keys up: one allocation per frame,
+// or none with d.Borrow, where that string is the frame's own bytes.
 // Models and salts are interned per Decoder.
 func (d *Decoder) readKeys(r *reader, own bool) []l1.ObjectKey {
 	n := r.count(keyHeaderSize, MaxKeys, "key count")
@@ -162,13 +168,27 @@ func (d *Decoder) readKeys(r *reader, own bool) []l1.ObjectKey {
 		strs = append(strs, d.intern(b))
 	}
 	d.strs = strs
-	// The keys region, checked in one pass before any string is made.
-	start := r.off
+	// The keys, checked and built in one pass; a chunk hash is made only
+	// once every key has passed, except a borrowed one, which costs
+	// nothing (it aliases the frame).
+	b, start := r.b, r.off
+	borrow := d.Borrow && !own && start < len(b)
+	var rest string // with borrow: the frame from the keys on
+	if borrow {
+		rest = unsafe.String(&b[start], len(b)-start)
+	}
+	keys := d.keys[:0]
+	if cap(keys) < n {
+		keys = make([]l1.ObjectKey, 0, n)
+	}
+	off := start
 	for i := 0; i < n; i++ {
-		h := r.bytes(keyHeaderSize, "key")
-		if r.err != nil {
+		if len(b)-off < keyHeaderSize {
+			r.off = off
+			r.bytes(keyHeaderSize, "key") // the failure, in need's words
 			return nil
 		}
+		h := b[off : off+keyHeaderSize]
 		hl := int(uint16(h[0]) | uint16(h[1])<<8)
 		mi := int(uint16(h[2]) | uint16(h[3])<<8)
 		si := int(uint16(h[4]) | uint16(h[5])<<8)
@@ -180,39 +200,48 @@ func (d *Decoder) readKeys(r *reader, own bool) []l1.ObjectKey {
 		case h[6] != 0 || h[7] != 0:
 			r.fail(CodeBadFrame, "key %d: reserved field is not 0", i)
 		}
-		r.bytes(hl, "chunk hash")
+		off += keyHeaderSize
+		if r.err == nil && len(b)-off < hl {
+			r.off = off
+			r.bytes(hl, "chunk hash")
+		}
 		if r.err != nil {
 			return nil
 		}
+		k := l1.ObjectKey{
+			Model:     strs[mi],
+			CacheSalt: strs[si],
+			KVRank:    uint32(h[8]) | uint32(h[9])<<8 | uint32(h[10])<<16 | uint32(h[11])<<24,
+			GroupID:   uint32(h[12]) | uint32(h[13])<<8 | uint32(h[14])<<16 | uint32(h[15])<<24,
+		}
+		if borrow {
+			k.ChunkHash = rest[off-start : off-start+hl]
+		}
+		keys = append(keys, k)
+		off += hl
 	}
-	region := r.b[start:r.off]
+	r.off = off
+	d.keys = keys
+	if borrow {
+		return keys
+	}
+	// Every key passed: their hashes, each its own string (own) or
+	// slices of one string holding the block.
+	region := b[start:off]
 	var all string
 	if !own {
 		all = string(region)
 	}
-	keys := d.keys[:0]
-	if cap(keys) < n {
-		keys = make([]l1.ObjectKey, 0, n)
-	}
-	for off := 0; off < len(region); {
-		h := region[off : off+keyHeaderSize]
-		hl := int(uint16(h[0]) | uint16(h[1])<<8)
-		k := l1.ObjectKey{
-			Model:     strs[int(uint16(h[2])|uint16(h[3])<<8)],
-			CacheSalt: strs[int(uint16(h[4])|uint16(h[5])<<8)],
-			KVRank:    uint32(h[8]) | uint32(h[9])<<8 | uint32(h[10])<<16 | uint32(h[11])<<24,
-			GroupID:   uint32(h[12]) | uint32(h[13])<<8 | uint32(h[14])<<16 | uint32(h[15])<<24,
-		}
-		off += keyHeaderSize
+	for i, at := 0, 0; i < len(keys); i++ {
+		hl := int(uint16(region[at]) | uint16(region[at+1])<<8)
+		at += keyHeaderSize
 		if own {
-			k.ChunkHash = string(region[off : off+hl])
+			keys[i].ChunkHash = string(region[at : at+hl])
 		} else {
-			k.ChunkHash = all[off : off+hl]
+			keys[i].ChunkHash = all[at : at+hl]
 		}
-		off += hl
-		keys = append(keys, k)
+		at += hl
 	}
-	d.keys = keys
 	return keys
 }
 

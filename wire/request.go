@@ -153,8 +153,19 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 // safe for concurrent use.
 //
 // A decoded Request's Keys slice is the Decoder's and is overwritten by
-// the next DecodeRequest; the keys in it are values and may be kept.
+// the next DecodeRequest; the keys in it are values and may be kept,
+// unless Borrow is set.
 type Decoder struct {
+	// Borrow makes the chunk hashes of the keys of every keyed request but
+	// reserve_write alias the frame, which costs no allocation and no copy:
+	// such keys are valid only while the frame's bytes are unchanged, and
+	// whoever keeps one must copy its ChunkHash (strings.Clone). A
+	// reserve_write's keys, which a manager keeps, own their hashes
+	// whatever Borrow says, and models and salts are always the Decoder's
+	// own strings. The daemon sets it: its connections call l1, which keeps
+	// no key of a lookup, and their ledgers copy what they keep.
+	Borrow bool
+
 	keys     []l1.ObjectKey
 	strs     []string
 	interned map[string]string

@@ -24,9 +24,23 @@
 // a live socket refuses to start (the lock file -socket.lock).
 //
 // With -metrics it serves /metrics (Prometheus) on that loopback address:
-// the allocator's, the pool's, the manager's, and per-connection gauges.
-// SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
+// the allocator's, the pool's, the manager's, per-connection gauges, and the Go
+// runtime's.
+// With -debug-verify as well, GET /debug/verify there runs the daemon's
+// Verify (every lock held by a live connection, l1's counts against its
+// objects, the allocator's invariants, used bytes equal to the objects'
+// plus the quarantined) and answers what it found as JSON, and the
+// metrics count the out-of-memory answers given while an evictable object
+// was present (see server.Config.DebugVerify); make soak runs the daemon
+// so. SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
 // every connection, closes the pool and removes the socket, and exits 0.
+//
+// A kvallocd built with -tags kvalloc_daemon_bugs is for tests only: it
+// carries the one deliberate bug the environment variable
+// KVALLOC_DAEMON_BUG names (forget-reads, leak-block, retain, error,
+// no-evict, swap-blocks, keep-conn, close-error; see the server package's
+// bugs.go), and logs a warning that it does; make soak-bites runs the
+// soak against each. Any other build ignores the variable.
 //
 // Flags:
 //
@@ -49,6 +63,8 @@
 //	-frame-timeout d      time from a frame's first byte to its last (default 10s)
 //	-write-timeout d      time to write one answer (default 10s)
 //	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
+//	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
+//	                      count out-of-memory answers that left an evictable object (serializes reserve_write)
 //	-log-level level      debug, info, warn or error (default info)
 //
 // Exit status: 0 after a clean shutdown, 1 when the daemon cannot start

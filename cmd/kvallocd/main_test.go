@@ -103,7 +103,7 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("-h: exit %d", code)
 	}
 	for _, f := range []string{"-socket", "-socket-mode", "-allow-uid", "-allow-gid", "-pool-size", "-align", "-hugepages",
-		"-populate", "-mlock", "-placement", "-eviction", "-evict-on-demand", "-write-ttl", "-read-ttl", "-metrics", "-log-level"} {
+		"-populate", "-mlock", "-placement", "-eviction", "-evict-on-demand", "-write-ttl", "-read-ttl", "-metrics", "-debug-verify", "-log-level"} {
 		if !strings.Contains(out.String(), "  "+f+" ") && !strings.Contains(out.String(), "  "+f+"\n") {
 			t.Errorf("-h lacks %s", f)
 		}

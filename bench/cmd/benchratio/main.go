@@ -327,6 +327,8 @@ var targets = []target{
 	// socket against the same cycle in process, and a one-key call
 	// against an empty one on the same socket.
 	{num: m("DaemonCycle/size=8MiB/keys=5700", "ns/key"), den: m("L1Cycle/size=8MiB/keys=5700", "ns/key"), op: "<=", bound: 1.5},
+	{num: m("DaemonCycle/size=8MiB/keys=5700", "cpu-ns/key"), den: m("L1Cycle/size=8MiB/keys=5700", "cpu-ns/key"), report: true,
+		note: "the same cycle on CPU time: client, daemon and collector against caller, manager and collector"},
 	{num: m("DaemonRoundTrip/op=reserve-finish", "ns/rtt"), den: m("DaemonRoundTrip/op=ping", "ns/rtt"), op: "<=", bound: 1.5},
 	// Contention: ops/s on two cores ÷ on one, one manager or allocator
 	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,

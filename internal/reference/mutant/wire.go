@@ -1,7 +1,9 @@
 package mutant
 
 import (
+	"bytes"
 	"errors"
+	"unsafe"
 
 	"github.com/kvalloc/kvalloc/wire"
 )
@@ -45,4 +47,27 @@ func internal(err error) error {
 		return &wire.Error{Code: wire.CodeInternal, Msg: we.Msg}
 	}
 	return err
+}
+
+// BorrowWrites makes the chunk hashes of a reserve_write's keys alias the
+// frame, as a borrowing decoder (wire.Decoder.Borrow) would that borrowed
+// the keys a manager keeps: they change when the frame's bytes do.
+type BorrowWrites struct{ wire.Decoder }
+
+// DecodeRequest decodes, then points each reserve_write key's chunk hash
+// at its bytes in the frame.
+func (d *BorrowWrites) DecodeRequest(frame []byte, q *wire.Request) error {
+	if err := d.Decoder.DecodeRequest(frame, q); err != nil {
+		return err
+	}
+	if q.Type != wire.TypeReserveWrite {
+		return nil
+	}
+	for i := range q.Keys {
+		k := &q.Keys[i]
+		if at := bytes.Index(frame, []byte(k.ChunkHash)); at >= 0 && len(k.ChunkHash) > 0 {
+			k.ChunkHash = unsafe.String(&frame[at], len(k.ChunkHash))
+		}
+	}
+	return nil
 }
