@@ -85,10 +85,12 @@ soak-bites:
 
 # INVARIANTS_PKGS are the packages whose suites run a second time built
 # with -tags invariants (internal/invariants), where every call that
-# changes an allocator verifies it and panics at that call on a violation.
-# Verify is O((L + F) log(L + F)) per call, so the list holds the suites
-# that check the allocator itself, not every package that uses one.
-INVARIANTS_PKGS ?= ./allocator/ ./hostmem/ ./internal/invariants/
+# changes an allocator, and every call of an l1.Manager, verifies its whole
+# state and panics at that call on a violation. The checks cost
+# O(n log n) per call in the blocks or objects, so the list holds the
+# suites that check the allocator and the manager themselves, not every
+# package that uses one.
+INVARIANTS_PKGS ?= ./allocator/ ./hostmem/ ./l1/ ./internal/invariants/
 
 ## unit-invariants: the race suites of INVARIANTS_PKGS under -tags invariants.
 unit-invariants:
@@ -139,7 +141,7 @@ fuzz-replay:
 	@test -n "$(NAME)" || { echo "usage: make fuzz-replay NAME=FuzzTarget[/corpus-file]"; exit 2; }
 	GO=$(GO) sh fuzz/run.sh -replay '$(NAME)'
 
-# ---- Benchmarks (issue 5): bench, bench-ci, bench-diff, profile ----------
+# ---- Benchmarks: bench, bench-ci, bench-diff, profile -----------------------
 # See bench/doc.go for what each benchmark measures and its floor.
 
 BENCH_OUT   ?= bench/out

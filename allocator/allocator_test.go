@@ -34,7 +34,9 @@ func newAlloc(t testing.TB, capacity, align int64) *allocator.Allocator {
 	return a
 }
 
-// TestExamples pins the cases the issue names.
+// TestExamples pins two worked examples of the contract: the largest
+// prefix of a batch that does not fit, and a pool with every other block
+// freed, where Contiguous placement gets only what one run holds.
 func TestExamples(t *testing.T) {
 	t.Run("up-to 10 of 8MiB in 64MiB grants 8", func(t *testing.T) {
 		a := newAlloc(t, 64*MiB, 0)
@@ -160,7 +162,7 @@ func TestBadInput(t *testing.T) {
 
 // TestFreeOfStaleHandleIsRejected: block b is freed and the same offset
 // and size are handed out again; a second Free(b) by the old holder must be
-// ErrInvalidBlock and must not free the new owner's block (issue 9, item 7;
+// ErrInvalidBlock and must not free the new owner's block (a review finding:
 // before handle generations it freed the new block).
 func TestFreeOfStaleHandleIsRejected(t *testing.T) {
 	for _, single := range []bool{true, false} {
@@ -215,7 +217,7 @@ func TestGenerationsCountBlocks(t *testing.T) {
 
 // TestHugeUpperBoundIsNotAnError: n is only an upper bound for Fit and
 // AllocateUpTo, so math.MaxInt gives the true count, not 0 or an overflow
-// error (issue 9, item 9; before the fix Fit returned 0 where 16384 fit and
+// error (a review finding: before the fix Fit returned 0 where 16384 fit and
 // AllocateUpTo failed with ErrInvalidArgument).
 func TestHugeUpperBoundIsNotAnError(t *testing.T) {
 	a := newAlloc(t, 64*MiB, 0)
@@ -233,7 +235,7 @@ func TestHugeUpperBoundIsNotAnError(t *testing.T) {
 }
 
 // TestEmptyBatchAfterCloseIsErrClosed: AllocateBatch(size, 0, p) after
-// Close returns ErrClosed like AllocateUpTo (issue 9, item 9; before the
+// Close returns ErrClosed like AllocateUpTo (a review finding: before the
 // fix it returned an empty slice and nil).
 func TestEmptyBatchAfterCloseIsErrClosed(t *testing.T) {
 	a := newAlloc(t, MiB, 0)
@@ -247,7 +249,7 @@ func TestEmptyBatchAfterCloseIsErrClosed(t *testing.T) {
 }
 
 // TestErrorTextHasOnePrefix: every message carries "allocator:" once
-// (issue 9, item 9; before the fix a size above the capacity read
+// (a review finding: before the fix a size above the capacity read
 // "allocator: invalid argument: allocator: out of memory: ...").
 func TestErrorTextHasOnePrefix(t *testing.T) {
 	a := newAlloc(t, MiB, 0)
@@ -268,7 +270,7 @@ func TestErrorTextHasOnePrefix(t *testing.T) {
 
 // TestRegionBelongsToOneAllocator: a second New over a region that a live
 // allocator carves is ErrInvalidArgument; before the fix both allocators
-// handed out offset 0 (issue 9, item 8).
+// handed out offset 0.
 func TestRegionBelongsToOneAllocator(t *testing.T) {
 	r, err := hostmem.NewHeapRegion(MiB)
 	require.NoError(t, err)
@@ -296,11 +298,11 @@ func TestRegionBelongsToOneAllocator(t *testing.T) {
 // memory.
 type sameMemory struct{ allocator.Region }
 
-// TestRegionClosedBehindTheAllocatorsBack: closing the region directly
-// makes every later allocator call return ErrClosed (before the fix the
-// allocator kept handing out blocks of the closed region, and the first
-// write faulted; issue 9, item 8). It holds for this package's regions and
-// for a foreign Region implementation.
+// TestRegionClosedBehindTheAllocatorsBack: closing the region directly makes
+// every later allocator call return ErrClosed (before the fix the allocator
+// kept handing out blocks of the closed region, and the first write faulted).
+// It holds for this package's regions and for a foreign Region
+// implementation.
 func TestRegionClosedBehindTheAllocatorsBack(t *testing.T) {
 	for _, foreign := range []bool{false, true} {
 		t.Run(fmt.Sprint("foreign=", foreign), func(t *testing.T) {
@@ -543,7 +545,7 @@ func TestConcurrent(t *testing.T) {
 				n := 1 + rng.IntN(8)
 				bs, err := a.AllocateUpTo(64*KiB*int64(1+rng.IntN(4)), n, allocator.Placements[rng.IntN(3)])
 				if err != nil {
-					t.Error(err)
+					assert.NoError(t, err)
 					return
 				}
 				_ = a.Stats()
@@ -552,7 +554,7 @@ func TestConcurrent(t *testing.T) {
 					a.Bytes(bs[0])[0] = byte(g)
 				}
 				if err := a.Free(bs...); err != nil {
-					t.Error(err)
+					assert.NoError(t, err)
 					return
 				}
 			}

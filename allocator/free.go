@@ -205,7 +205,8 @@ func appendRuns(runs []freeRun, blocks []Block, shift uint) ([]freeRun, bool) {
 // order, then return to the free extents as the ranges they form
 // together: one release per range instead of one per block, each of which
 // would file its block as an extent of its own and later merge it with its
-// neighbours (issue 10: scattered victims cost 2.1× adjacent ones).
+// neighbours (so, one release per block, freeing scattered victims cost
+// 2.1× freeing adjacent ones).
 func mergeRuns(runs, tmp []freeRun) []freeRun {
 	sortRuns(runs, tmp)
 	out := runs[:1]

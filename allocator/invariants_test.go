@@ -3,7 +3,6 @@
 package allocator
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -58,28 +57,13 @@ func TestInvariantsCatchMutantsAtTheirCall(t *testing.T) {
 				}
 			}
 			defer func() { mutation = nil }()
-			v := catchViolation(func() { _ = m.call(a, live) })
+			v := invariants.Catch(func() { _ = m.call(a, live) })
 			require.NotNil(t, v, "the corrupting call returned")
 			assert.Equal(t, "allocator."+m.op, v.Op)
 			assert.Contains(t, v.Error(), "invariants: after allocator."+m.op+": ")
 			assert.False(t, armed)
 		})
 	}
-}
-
-// catchViolation runs f and returns the *invariants.Violation it panics
-// with, or nil when it returns.
-func catchViolation(f func()) (v *invariants.Violation) {
-	defer func() {
-		if p := recover(); p != nil {
-			err, _ := p.(error)
-			if !errors.As(err, &v) {
-				panic(p)
-			}
-		}
-	}()
-	f()
-	return nil
 }
 
 // TestInvariantsPassACorrectRun: the checks hold through a run of every

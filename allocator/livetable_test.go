@@ -1,8 +1,11 @@
 package allocator
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestLiveTableAgainstMap drives the live-block table with random inserts
@@ -19,7 +22,7 @@ func TestLiveTableAgainstMap(t *testing.T) {
 			if s, ok := want[u]; ok {
 				i := tab.find(u)
 				if i < 0 || tab.slots[i] != s {
-					t.Fatalf("stride %d step %d: find(%d) = slot %d, want %+v", stride, step, u, i, s)
+					require.Fail(t, fmt.Sprintf("stride %d step %d: find(%d) = slot %d, want %+v", stride, step, u, i, s))
 				}
 				tab.deleteAt(i)
 				delete(want, u)
@@ -30,27 +33,27 @@ func TestLiveTableAgainstMap(t *testing.T) {
 				want[u] = s
 			}
 			if tab.n != len(want) || 4*tab.n > 3*len(tab.slots) {
-				t.Fatalf("stride %d step %d: %d entries in %d slots, want %d", stride, step, tab.n, len(tab.slots), len(want))
+				require.Fail(t, fmt.Sprintf("stride %d step %d: %d entries in %d slots, want %d", stride, step, tab.n, len(tab.slots), len(want)))
 			}
 			if step%997 == 0 {
 				for k, s := range want {
 					if i := tab.find(k); i < 0 || tab.slots[i] != s {
-						t.Fatalf("stride %d step %d: lost key %d", stride, step, k)
+						require.Fail(t, fmt.Sprintf("stride %d step %d: lost key %d", stride, step, k))
 					}
 				}
 				n := 0
 				tab.each(func(u, size int64, gen uint64) {
 					if s := want[u]; s.size != size || s.gen != gen {
-						t.Fatalf("stride %d: each gave %d %d %d, want %+v", stride, u, size, gen, s)
+						require.Fail(t, fmt.Sprintf("stride %d: each gave %d %d %d, want %+v", stride, u, size, gen, s))
 					}
 					n++
 				})
 				if n != len(want) {
-					t.Fatalf("stride %d: each visited %d, want %d", stride, n, len(want))
+					require.Fail(t, fmt.Sprintf("stride %d: each visited %d, want %d", stride, n, len(want)))
 				}
 			}
 			if tab.find(u+stride*4096) >= 0 {
-				t.Fatalf("stride %d: found a key never inserted", stride)
+				require.Fail(t, fmt.Sprintf("stride %d: found a key never inserted", stride))
 			}
 		}
 	}
@@ -64,14 +67,14 @@ func reachable(t *testing.T, tab *liveTable) {
 	mask := len(tab.slots) - 1
 	for j, s := range tab.slots {
 		if s.key == tomb {
-			t.Fatalf("slot %d: a tomb after purge", j)
+			require.Fail(t, fmt.Sprintf("slot %d: a tomb after purge", j))
 		}
 		if s.key == 0 {
 			continue
 		}
 		for i := tab.home(s.key); i != j; i = (i + 1) & mask {
 			if tab.slots[i].key == 0 {
-				t.Fatalf("slot %d (key %d): empty slot %d between its home and it", j, s.key, i)
+				require.Fail(t, fmt.Sprintf("slot %d (key %d): empty slot %d between its home and it", j, s.key, i))
 			}
 		}
 	}
@@ -109,27 +112,27 @@ func TestLiveTablePurge(t *testing.T) {
 				for _, u := range killed {
 					i := tab.find(u)
 					if i < 0 {
-						t.Fatalf("stride %d: lost key %d before the kill", stride, u)
+						require.Fail(t, fmt.Sprintf("stride %d: lost key %d before the kill", stride, u))
 					}
 					tab.kill(i)
 					if tab.find(u) >= 0 {
-						t.Fatalf("stride %d: found key %d after its kill", stride, u)
+						require.Fail(t, fmt.Sprintf("stride %d: found key %d after its kill", stride, u))
 					}
 					delete(want, u)
 				}
 				tab.purge()
 				reachable(t, &tab)
 				if tab.n != len(want) {
-					t.Fatalf("stride %d frac %v: count %d, want %d", stride, frac, tab.n, len(want))
+					require.Fail(t, fmt.Sprintf("stride %d frac %v: count %d, want %d", stride, frac, tab.n, len(want)))
 				}
 				for u, s := range want {
 					if i := tab.find(u); i < 0 || tab.slots[i] != s {
-						t.Fatalf("stride %d frac %v: survivor %d lost", stride, frac, u)
+						require.Fail(t, fmt.Sprintf("stride %d frac %v: survivor %d lost", stride, frac, u))
 					}
 				}
 				for _, u := range killed {
 					if tab.find(u) >= 0 {
-						t.Fatalf("stride %d frac %v: killed key %d found after purge", stride, frac, u)
+						require.Fail(t, fmt.Sprintf("stride %d frac %v: killed key %d found after purge", stride, frac, u))
 					}
 				}
 			}

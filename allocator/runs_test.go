@@ -2,9 +2,12 @@ package allocator
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestSortRunsAgainstSort checks Free's run sort, both its comparison path
@@ -49,7 +52,7 @@ func TestSortRunsAgainstSort(t *testing.T) {
 				}
 				sortRuns(runs, make([]freeRun, n))
 				if !slices.Equal(runs, want) {
-					t.Fatalf("n=%d spread=%d %s: sorted wrong", n, spread, order)
+					require.Fail(t, fmt.Sprintf("n=%d spread=%d %s: sorted wrong", n, spread, order))
 				}
 			}
 		}
@@ -69,12 +72,12 @@ func TestMergeRunsJoinsTouching(t *testing.T) {
 	}
 	got := mergeRuns(runs, make([]freeRun, len(runs)))
 	if want := []freeRun{{0, n * s}}; !slices.Equal(got, want) {
-		t.Fatalf("merged into %d runs, want %v", len(got), want)
+		require.Fail(t, fmt.Sprintf("merged into %d runs, want %v", len(got), want))
 	}
 	// Two ranges with a gap stay two.
 	runs = []freeRun{{30, 40}, {0, 10}, {10, 20}}
 	got = mergeRuns(runs, make([]freeRun, len(runs)))
 	if want := []freeRun{{0, 20}, {30, 40}}; !slices.Equal(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
+		require.Fail(t, fmt.Sprintf("got %v, want %v", got, want))
 	}
 }

@@ -194,7 +194,7 @@ func pattern(n int) []byte {
 	return p
 }
 
-// Production sizes (issue 10): pools of 45 GiB (5700 × 8 MiB) and 1 TiB
+// Production sizes: pools of 45 GiB (5700 × 8 MiB) and 1 TiB
 // over MAP_NORESERVE mappings, which reserve address space without memory;
 // the allocator never touches region memory, so these cost no RAM. On a
 // platform without mmap, or where the kernel refuses the reservation

@@ -26,7 +26,7 @@
 //     allocator's TestZeroAllocs). Reports ns/block; compared with
 //     Floor/bump.
 //   - AllocatorPool/object=O/pool=P/op=X: the allocator at production
-//     sizes (issue 10): objects of 16 KiB, 1, 8 and 40 MiB in pools of
+//     sizes: objects of 16 KiB, 1, 8 and 40 MiB in pools of
 //     45 GiB (5700 × 8 MiB) and 1 TiB, over MAP_NORESERVE mappings that
 //     reserve address space without memory (they skip, with the reason,
 //     where mmap or the reservation is unavailable). Batches are of 5700

@@ -13,9 +13,10 @@ import (
 	"github.com/kvalloc/kvalloc/hostmem"
 )
 
-// segPool is the pool the segmented-region benchmarks pin: 4 GiB of
-// 64 MiB segments, as the issue asks. One is held at a time and released
-// before the next, so no more than 4 GiB is ever pinned.
+// segPool is the pool the segmented-region benchmarks pin: 4 GiB of 64 MiB
+// segments (hostmem.DefaultSegmentSize, LMCache's lazy-pinning step). One is
+// held at a time and released before the next, so no more than 4 GiB is ever
+// pinned.
 const (
 	segPool    = 4 << 30
 	segSegment = 64 << 20
@@ -32,11 +33,11 @@ const (
 //   - full-ns: constructor to the last segment ready;
 //   - GiB/s: pool bytes over full-ns.
 //
-// benchratio divides first-ns by full-ns (the issue's target ≤ 0.1) and
-// workers=2 GiB/s by workers=1 GiB/s (≥ 1.6 on two cores). pin=mlock is
-// skipped, with the reason, where mlock is refused (RLIMIT_MEMLOCK without
-// CAP_IPC_LOCK); pin=none, populate only, always runs. pin=cuda registers
-// with the CUDA driver and skips without one.
+// benchratio divides first-ns by full-ns (target ≤ 0.1) and workers=2 GiB/s
+// by workers=1 GiB/s (≥ 1.6 on two cores). pin=mlock is skipped, with the
+// reason, where mlock is refused (RLIMIT_MEMLOCK without CAP_IPC_LOCK);
+// pin=none, populate only, always runs. pin=cuda registers with the CUDA
+// driver and skips without one.
 func BenchmarkSegmentPin(b *testing.B) {
 	if os.Getenv(allocsCheckEnv) != "" {
 		b.Skip("pins 4 GiB per op; skipped by TestAllocsPerOpIndependentOfN")

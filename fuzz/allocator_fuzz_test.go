@@ -296,10 +296,10 @@ func checkAllocatorOpsIn(a allocatorUnderTest, g geometry, ops []allocRecord) er
 	return nil
 }
 
-// validArgs says whether (size, n, p) is a request the allocator must
-// accept; it mirrors the list of bad input. For an all-or-nothing
-// batch (exact) n objects must be addressable; for AllocateUpTo and Fit n
-// is only an upper bound, so any n ≥ 0 is valid.
+// validArgs says whether (size, n, p) is a request the allocator must accept:
+// a positive size within the capacity, n ≥ 0, a known placement. For an
+// all-or-nothing batch (exact) n objects must be addressable; for
+// AllocateUpTo and Fit n is only an upper bound, so any n ≥ 0 is valid.
 func (c *allocChecker) validArgs(size int64, n int, p allocator.Placement, exact bool) bool {
 	if size <= 0 || size > c.g.capacity || n < 0 || p > allocator.Contiguous {
 		return false

@@ -110,8 +110,9 @@ func TestListenerDelivery(t *testing.T) {
 }
 
 // TestListenerDeliveryBites proves the stress check fails on the delivery
-// the manager had before issue 9: callers return at once and one goroutine
-// delivers everything, however far behind.
+// the manager had before each caller delivered its own events: callers
+// return at once and one goroutine delivers everything, however far
+// behind.
 func TestListenerDeliveryBites(t *testing.T) {
 	m, cleanup := deliveryManager(t)
 	defer cleanup()

@@ -119,8 +119,10 @@ func obsAll(recs ...l1Record) []l1Record {
 	return out
 }
 
-// The prefix scenarios of the L1 issue, scaled down: 8 objects of 512 bytes
-// fit in 64 units; 4560 objects of 64 bytes fit in 4560 units.
+// The prefix contract's worked examples, scaled down: 10 objects asked
+// where 8 of 512 bytes fit in 64 units; 5700 asked where 4560 objects of
+// 64 bytes fit in 4560 units (the 5700-chunk restore short by 1140); 10
+// asked where 7 fit under Scattered placement.
 var (
 	hdr10into8    = hdr(64, allocator.ContiguousFirst, 65536)
 	req10into8    = rw(0, 10, 512, l1.ModeAll)
@@ -276,7 +278,7 @@ func init() {
 		{"every-lock-state", encodeL1(lifeHdr, append(everyLockState(), obsAll(
 			rw(0, 20, 256, l1.ModeAll), isEv(0, 20), adv(300*time.Second), length(), adv(300*time.Second), length(),
 		)...))},
-		// Issue 9: two actors on one key, one late.
+		// Two actors on one key, one late (the late writer's lease is stale).
 		{"late-writer", encodeL1(lifeHdr.ttl(1), obsAll(
 			rw(0, 3, 256, l1.ModeAll), adv(11*time.Second), rw(0, 2, 256, l1.ModeAll).by(1),
 			fw(0, 3), abort(0, 2), fwrr(0, 2, 1), fw(0, 2).by(1), fw(0, 2).by(1), fw(0, 2),

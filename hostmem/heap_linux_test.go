@@ -10,7 +10,7 @@ import (
 )
 
 // TestHeapRegionThatCannotBeBackedIsAnError: a heap region larger than the
-// machine's memory is an error wrapping ErrOutOfMemory (issue 9, item 8;
+// machine's memory is an error wrapping ErrOutOfMemory (a review finding:
 // before the fix make ran and the process died with "fatal error: runtime:
 // out of memory").
 func TestHeapRegionThatCannotBeBackedIsAnError(t *testing.T) {

@@ -42,9 +42,9 @@ func (p PinMode) String() string {
 	return fmt.Sprintf("PinMode(%d)", int(p))
 }
 
-// THPMode is the explicit transparent-huge-page policy of a region. Compaction stalls while the kernel assembles huge pages can
-// collapse pinning throughput (TensorRT-LLM #15430), so the choice is the
-// caller's, not left implicit.
+// THPMode is the explicit transparent-huge-page policy of a region.
+// Compaction stalls while the kernel assembles huge pages can collapse
+// pinning throughput, so the choice is the caller's, not left implicit.
 type THPMode int
 
 const (

@@ -51,7 +51,7 @@ func vmLockedBytes(t *testing.T) int64 {
 			return n * regionKiB
 		}
 	}
-	t.Fatal("no VmLck in /proc/self/status")
+	require.Fail(t, "no VmLck in /proc/self/status")
 	return 0
 }
 
@@ -516,8 +516,8 @@ func TestRegionConcurrentClose(t *testing.T) {
 }
 
 // TestRegionFailedMunmapIsErrRelease: a failed munmap in Close wraps
-// ErrRelease and the errno, not ErrInvalidArgument (issue 9, item 9; before
-// the fix it was wrapped in ErrInvalidArgument).
+// ErrRelease and the errno, not ErrInvalidArgument (a review finding:
+// before the fix it was wrapped in ErrInvalidArgument).
 func TestRegionFailedMunmapIsErrRelease(t *testing.T) {
 	page := os.Getpagesize()
 	mem, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -544,7 +544,8 @@ func overcommitMode(t *testing.T) string {
 
 // TestRegionNoReserveReservesWithoutMemory: a 1 TiB NoReserve region maps,
 // an allocator over it hands out 8 MiB blocks, and neither costs resident
-// memory (issue 10: NewMmapRegion could not reserve more than RAM + swap).
+// memory (before NoReserve, NewMmapRegion could not reserve more than RAM
+// + swap).
 func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
 	if overcommitMode(t) == "2" {
 		t.Skip("vm.overcommit_memory=2: the kernel ignores MAP_NORESERVE")
@@ -571,7 +572,8 @@ func TestRegionNoReserveReservesWithoutMemory(t *testing.T) {
 }
 
 // TestRegionOutOfMemoryNamesOvercommit: a mapping the kernel refuses names
-// vm.overcommit_memory and what it means (issue 10).
+// vm.overcommit_memory and what it means, since that setting is what
+// refuses a reservation larger than RAM + swap.
 func TestRegionOutOfMemoryNamesOvercommit(t *testing.T) {
 	mode := overcommitMode(t)
 	avail, ok := meminfoAvailable()
@@ -593,8 +595,8 @@ func TestRegionOutOfMemoryNamesOvercommit(t *testing.T) {
 }
 
 // TestNewTouchesNoMemoryForCapacity: New over a 1 TiB region allocates a
-// few hundred bytes, not metadata in proportion to the capacity (issue 10;
-// before, two bitmaps of 2 bits per 4 KiB unit cost 64 MiB for 1 TiB).
+// few hundred bytes, not metadata in proportion to the capacity (before,
+// two bitmaps of 2 bits per 4 KiB unit cost 64 MiB for 1 TiB).
 func TestNewTouchesNoMemoryForCapacity(t *testing.T) {
 	if invariants.Enabled {
 		t.Skip("the invariants build's table of region memory allocates at New")
@@ -629,6 +631,6 @@ func vmRSSBytes(t *testing.T) int64 {
 			return n * regionKiB
 		}
 	}
-	t.Fatal("no VmRSS in /proc/self/status")
+	require.Fail(t, "no VmRSS in /proc/self/status")
 	return 0
 }

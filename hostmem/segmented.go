@@ -25,7 +25,7 @@ import (
 // DefaultSegmentSize is SegmentedOptions.SegmentSize when it is 0: 64 MiB,
 // LMCache's lazy-pinning step. It is a multiple of the 2 MiB huge page, far
 // below cudaHostRegister's ceiling (one registration of 512 GiB or more
-// fails, vLLM #51081), small enough that the first segment of a pool is
+// fails), small enough that the first segment of a pool is
 // ready in milliseconds, and large enough that a 1 TiB pool is 16384
 // segments.
 const DefaultSegmentSize = 64 << 20

@@ -84,7 +84,7 @@ func segMemlockDropAndExec(t *testing.T) {
 	lim.Cur = segMemlockSoft
 	require.NoError(t, unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim))
 	err := syscall.Exec(os.Args[0], os.Args, segMemlockStage("run"))
-	t.Fatalf("exec: %v", err)
+	require.Fail(t, fmt.Sprintf("exec: %v", err))
 }
 
 // segMemlockScenario is the second stage.

@@ -318,9 +318,9 @@ func TestSegmentedRegionRealCUDA(t *testing.T) {
 	exerciseRegion(t, r, 8*regionMiB, KindCUDAHost)
 }
 
-// TestSegmentedFirstAllocationWhilePinning is the done-when: a
-// 4 GiB pool of 64 MiB segments serves its first allocation while the
-// workers are still pinning. The region is closed right after, so only a
+// TestSegmentedFirstAllocationWhilePinning is the point of a segmented
+// region: a 4 GiB pool of 64 MiB segments serves its first allocation while
+// the workers are still pinning. The region is closed right after, so only a
 // few segments are ever pinned.
 func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 	const size = 4 << 30
@@ -345,7 +345,7 @@ func TestSegmentedFirstAllocationWhilePinning(t *testing.T) {
 			if pin == PinLock {
 				t.Skipf("mlock refused: %v", e)
 			}
-			t.Fatal(e)
+			require.NoError(t, e)
 		}
 		require.True(t, time.Now().Before(deadline), "no segment ready in a minute")
 		time.Sleep(50 * time.Microsecond)
@@ -540,7 +540,7 @@ func TestSegmentedRegionAllocatorTakesNoRegionLock(t *testing.T) {
 		require.ErrorIs(t, err, allocator.ErrClosed)
 	case <-time.After(10 * time.Second):
 		close(g.release)
-		t.Fatal("Allocate waited for the region's Close")
+		require.Fail(t, "Allocate waited for the region's Close")
 	}
 	close(g.release)
 	require.NoError(t, <-closed)

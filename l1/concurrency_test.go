@@ -155,7 +155,7 @@ func mixedOperations(t *testing.T, s baseline.Strategy) {
 					}
 				}
 				if err != nil {
-					t.Error(err)
+					assert.NoError(t, err)
 					return
 				}
 			}
@@ -187,4 +187,35 @@ func mixedOperations(t *testing.T, s baseline.Strategy) {
 	assert.Len(t, e.a.FreeExtents(), 1)
 	assert.Positive(t, events.Load())
 	assert.Zero(t, e.m.Stats().FreeErrors)
+}
+
+// Usage never sees a binary-search probe's blocks, which are allocated and
+// freed inside one ReserveWrite.
+// From LMCache, whose usage and evictability reads skipped the lock.
+func TestReadsTakeTheLock(t *testing.T) {
+	e := newStrategyEnv(t, 64*KiB, baseline.BinarySearch, l1.Config{})
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	bad := atomic.Int64{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			// Consistent states: empty, or the 16-page grant.
+			if used, _ := e.m.Usage(); used != 0 && used != 64*KiB {
+				bad.Store(used)
+			}
+			e.m.IsEvictable(0)
+			e.m.Stats()
+		}
+	}()
+	for range 200 {
+		rs := e.reserve(t, keys(0, 20), obj) // probes 10, 15, 17, 16
+		require.Equal(t, l1.OK, rs[15].Status)
+		e.del(keys(0, 20), true)
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, bad.Load(), "Usage saw a probe")
+	assert.Equal(t, uint64(800), e.probes())
 }

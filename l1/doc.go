@@ -1,14 +1,10 @@
 // Package l1 is the L1 object manager of a KV cache: it keeps one object
-// per key (one KV chunk) in memory carved by package allocator, and hands
-// out read and write locks on the objects. It re-implements LMCache's
-// L1Manager (lmcache/v1/distributed/l1_manager.py) with the largest-prefix
-// fix of LMCache PR #4837, done in one pass, and fixes the weaknesses listed
-// below.
+// per key (one KV chunk) in blocks of a Memory (an *allocator.Allocator or
+// any Memory), and hands out read and write locks on the objects. It
+// re-implements LMCache's L1Manager; DESIGN.md, beside this file, says how
+// it works, where it differs from LMCache and what it costs.
 //
-// # Flow
-//
-// A request enters the Manager, which works under one mutex and asks its
-// Memory (an *allocator.Allocator, or a wrapper of one) for blocks:
+// # Calls
 //
 //	ReserveWrite(keys, temporary, size, mode)        write-lock; allocate missing keys; write leases
 //	ReserveWriteChain(keys, positions, ...)           the same, with each key's place in its prefix chain
@@ -24,19 +20,22 @@
 //	Touch(keys), EvictTo(ratio)                       recency; eviction, in Config.Eviction's order
 //	State(key), Snapshot(), IsEvictable(key), Len(), Stats(), Usage()
 //
-// Every batch method returns one Status (or Result) per key, in the order of
+// The Manager is safe for concurrent use: every call is atomic, and each
+// read (IsEvictable and Usage included) sees the state between two calls.
+// Every batch call returns one Status (or Result) per key, in the order of
 // the keys, and an error. Arguments are validated before anything changes:
 // a bad call returns an error wrapping ErrInvalidArgument and leaves the
 // manager as it was. After Close every call that names keys or changes
-// anything returns ErrClosed, never KeyNotExist.
+// anything returns ErrClosed, never KeyNotExist. Listeners hear what each
+// call changed, after the call, in call order (see Listener).
 //
 // # Leases
 //
 // Locks expire, so a holder can outlive its lock: a writer stalls past the
 // write TTL, its object is reclaimed, and another writer reserves the same
-// key, often getting the same block back. Without owners the manager could
-// not tell the two apart. So every lock a call grants comes with a Lease
-// (Result.Lease), and the calls that finish a lock must present it:
+// key, often getting the same block back. So every lock a call grants
+// comes with a Lease (Result.Lease), and the calls that finish a lock must
+// present it:
 //
 //	t0  A: ReserveWrite(k)          → OK, block b, lease 7
 //	t1  A stalls; its write lock lapses; k is reclaimed, b freed
@@ -45,10 +44,8 @@
 //	                                  B's reservation stands
 //	t4  B: FinishWrite(k, lease 8)  → OK: B's bytes become readable
 //
-// Without leases, A's FinishWrite at t3 returned OK and published B's
-// half-written buffer, and readers then read A's bytes or a mix (data
-// loss). AbortWrite and FinishWriteAndReserveRead present the write lease
-// the same way. Read locks are shared, so readers share a lease: the read
+// AbortWrite and FinishWriteAndReserveRead present the write lease the
+// same way. Read locks are shared, so readers share a lease: the read
 // lock's epoch, which changes each time the lock goes from not held to
 // held. A reader whose hold lapsed presents the old epoch, and its
 // FinishRead answers StaleLease instead of releasing holds that readers
@@ -60,6 +57,11 @@
 // finished it) or StaleLease (someone holds it now); in no case did its
 // call take effect.
 //
+// A lock is a count and one expiry: every lock call on it moves the
+// expiry for all its holders, and a lapse drops every hold at once.
+// Delete and Clear with force remove an object whatever its locks, and
+// free memory a holder may still be using.
+//
 // # Quarantine
 //
 // Config.QuarantineLapsedWrites is for writers that may outlive their
@@ -69,13 +71,15 @@
 // reissued or evicted, until its owner presents the lease to AbortWrite
 // (OK) or FinishWrite (WriteLapsed: the write is dropped), or Close runs.
 // Stats.QuarantinedBytes counts those bytes: over a memory only the
-// manager uses, Used == Held + QuarantinedBytes. See quarantine.go.
+// manager uses, Used == Held + QuarantinedBytes.
 //
 // # Time
 //
 // TTLs go from 1 ns to NoExpiry (math.MaxInt64), which never lapses: the
-// arithmetic saturates. The clock may jump either way by any amount: the
-// manager counts only the clock's forward steps (see lock.go).
+// arithmetic saturates. The clock (Config.Now) may jump either way by any
+// amount: the manager counts only the clock's forward steps, so a jump
+// back neither revives a lapsed lock nor lapses a live one, and a jump
+// forward lapses every lock with a finite TTL.
 //
 // # The object life cycle
 //
@@ -104,11 +108,11 @@
 // when it holds no live lock, is not temporary and its block holds the new
 // size; a re-lock keeps the object's own temporary flag. It is evictable
 // when it is ready (finished, no live lock), temporary or not. A temporary
-// object is removed when its last read lock is released. Locks expire: a
-// lapsed write lock reclaims the object, a lapsed read lock reclaims a
-// temporary object and just unlocks any other (see lock.go); under
-// Config.QuarantineLapsedWrites a lapsed write lock drops the key and
-// quarantines the block instead of freeing it.
+// object is removed when its last read lock is released. A lapsed write
+// lock reclaims the object (unfinished data never becomes readable), a
+// lapsed read lock reclaims a temporary object and just unlocks any other;
+// under Config.QuarantineLapsedWrites a lapsed write lock drops the key
+// and quarantines the block instead of freeing it.
 //
 // # The prefix contract
 //
@@ -128,15 +132,14 @@
 //   - a one-key batch, and a size larger than the memory's capacity, are
 //     all or nothing.
 //
-// This is exact because all objects of a batch share one size, so k objects
-// fit exactly when k ≤ Σ⌊extent/size⌋, a condition monotone in k.
-// The manager gets k from the memory's AppendUpTo in one call (LMCache's
-// search with trial allocations, and its all-or-nothing answer before the
-// fix, are memory wrappers in internal/reference/baseline, measured beside
-// it). With
-// Config.EvictOnDemand, evictable objects not named in the call are
-// evicted first, in the order of the eviction policy (Config.Eviction:
-// LRU, prefix-aware tail first, or S3-FIFO), until the batch fits.
+// The manager gets k from its memory's AppendUpTo in one call (LMCache's
+// search with trial allocations, and its all-or-nothing answer before
+// that fix, are memory wrappers in internal/reference/baseline, measured
+// beside it). With Config.EvictOnDemand, evictable objects the call does
+// not name are evicted first, in the order of the eviction policy, until
+// the batch fits: exactly the victims of the loop "evict the next victim,
+// then ask whether the batch fits", and no more. A key repeated within one
+// call is reserved once; its later occurrences answer KeyNotWritable.
 //
 // # Prefix lookups
 //
@@ -150,63 +153,21 @@
 //
 // # Eviction
 //
-// The policy's structures hold the evictable objects only, so eviction
-// never walks a locked or unread object, and on-demand eviction counts
-// what each victim frees in O(1) (Memory.FreeAround) instead of calling Fit after each victim: O(victims) per call, scattered
-// victims as cheap as adjacent ones. With Scattered placement a victim's
-// block of the batch's size goes to the new object in place
-// (allocator.Reissue: a new generation, so the victim's handle is stale),
-// without a Free and an allocation. See policy.go and evict.go.
+// Eviction takes only evictable objects, on demand (Config.EvictOnDemand)
+// or by EvictTo, in the order of Config.Eviction: LRU, prefix-aware (a
+// chain's tail first) or S3-FIFO, and on-demand eviction counts what each
+// victim frees in O(1) (Memory.FreeAround). With Scattered placement over the
+// allocator, a victim's block may go to the new object as it is, under a
+// new generation (allocator.Reissue), so the victim's handle is stale
+// either way. A caller that knows a block is partial (a prompt's last
+// block, not full of tokens) ORs Partial into its position in
+// ReserveWriteChain: once evictable, such an object is the next victim
+// (under S3-FIFO, the next of its queue), until a use clears the hint.
 //
-// A caller that knows a block is partial (a prompt's last block, not full
-// of tokens) ORs Partial into its position in ReserveWriteChain: once
-// evictable such an object is the next victim (under S3-FIFO, the next of
-// its queue), until a use clears the hint. On Mooncake's conversation trace this adds
-// 0.5 percentage points of hit rate over LRU at a pool of a tenth of the
-// distinct blocks (bench/trace).
+// # Self-checks
 //
-// # What differs from LMCache
-//
-//   - One pass instead of about log2(n) probe allocations (n = 5700: 1
-//     call instead of 15).
-//   - A key repeated within one ReserveWrite is reserved once; later
-//     occurrences get KeyNotWritable (LMCache allocated twice and leaked a
-//     buffer).
-//   - Re-locked keys are reported to listeners whether or not anything was
-//     allocated (LMCache's early returns skipped them).
-//   - Mismatched lengths of keys and temporary flags, bad sizes, modes and
-//     lock counts are errors, not silently truncated or clamped.
-//   - An expired write lock reclaims the object; unfinished data never
-//     becomes readable. An expired read lock on a temporary object
-//     reclaims it instead of stranding it.
-//   - Listeners run outside the manager lock, in operation order, and may
-//     call back into the manager; each caller delivers its own events
-//     before it returns, so the backlog is bounded; each listener gets its
-//     own key slice (see Listener).
-//   - Leases: a late writer or reader cannot act on a lock taken after its
-//     own lapsed (LMCache's locks have no owner).
-//   - TTLs saturate: a TTL of math.MaxInt64 never lapses (LMCache's now +
-//     ttl arithmetic is unbounded in Python; a naive Go port overflows).
-//   - Every read, IsEvictable and Usage included, takes the manager lock.
-//   - Lock counts are O(1) per call, not one step per hold.
-//   - On-demand eviction, and EvictTo by bytes, instead of only a 1 s poll
-//     that counts keys.
-//   - Stats counts allocation calls, partial grants, OOM keys, evictions,
-//     expiries, the quarantine, and the hits and misses of every kind of
-//     lookup (Counters.Lookups).
-//   - Each call hashes each key it names at most once, into an index that
-//     holds no pointers (see store.go); ObjectKey has a hash of its own, at
-//     half the cost of hash/maphash.Comparable. A call that names the keys
-//     of the call before it, in the same order (reserve, finish, read,
-//     release), finds each record from the last call's answer with one key
-//     comparison and hashes nothing, and a call that presents leases
-//     finds each record from its lease the same way, whatever calls came
-//     between (see hint.go). Recency is a stamp per
-//     object, not a list (see recency.go). The records of removed objects
-//     are reused, and the blocks an operation releases go back in one Free
-//     call.
-//
-// Kept as in LMCache: one expiry per lock, refreshed by every lock call,
-// shared by all holders; grants are prefixes only (no bitmap of granted
-// keys); Delete and Clear with force free memory a holder may still use.
+// Built with -tags invariants, every call verifies the manager's whole
+// state as it ends (held bytes, records and index, expiry queues, the
+// eviction set, leases, hints, quarantine) and panics, naming the call,
+// when the state is wrong. Without the tag the check is compiled out.
 package l1

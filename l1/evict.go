@@ -20,8 +20,9 @@ import (
 // structures (policy.go), which say which goes first. Two paths evict,
 // both synchronous and under the manager lock:
 //   - on demand, inside ReserveWrite when Config.EvictOnDemand is set and
-//     a batch does not fit (LMCache PR #5290's proposal): in the policy's
-//     order, skipping the call's own keys, until the batch fits;
+//     a batch does not fit (LMCache evicts only from a 1 s poll above a
+//     watermark, which a batch can miss entirely): in the policy's order,
+//     skipping the call's own keys, until the batch fits;
 //   - EvictTo, which a background controller calls on its own schedule.
 //
 // Neither visits an object that is not evictable, so a call costs

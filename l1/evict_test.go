@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -306,4 +307,48 @@ func TestOnDemandEvictionReusesTheVictimsBlocks(t *testing.T) {
 	require.NoError(t, e.a.Verify())
 	used, _ := e.m.Usage()
 	assert.Equal(t, after.Used, used)
+}
+
+// With 18 of 28 chunks resident an 11-chunk restore OOMs at 64 % usage,
+// where a 0.8 watermark never fires; on-demand eviction makes room
+// synchronously.
+// From an LMCache report: it evicts only on a 1 s poll above the watermark.
+func TestOnDemandEvictionBelowTheWatermark(t *testing.T) {
+	for _, evict := range []bool{false, true} {
+		e := newEnv(t, 28*obj, l1.Config{EvictOnDemand: evict})
+		e.put(t, keys(100, 18), obj)
+		rs := e.reserve(t, keys(0, 11), obj)
+		if !evict {
+			assert.Equal(t, append(repeat(l1.OK, 10), l1.OutOfMemory), statuses(rs))
+			continue
+		}
+		assert.Equal(t, repeat(l1.OK, 11), statuses(rs))
+		st := e.m.Stats()
+		assert.Equal(t, uint64(1), st.Evictions)
+		_, ok := e.m.State(100)
+		assert.False(t, ok, "the least recently used chunk went")
+	}
+}
+
+// A temporary object finished and never read holds no lock; 24 hours later
+// EvictTo(0) must reclaim it, as LMCache would.
+// From a hostile review.
+func TestFinishedTemporaryObjectIsEvictable(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	e.putTemp(t, []int{1}, obj)
+	e.clk.Advance(24 * time.Hour)
+	assert.True(t, e.m.IsEvictable(1))
+	n, err := e.m.EvictTo(0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Zero(t, e.used())
+
+	t.Run("on_demand", func(t *testing.T) {
+		e := newEnv(t, 2*obj, l1.Config{EvictOnDemand: true})
+		e.putTemp(t, []int{1, 2}, obj)
+		rs := e.reserve(t, []int{3}, obj)
+		assert.Equal(t, l1.OK, rs[0].Status)
+		_, ok := e.m.State(1)
+		assert.False(t, ok, "the least recently used temporary object was evicted")
+	})
 }

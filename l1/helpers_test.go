@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
@@ -236,34 +237,40 @@ func (e *env) finishRead(t testing.TB, ks []int, locks int) []l1.Status {
 	return st
 }
 
-// The helpers below act as an honest holder of every lock: they present
-// the current holders' leases, read from State. Tests of the lease
-// protocol itself pass leases explicitly. They report errors with Errorf,
-// so goroutines may use them.
+// The helpers below act as an honest holder of every lock: they present the
+// current holders' leases, read from a Snapshot. Tests of the lease protocol
+// itself pass leases explicitly. They report errors with Errorf, so
+// goroutines may use them.
 
 // wl returns the keys' current write leases (0 where none).
 func (e *env) wl(ks []int) []l1.Lease {
-	out := make([]l1.Lease, len(ks))
-	for i, k := range ks {
-		s, _ := e.m.State(k)
-		out[i] = s.WriteLease
-	}
-	return out
+	return e.leases(ks, func(s l1.ObjectState) l1.Lease { return s.WriteLease })
 }
 
 // rl returns the keys' current read leases (0 where none).
 func (e *env) rl(ks []int) []l1.Lease {
+	return e.leases(ks, func(s l1.ObjectState) l1.Lease { return s.ReadLease })
+}
+
+// leases reads one lease of each key's object (0 where none) from one
+// Snapshot, not a State call per key: under the invariants tag every call
+// checks the whole manager, so thousands of State calls over thousands of
+// objects would cost O(n²).
+func (e *env) leases(ks []int, lease func(l1.ObjectState) l1.Lease) []l1.Lease {
+	byKey := make(map[int]l1.Lease, len(ks))
+	for _, o := range e.m.Snapshot() {
+		byKey[o.Key] = lease(o.ObjectState)
+	}
 	out := make([]l1.Lease, len(ks))
 	for i, k := range ks {
-		s, _ := e.m.State(k)
-		out[i] = s.ReadLease
+		out[i] = byKey[k]
 	}
 	return out
 }
 
 func (e *env) noErr(err error, call string) {
 	if err != nil {
-		e.t.Errorf("%s: unexpected error %v", call, err)
+		assert.Fail(e.t, fmt.Sprintf("%s: unexpected error %v", call, err))
 	}
 }
 

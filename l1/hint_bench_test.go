@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkLookupHints times a ReserveRead and a FinishRead of 5700 stored
@@ -21,30 +22,22 @@ func BenchmarkLookupHints(b *testing.B) {
 		for _, strs := range []string{"stored", "copies"} {
 			b.Run(fmt.Sprintf("order=%s/strings=%s", order, strs), func(b *testing.B) {
 				r, err := hostmem.NewHeapRegion(n * 4096)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				a, err := allocator.New(r, allocator.Options{Align: 4096})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				defer a.Close()
 				m, err := New[ObjectKey](a, Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				defer m.Close()
 				keys := hashKeys(n)
 				res, err := m.ReserveWrite(keys, nil, 4096, ModeAll)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				leases := make([]Lease, n)
 				for i, r := range res {
 					leases[i] = r.Lease
 				}
 				if _, err := m.FinishWrite(keys, leases); err != nil {
-					b.Fatal(err)
+					require.NoError(b, err)
 				}
 				// Eight orders of the keys, each in strings of its own
 				// for strings=copies.
@@ -68,14 +61,12 @@ func BenchmarkLookupHints(b *testing.B) {
 					ks := orders[j%len(orders)]
 					j++
 					rr, err := m.ReserveRead(ks, 1)
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					for i, r := range rr {
 						leases[i] = r.Lease
 					}
 					if _, err := m.FinishRead(ks, leases, 1); err != nil {
-						b.Fatal(err)
+						require.NoError(b, err)
 					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")

@@ -1,6 +1,10 @@
 package l1
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvalloc/kvalloc/internal/invariants"
+)
 
 // EventKind says what happened to the keys of an Event.
 type EventKind uint8
@@ -258,10 +262,14 @@ func (m *Manager[K]) noteRemovedLocked(key K, cause Cause) {
 }
 
 // unlock ends an operation: it frees the blocks of the objects the
-// operation removed, releases the manager lock and, when the operation
-// made events, delivers them (see Listener).
+// operation removed, checks the manager's invariants under the invariants
+// build tag (invariants.go), releases the manager lock and, when the
+// operation made events, delivers them (see Listener).
 func (m *Manager[K]) unlock() {
 	m.flushLocked()
+	if invariants.Enabled {
+		m.checkInvariantsLocked()
+	}
 	d := &m.delivery
 	if len(d.queue) == d.opStart { // no events
 		m.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,7 +107,7 @@ func TestListeners(t *testing.T) {
 					k := w*perWorker + i
 					rs, err := e.m.ReserveWrite([]int{k}, nil, obj, l1.ModeAll)
 					if err != nil || rs[0].Status != l1.OK {
-						t.Errorf("reserve %d: %v %v", k, rs, err)
+						assert.Fail(t, fmt.Sprintf("reserve %d: %v %v", k, rs, err))
 						return
 					}
 					e.finish([]int{k})
@@ -168,4 +169,198 @@ func TestListenerInterfaceCallbacks(t *testing.T) {
 		"Removed/aborted[3]",
 		"Removed/deleted[1 2]",
 	}, log.calls)
+}
+
+// Keys a call re-locks are reported to listeners, whether or not the call
+// allocated anything (nothing to allocate; update mode).
+// From LMCache, whose early returns skipped these notifications.
+func TestRelockedKeysAreReported(t *testing.T) {
+	t.Run("update_mode", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1}, obj)
+		e.rec.take()
+		_, err := e.m.ReserveWrite([]int{1, 2}, nil, obj, l1.ModeUpdate)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteReserved, Keys: []int{1}}}, e.rec.take())
+	})
+	t.Run("nothing_to_allocate", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{1, 2}, obj)
+		e.rec.take()
+		e.reserve(t, []int{2, 1}, obj)
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteReserved, Keys: []int{2, 1}}}, e.rec.take())
+	})
+	t.Run("mixed_in_request_order", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.put(t, []int{2}, obj)
+		e.rec.take()
+		e.reserve(t, []int{1, 2, 3}, obj)
+		assert.Equal(t, []l1.Event[int]{{Kind: l1.EventWriteReserved, Keys: []int{1, 2, 3}}}, e.rec.take())
+	})
+}
+
+// A listener may call back into the manager itself, and may wait for another
+// goroutine's call that makes no event (a read, State, Stats); see Listener
+// for why it must not wait for another goroutine's call that does.
+// From LMCache, whose listeners ran inside its global lock.
+func TestListenersRunOutsideTheLock(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	var nested []l1.Status
+	var seen l1.ObjectState
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
+		if ev.Kind != l1.EventWriteReserved {
+			return
+		}
+		done := make(chan l1.ObjectState)
+		go func() {
+			s, _ := e.m.State(ev.Keys[0])
+			e.unsafeRead(ev.Keys)
+			done <- s
+		}()
+		seen = <-done
+		nested = e.finish(ev.Keys)
+	})
+	e.reserve(t, []int{1, 2}, obj)
+	assert.True(t, seen.WriteLocked)
+	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, nested)
+	assert.Equal(t, []l1.Event[int]{
+		{Kind: l1.EventWriteReserved, Keys: []int{1, 2}},
+		{Kind: l1.EventWriteFinished, Keys: []int{1, 2}},
+	}, e.rec.take())
+}
+
+// Two listeners that append to their Keys must not write into one slot.
+// From a hostile review.
+func TestEachListenerGetsItsOwnKeys(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	var first, second []int
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
+		if ev.Kind == l1.EventWriteReserved {
+			first = append(ev.Keys[:1:1], 100)
+			ev.Keys[0] = -1
+		}
+	})
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
+		if ev.Kind == l1.EventWriteReserved {
+			second = append(ev.Keys, 200)
+		}
+	})
+	e.reserve(t, []int{1, 2}, obj)
+	assert.Equal(t, []int{1, 100}, first)
+	assert.Equal(t, []int{1, 2, 200}, second, "the second listener sees the keys the first one did not change")
+	assert.Equal(t, []int{1, 2}, e.rec.last(l1.EventWriteReserved), "the recorder (first registered) keeps its own")
+}
+
+// A listener that takes 20 µs and 8 callers: every caller returns, each only
+// after its own events were delivered, and the backlog of undelivered events
+// stays bounded.
+// From a hostile review (a slow listener).
+func TestSlowListenerBacklogIsBounded(t *testing.T) {
+	e := newEnv(t, 64*MiB, l1.Config{})
+	var delivered sync.Map // key -> number of events delivered for it
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
+		for _, k := range ev.Keys {
+			n, _ := delivered.LoadOrStore(k, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+		}
+		time.Sleep(20 * time.Microsecond)
+	})
+	const callers = 8
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var maxPending atomic.Int64
+	monitorDone := make(chan struct{})
+	go func() {
+		defer close(monitorDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if p := int64(e.m.Stats().PendingEvents); p > maxPending.Load() {
+				maxPending.Store(p)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	for w := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := w<<20 | i
+				e.touch([]int{k}) // no object: no event, never waits
+				e.reserve(t, []int{k}, obj)
+				e.del([]int{k}, true)
+				// Both events of this goroutine's key were delivered.
+				n, _ := delivered.Load(k)
+				if n == nil || n.(*atomic.Int32).Load() != 2 {
+					assert.Fail(t, fmt.Sprintf("caller returned before its events were delivered (key %d)", k))
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		require.Fail(t, "a caller did not return 10 s after the load stopped")
+	}
+	<-monitorDone
+	st := e.m.Stats()
+	assert.Zero(t, st.PendingEvents)
+	assert.LessOrEqual(t, maxPending.Load(), int64(callers), "undelivered events, sampled")
+	assert.LessOrEqual(t, st.PeakPendingEvents, uint64(callers), "one event per waiting caller at most")
+	assert.NotZero(t, st.PeakPendingEvents)
+}
+
+// A listener that calls back into the manager from its own goroutine does
+// not deadlock, also while other goroutines wait for their turn; the nested
+// call's events follow, in order.
+// From a hostile review (a slow listener).
+func TestReentrantListenerUnderLoad(t *testing.T) {
+	e := newEnv(t, 64*MiB, l1.Config{})
+	var mu sync.Mutex
+	seen := map[int][]l1.EventKind{}
+	e.m.AddListenerFunc(func(ev l1.Event[int]) {
+		mu.Lock()
+		for _, k := range ev.Keys {
+			seen[k] = append(seen[k], ev.Kind)
+		}
+		mu.Unlock()
+		if ev.Kind == l1.EventWriteReserved {
+			e.finish(ev.Keys) // re-entrant: returns at once
+		}
+	})
+	const callers = 8
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				k := w<<20 | i
+				e.reserve(t, []int{k}, obj)
+				e.del([]int{k}, true)
+			}
+		}()
+	}
+	wg.Wait()
+	e.m.Len()
+	want := []l1.EventKind{l1.EventWriteReserved, l1.EventWriteFinished, l1.EventRemoved}
+	require.Len(t, seen, callers*200)
+	for k, kinds := range seen {
+		require.Equal(t, want, kinds, "key %d", k)
+	}
+	assert.Zero(t, e.m.Stats().PendingEvents)
 }

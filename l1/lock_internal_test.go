@@ -1,10 +1,12 @@
 package l1
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestTTLLock(t *testing.T) {
@@ -80,7 +82,7 @@ func TestStore(t *testing.T) {
 			h := s.hash(&k) & hashMask
 			o, pos := s.find(&k, h)
 			if o != model[k] {
-				t.Fatalf("mask %x step %d: find(%d) = %p, want %p", hashMask, step, k, o, model[k])
+				require.Fail(t, fmt.Sprintf("mask %x step %d: find(%d) = %p, want %p", hashMask, step, k, o, model[k]))
 			}
 			if o == nil {
 				o = s.alloc()
@@ -93,7 +95,7 @@ func TestStore(t *testing.T) {
 				delete(model, k)
 			}
 			if s.n != len(model) {
-				t.Fatalf("mask %x step %d: n %d, model %d", hashMask, step, s.n, len(model))
+				require.Fail(t, fmt.Sprintf("mask %x step %d: n %d, model %d", hashMask, step, s.n, len(model)))
 			}
 			mask := uint32(len(s.slots) - 1)
 			for i, sl := range s.slots {
@@ -102,11 +104,11 @@ func TestStore(t *testing.T) {
 				}
 				o := s.rec(sl.rec)
 				if o.hash != sl.hash || model[o.key] != o {
-					t.Fatalf("mask %x step %d: slot %d holds a stale record", hashMask, step, i)
+					require.Fail(t, fmt.Sprintf("mask %x step %d: slot %d holds a stale record", hashMask, step, i))
 				}
 				for j := sl.hash & mask; j != uint32(i); j = (j + 1) & mask {
 					if s.slots[j].rec == 0 {
-						t.Fatalf("mask %x step %d: slot %d unreachable from its home %d", hashMask, step, i, sl.hash&mask)
+						require.Fail(t, fmt.Sprintf("mask %x step %d: slot %d unreachable from its home %d", hashMask, step, i, sl.hash&mask))
 					}
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/reference/baseline"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -373,4 +374,74 @@ func TestStrings(t *testing.T) {
 
 	assert.Equal(t, "removed", l1.EventRemoved.String())
 	assert.Equal(t, "evicted", l1.CauseEvicted.String())
+}
+
+// New over a typed nil *allocator.Allocator is ErrInvalidArgument, not a
+// panic at the first call.
+// From a hostile review.
+func TestNewRejectsATypedNilAllocator(t *testing.T) {
+	var a *allocator.Allocator
+	_, err := l1.New[int](a, l1.Config{})
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+}
+
+// After Close a read-side call must not answer KeyNotExist with a nil error:
+// "closed" is not a miss.
+// From a hostile review.
+func TestReadSideCallsAfterCloseReturnErrClosed(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	e.put(t, []int{1}, obj)
+	require.NoError(t, e.m.Close())
+	one := []l1.Lease{1}
+	_, err := e.m.ReserveRead([]int{1}, 1)
+	assert.ErrorIs(t, err, l1.ErrClosed, "ReserveRead")
+	_, err = e.m.FinishRead([]int{1}, one, 1)
+	assert.ErrorIs(t, err, l1.ErrClosed, "FinishRead")
+	_, err = e.m.FinishWriteAndReserveRead([]int{1}, one, 1)
+	assert.ErrorIs(t, err, l1.ErrClosed, "FinishWriteAndReserveRead")
+	_, err = e.m.FinishWrite([]int{1}, one)
+	assert.ErrorIs(t, err, l1.ErrClosed, "FinishWrite")
+	_, err = e.m.AbortWrite([]int{1}, one)
+	assert.ErrorIs(t, err, l1.ErrClosed, "AbortWrite")
+	_, err = e.m.UnsafeRead([]int{1})
+	assert.ErrorIs(t, err, l1.ErrClosed, "UnsafeRead")
+	_, err = e.m.Delete([]int{1}, true)
+	assert.ErrorIs(t, err, l1.ErrClosed, "Delete")
+	assert.ErrorIs(t, e.m.Touch([]int{1}), l1.ErrClosed, "Touch")
+	_, err = e.m.ReserveWrite([]int{1}, nil, obj, l1.ModeAll)
+	assert.ErrorIs(t, err, l1.ErrClosed, "ReserveWrite")
+	_, err = e.m.EvictTo(0)
+	assert.ErrorIs(t, err, l1.ErrClosed, "EvictTo")
+	// Bad arguments are still named as such.
+	_, err = e.m.FinishRead([]int{1}, nil, 1)
+	assert.ErrorIs(t, err, l1.ErrInvalidArgument)
+}
+
+// Stats counts objects by state, bytes, OOM keys, partial and failed grants,
+// reservations, probes, evictions and expiries, without sweeping.
+// From LMCache, whose telemetry had only used and total bytes.
+func TestStats(t *testing.T) {
+	e := newStrategyEnv(t, 16*obj, baseline.BinarySearch, l1.Config{EvictOnDemand: true})
+	e.put(t, keys(100, 4), obj)
+	e.read(t, []int{100, 101, 102, 103}, 1)
+	e.reserve(t, keys(0, 14), obj)                                       // 12 fit, nothing evictable
+	_, err := e.m.ReserveWrite([]int{50}, []bool{true}, obj, l1.ModeAll) // the pool is full
+	require.NoError(t, err)
+	e.clk.Advance(l1.DefaultWriteTTL)
+	st := e.m.Stats()
+	assert.Equal(t, 16, st.Objects, "Stats does not sweep")
+	assert.Equal(t, 12, st.WriteLocked)
+	assert.Equal(t, int64(16*obj), st.Used)
+	assert.Equal(t, int64(16*obj), st.Capacity)
+	assert.Equal(t, uint64(3), st.OOMKeys)
+	assert.Equal(t, uint64(1), st.PartialGrants)
+	assert.Equal(t, uint64(1), st.FailedReservations)
+	assert.Equal(t, uint64(4+12), st.WriteReservations)
+	assert.Positive(t, e.probes())
+	assert.Zero(t, st.Evictions)
+	assert.Equal(t, 4, e.m.Len())
+	assert.Equal(t, uint64(12), e.m.Stats().Expired)
+	used, capacity := e.m.Usage()
+	assert.Equal(t, 4*obj, used)
+	assert.Equal(t, 16*obj, capacity)
 }

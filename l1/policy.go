@@ -35,17 +35,18 @@ const (
 	EvictLRU EvictionPolicy = iota
 	// EvictPrefix is LRU, except that the objects one call makes recently
 	// used are ranked tail first: a later block of a prefix chain becomes
-	// less recent than an earlier one, so a chain's tail is evicted before
-	// its head (Mooncake issue #492). The chain order is the key's position
-	// given to ReserveWriteChain, and within one position the reverse of
-	// the call's key order, so a caller that names a chain's keys in order
-	// needs no positions at all.
+	// less recent than an earlier one, so a chain's tail is evicted
+	// before its head (a head evicted first leaves its tail resident but
+	// unreachable, since a lookup stops at the first miss). The chain
+	// order is the key's position given to ReserveWriteChain, and within
+	// one position the reverse of the call's key order, so a caller that
+	// names a chain's keys in order needs no positions at all.
 	//
 	// With the usual request flow (read-lock the cached prefix, write the
 	// missing blocks, FinishWrite them, FinishRead the prefix) every block
 	// ends colder than its predecessors, so the policy never evicts a block
-	// whose successors stay resident, the invariant of a radix-tree cache
-	// (Mooncake RFC #1998), without a tree: O(1) per key, no parent lookups.
+	// whose successors stay resident, the invariant of a radix-tree cache,
+	// without a tree: O(1) per key, no parent lookups.
 	EvictPrefix
 	// EvictS3FIFO is S3-FIFO (Yang et al., SOSP '23): a small FIFO queue for
 	// new objects, a tenth of the memory's capacity (Stats().Capacity, read

@@ -12,9 +12,9 @@ import (
 // computes k = min(n, Σ⌊extent/size⌋) in one walk over its free extents.
 // This is exact because all objects of a batch share one size, so k
 // objects fit exactly when k ≤ Σ⌊extent/size⌋, a condition monotone in k.
-// LMCache's search with trial allocations (PR #4837) and its answer
-// before that fix (all or nothing) are memories that answer AppendUpTo
-// their way, in internal/reference/baseline.
+// LMCache's search with trial allocations (its largest-prefix fix) and its
+// answer before that fix (all or nothing) are memories that answer
+// AppendUpTo their way, in internal/reference/baseline.
 
 // prefixLocked grants the largest prefix of n objects that fits, after the
 // full batch failed.

@@ -14,8 +14,9 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// Issue 9's defects at production size: 8 MiB objects (a KV chunk) in a
-// 45 GiB pool, 5760 objects when full.
+// The hostile cases (late actors, extreme TTLs, jumping clocks, slow
+// listeners) at production size: 8 MiB objects (a KV chunk) in a 45 GiB
+// pool, 5760 objects when full.
 const (
 	prodObject = 8 * MiB
 	prodPool   = 45 << 30

@@ -2,6 +2,7 @@ package l1_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -339,7 +340,7 @@ func TestQuarantineConcurrentWriters(t *testing.T) {
 					lapsed.Add(1)
 				case l1.OK:
 				default:
-					t.Errorf("writer %d: FinishWrite of its own lease: %v", w, sts[0])
+					assert.Fail(t, fmt.Sprintf("writer %d: FinishWrite of its own lease: %v", w, sts[0]))
 				}
 			}
 			// The connection ends: every lease it got goes back.

@@ -249,3 +249,18 @@ func TestFinishRead(t *testing.T) {
 		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
 	})
 }
+
+// A call takes up to MaxReadLocks holds at once; a count outside [1,
+// MaxReadLocks] is an error, not a silent clamp.
+// From LMCache, which took locks one Python loop step per hold.
+func TestLockCountsAreExact(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	e.put(t, []int{1}, obj)
+	for range 3 {
+		e.read(t, []int{1}, l1.MaxReadLocks)
+	}
+	assert.Equal(t, 3*l1.MaxReadLocks, e.state(t, 1).ReadLocks)
+	_, err := e.m.ReserveRead([]int{1}, l1.MaxReadLocks+1)
+	require.ErrorIs(t, err, l1.ErrInvalidArgument)
+	assert.Equal(t, 3*l1.MaxReadLocks, e.state(t, 1).ReadLocks)
+}

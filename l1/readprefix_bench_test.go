@@ -7,6 +7,7 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkReadPrefix is a serving engine's lookup of one request: a chain
@@ -19,35 +20,27 @@ func BenchmarkReadPrefix(b *testing.B) {
 	const chain = 32
 	for _, hit := range []int{0, 8, 24, 32} {
 		r, err := hostmem.NewHeapRegion(64 * 4096)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		a, err := allocator.New(r, allocator.Options{Align: 4096})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		m, err := l1.New[int](a, l1.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		ks := keys(0, chain)
 		rs, err := m.ReserveWrite(ks[:hit], nil, 4096, l1.ModeAll)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		wl := make([]l1.Lease, hit)
 		for i := range wl {
 			wl[i] = rs[i].Lease
 		}
 		if _, err := m.FinishWrite(ks[:hit], wl); err != nil {
-			b.Fatal(err)
+			require.NoError(b, err)
 		}
 		looked := float64(min(hit+1, chain))
 		leases := make([]l1.Lease, 0, chain)
 		release := func(n int) {
 			if n > 0 {
 				if _, err := m.FinishRead(ks[:n], leases, 1); err != nil {
-					b.Fatal(err)
+					require.NoError(b, err)
 				}
 			}
 		}
@@ -86,10 +79,10 @@ func BenchmarkReadPrefix(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/looked, "ns/key")
 		})
 		if err := m.Close(); err != nil {
-			b.Fatal(err)
+			require.NoError(b, err)
 		}
 		if err := a.Close(); err != nil {
-			b.Fatal(err)
+			require.NoError(b, err)
 		}
 	}
 }

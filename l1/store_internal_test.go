@@ -265,19 +265,19 @@ func TestRecordSetTakesLowest(t *testing.T) {
 		}
 		want := least()
 		if got := r.take(); got != want {
-			t.Fatalf("step %d: take = %d, want %d", step, got, want)
+			require.Fail(t, fmt.Sprintf("step %d: take = %d, want %d", step, got, want))
 		}
 		delete(model, want)
 	}
 	for len(model) > 0 {
 		want := least()
 		if got := r.take(); got != want {
-			t.Fatalf("draining: take = %d, want %d", got, want)
+			require.Fail(t, fmt.Sprintf("draining: take = %d, want %d", got, want))
 		}
 		delete(model, want)
 	}
 	if got := r.take(); got != 0 {
-		t.Fatalf("take on an empty set = %d, want 0", got)
+		require.Fail(t, fmt.Sprintf("take on an empty set = %d, want 0", got))
 	}
 }
 
@@ -300,7 +300,7 @@ func TestStoreReusesRecordsInOrder(t *testing.T) {
 	for range recs {
 		o := s.alloc()
 		if o.idx <= prev {
-			t.Fatalf("record %d allocated after %d", o.idx, prev)
+			require.Fail(t, fmt.Sprintf("record %d allocated after %d", o.idx, prev))
 		}
 		prev = o.idx
 	}

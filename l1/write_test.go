@@ -397,3 +397,79 @@ func TestReserveWriteRepeatsPastThePrefix(t *testing.T) {
 		})
 	}
 }
+
+// A key repeated within one ReserveWrite is reserved once, with its first
+// occurrence's flag; later occurrences answer KeyNotWritable.
+// From LMCache, which allocated it twice and leaked one buffer.
+func TestDuplicateKeysAllocateOnce(t *testing.T) {
+	for _, mode := range l1.Modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			e := newEnv(t, 64*KiB, l1.Config{})
+			e.put(t, []int{7}, obj)
+			rs, err := e.m.ReserveWrite([]int{1, 2, 1, 7, 7, 1}, []bool{false, false, true, false, false, true}, obj, mode)
+			require.NoError(t, err)
+			var want []l1.Status
+			switch mode {
+			case l1.ModeAll:
+				want = []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.KeyNotWritable}
+			case l1.ModeNew:
+				want = []l1.Status{l1.OK, l1.OK, l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable}
+			case l1.ModeUpdate:
+				want = []l1.Status{l1.KeyNotWritable, l1.KeyNotWritable, l1.KeyNotWritable, l1.OK, l1.KeyNotWritable, l1.KeyNotWritable}
+			}
+			assert.Equal(t, want, statuses(rs))
+			assert.Equal(t, int64(e.m.Len()), e.a.Stats().LiveBlocks, "one block per object, none leaked")
+			if mode != l1.ModeUpdate {
+				assert.False(t, e.state(t, 1).Temporary, "the first occurrence's flag wins")
+			}
+			e.m.Clear(true)
+			assert.Zero(t, e.used())
+		})
+	}
+}
+
+// Keys and temporary flags of different lengths are ErrInvalidArgument and
+// change nothing.
+// From LMCache, whose zip(strict=False) truncated the longer list.
+func TestMismatchedLengthsAreRejected(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	for _, flags := range [][]bool{{true}, {true, false, true}} {
+		rs, err := e.m.ReserveWrite([]int{1, 2}, flags, obj, l1.ModeAll)
+		require.ErrorIs(t, err, l1.ErrInvalidArgument)
+		assert.Nil(t, rs)
+	}
+	assert.Zero(t, e.m.Len())
+	assert.Zero(t, e.m.Stats().AllocCalls)
+}
+
+// A write is invisible to readers until FinishWrite, a rewrite of a finished
+// object included.
+// From LMCache's L1 manager, one of the weaknesses this package fixes.
+func TestUnfinishedWritesAreInvisible(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	e.reserve(t, []int{1}, obj)
+	e.put(t, []int{2}, obj)
+	e.reserve(t, []int{2}, obj) // rewrite
+	for _, k := range []int{1, 2} {
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.read(t, []int{k}, 1), "key %d", k)
+		assert.Equal(t, []l1.Result{{Status: l1.KeyNotReadable}}, e.unsafeRead([]int{k}), "key %d", k)
+		assert.Equal(t, []l1.Status{l1.KeyInWrongState}, e.finishRead(t, []int{k}, 1), "key %d", k)
+		assert.False(t, e.m.IsEvictable(k))
+	}
+	assert.Equal(t, []l1.Status{l1.KeyIsLocked, l1.KeyIsLocked}, e.del([]int{1, 2}, false))
+	e.finish([]int{1, 2})
+	assert.Equal(t, []l1.Status{l1.OK, l1.OK}, statuses(e.read(t, []int{1, 2}, 1)))
+}
+
+// A ModeAll batch with temporary=true re-locks cached objects without
+// turning them into read-once objects.
+// From a hostile review.
+func TestRelockKeepsTheObjectsTemporaryFlag(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	e.put(t, []int{1}, obj)
+	rs, err := e.m.ReserveWrite([]int{1, 2}, []bool{true, true}, obj, l1.ModeAll)
+	require.NoError(t, err)
+	require.Equal(t, []l1.Status{l1.OK, l1.OK}, statuses(rs))
+	assert.False(t, e.state(t, 1).Temporary, "the cached object keeps its own flag")
+	assert.True(t, e.state(t, 2).Temporary, "a new object takes the call's flag")
+}

@@ -10,8 +10,8 @@ import (
 	"github.com/kvalloc/kvalloc/bench/sim"
 )
 
-// The required scenarios of issue 6, each asserted as its file's comments
-// and outcome lines state.
+// The scenarios testdata/scenarios holds, each asserted as its file's
+// comments and outcome lines state.
 
 const scenarioDir = "../../testdata/scenarios"
 

@@ -96,17 +96,17 @@
 // references) and the token hit rate (hit tokens ÷ input tokens, where a
 // request whose every block hits counts its whole input_length, since the
 // last block may be partial). Every miss is classified at arrival: cold
-// (never stored before), eviction-induced prefill (stored before and
-// evicted since: the blocks recomputed because eviction removed them, as
-// Mooncake issue #1998 counts them), or orphan (still resident, but behind
-// the request's first miss). For l1: keys requested, granted and answered
-// OutOfMemory; ReserveWrite calls that failed, and those that failed while
-// the allocator had the bytes for the whole call; allocator calls;
-// evictions; mean and peak fragmentation (allocator.Stats.Fragmentation,
-// 1 − largest free extent ÷ free bytes) and usage, sampled after every store. For every row: Busy, the
-// wall time inside the cache's calls (l1 and the allocator, or the bound's
-// structure), split by phase, and NsPerBlockOp, Busy per block reference;
-// every row of a trace has the same references, so the ratio to the ideal
-// LRU's is a ratio of times. Everything but the times is deterministic,
-// and Sweep checks it by replaying each row several times.
+// (never stored before), eviction-induced prefill (stored before and evicted
+// since: the blocks recomputed because eviction removed them), or orphan
+// (still resident, but behind the request's first miss). For l1: keys
+// requested, granted and answered OutOfMemory; ReserveWrite calls that
+// failed, and those that failed while the allocator had the bytes for the
+// whole call; allocator calls; evictions; mean and peak fragmentation
+// (allocator.Stats.Fragmentation, 1 − largest free extent ÷ free bytes) and
+// usage, sampled after every store. For every row: Busy, the wall time inside
+// the cache's calls (l1 and the allocator, or the bound's structure), split
+// by phase, and NsPerBlockOp, Busy per block reference; every row of a trace
+// has the same references, so the ratio to the ideal LRU's is a ratio of
+// times. Everything but the times is deterministic, and Sweep checks it by
+// replaying each row several times.
 package trace

@@ -120,9 +120,8 @@ type Result struct {
 	Tokens, HitTokens int64
 	// The blocks that missed, by why: Cold had never been stored before;
 	// EvictPrefill had been stored and were evicted since (the
-	// eviction-induced prefill of Mooncake #1998); Orphans were resident
-	// but lay behind the request's first miss. Cold + EvictPrefill +
-	// Orphans = Refs − Hits.
+	// eviction-induced prefill); Orphans were resident but lay behind the
+	// request's first miss. Cold + EvictPrefill + Orphans = Refs − Hits.
 	Cold, EvictPrefill, Orphans int64
 	// Stored counts blocks that became resident.
 	Stored int64

@@ -2,7 +2,8 @@
 // after every mutation, as Pebble's invariants package does. Build with
 // -tags invariants (make test runs the race suite once more so) and
 // Enabled is true: the allocator verifies itself after every call that
-// changes it, and panics at that call, naming it, when the state is wrong.
+// changes it, and an l1.Manager after every call, and each panics at that
+// call, naming it, when the state is wrong.
 // Without the tag Enabled is a false constant, so every check guarded by
 // it is dead code the compiler removes, and release builds pay nothing.
 //
@@ -12,6 +13,8 @@
 //		invariants.Check("Free", a.verifyLocked())
 //	}
 package invariants
+
+import "errors"
 
 // Check panics when err is not nil, with a message that names op, the call
 // that left the state wrong. Call it only under Enabled.
@@ -34,3 +37,19 @@ func (v *Violation) Error() string {
 
 // Unwrap returns the failed invariant.
 func (v *Violation) Unwrap() error { return v.Err }
+
+// Catch runs f and returns the *Violation it panics with, or nil when f
+// returns; any other panic goes on. It is for tests that show a check
+// catching a corruption at the call that made it.
+func Catch(f func()) (v *Violation) {
+	defer func() {
+		if p := recover(); p != nil {
+			err, _ := p.(error)
+			if !errors.As(err, &v) {
+				panic(p)
+			}
+		}
+	}()
+	f()
+	return nil
+}

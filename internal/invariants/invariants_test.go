@@ -22,3 +22,11 @@ func TestCheck(t *testing.T) {
 	invariants.Check("Free", bad)
 	t.Fatal("Check returned on an error")
 }
+
+func TestCatch(t *testing.T) {
+	assert.Nil(t, invariants.Catch(func() {}))
+	v := invariants.Catch(func() { invariants.Check("Free", errors.New("bad")) })
+	require.NotNil(t, v)
+	assert.Equal(t, "Free", v.Op)
+	assert.PanicsWithValue(t, "other", func() { invariants.Catch(func() { panic("other") }) })
+}

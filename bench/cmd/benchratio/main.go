@@ -9,13 +9,13 @@
 //
 // It reads Go benchmark results (the output of `go test -bench`, as `make
 // bench` writes to bench/out/bench.txt) with golang.org/x/perf/benchfmt,
-// takes the median of every benchmark's samples of every unit, and prints
-// one row per target of the bench issue: the measure, the median, the floor
-// or base it is divided by, the ratio, the target and PASS or MISS. Rows
-// marked "info" carry no target; they put the other regions and placements
-// in the same light. A benchmark absent from the input, for example because
-// its region is unavailable here and it skipped, gives a row that says so
-// and neither passes nor misses.
+// takes the median of every benchmark's samples of every unit, and prints one
+// row per target of README.md's ratio table: the measure, the median, the
+// floor or base it is divided by, the ratio, the target and PASS or MISS.
+// Rows marked "info" carry no target; they put the other regions and
+// placements in the same light. A benchmark absent from the input, for
+// example because its region is unavailable here and it skipped, gives a row
+// that says so and neither passes nor misses.
 //
 // Ratios are of medians from one run, so the machine's noise hits a result
 // and its floor alike; a ratio is still only as steady as the medians it
@@ -281,8 +281,9 @@ type row struct {
 	why        string
 }
 
-// targets is the Targets table of the bench issue, then the rows that
-// put the other variants of each benchmark in the same light.
+// targets is README.md's ratio table (TestReadmeTargets holds the two
+// equal), then the rows that put the other variants of each benchmark in
+// the same light.
 var targets = []target{
 	// The Allocate+Free pair of one 8 MiB block against the bump floor:
 	// Floor/mutex swings 4× with load on shared machines, so the pair's
@@ -292,7 +293,7 @@ var targets = []target{
 	// A fully ready segmented region costs the allocator what an mmap
 	// region does: it is asked nothing per call.
 	{num: m("Allocate/region=segmented", "ns/op"), den: m("Allocate/region=mmap", "ns/op"), op: "<=", bound: 1.1},
-	// Production sizes (issue 10): 5700 × 8 MiB in a 45 GiB NoReserve pool.
+	// Production sizes: 5700 × 8 MiB in a 45 GiB NoReserve pool.
 	{num: m(pool8MiB+"/op=batch-warm", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 5},
 	{num: m(pool8MiB+"/op=batch-fresh", "ns/block"), den: m("Floor/bump", "ns/op"), op: "<=", bound: 10},
 	{num: m(pool8MiB+"/op=batch-fresh", "ns/block"), den: m(pool8MiB+"/op=batch-warm", "ns/block"), op: "<=", bound: 2},

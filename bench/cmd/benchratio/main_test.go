@@ -156,8 +156,8 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestEvictionRows checks the eviction and prefix rows of the production
-// issue: scattered victims within 2× of adjacent ones, unevictable objects
+// TestEvictionRows checks the eviction and prefix rows at production
+// size: scattered victims within 2× of adjacent ones, unevictable objects
 // at the cold end within 1.5× of none, onepass's prefix within 1.2× of a
 // fitting reservation, the allocator time of the search ≥ 10×.
 func TestEvictionRows(t *testing.T) {
@@ -195,7 +195,8 @@ BenchmarkPrefixRecovery/fit/n=4560-2 	 10	 400000 ns/op
 	}
 }
 
-// TestPoolTargets checks the production-size rows of issue 10 one by one:
+// TestPoolTargets checks the production-size rows (8 MiB objects in a
+// 45 GiB pool) one by one:
 // each ratio, its verdict, and that the fresh ÷ warm row divides the two
 // pool benchmarks, not a floor.
 func TestPoolTargets(t *testing.T) {

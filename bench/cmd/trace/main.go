@@ -179,7 +179,7 @@ func preamble(path string, args []string, o trace.Options) string {
 		strings.Join(args, " "), runtime.Version(), runtime.NumCPU())
 	b.WriteString("Request model: at its arrival a request read-locks the longest resident prefix of its blocks (the hits), reserves its missing blocks in one ReserveWrite, and after (input − hit tokens) ÷ prefill rate finishes the writes and releases the reads. Rows are l1 configurations over the allocator; **ideal LRU** and **Belady** are allocator-free bounds of the same number of blocks under the same model.\n\n")
 	b.WriteString("- **hit rate**: hit blocks ÷ block references; **token hit**: hit tokens ÷ input tokens (a fully hit request counts its whole input, the last block may be partial).\n")
-	b.WriteString("- **evict prefill**: missed blocks that had been stored and were evicted since (Mooncake #1998's eviction-induced prefill); **orphans**: missed blocks that were resident behind the request's first miss.\n")
+	b.WriteString("- **evict prefill**: missed blocks that had been stored and were evicted since (eviction-induced prefill); **orphans**: missed blocks that were resident behind the request's first miss.\n")
 	b.WriteString("- **Δ LRU**, **Δ Belady**: hit rate minus the bound's, in percentage points.\n")
 	b.WriteString("- **ns/op ÷ LRU**: the row's wall time in its cache calls ÷ the ideal LRU's; **ns/block op**: that time per block reference. Shared machine: ratios only.\n")
 	b.WriteString("- **granted**, **OOM keys**: keys ReserveWrite allocated and answered OutOfMemory; **failed calls**: ReserveWrite calls with an OOM key; **failed w/ free**: those made while the allocator had the bytes for the whole call.\n")

@@ -171,7 +171,7 @@ func TestAllocsNoiseDoesNotFail(t *testing.T) {
 		name     string
 		old, cur []int
 	}{
-		// The failure of issue 13: allocs/op that depended on b.N, under
+		// A gate failure seen in CI: allocs/op that depended on b.N, under
 		// a machine load that changed b.N between runs (p = 0.895).
 		{"median 5 -> 5.5", []int{5, 5, 7, 5, 5, 12, 5, 5, 5, 7}, []int{5, 7, 5, 6, 5, 12, 5, 7, 7, 5}},
 		// One run in ten caught a background allocation.

@@ -1,7 +1,7 @@
 // Package baseline holds LMCache's two answers to a batch that does not
 // fit, as l1.Memory wrappers, so that the benchmarks, the scenarios and
 // the harness keep measuring them beside l1's own: the binary search of
-// LMCache PR #4837, which finds the largest prefix with trial
+// LMCache's largest-prefix fix, which finds the largest prefix with trial
 // allocations, and LMCache's behaviour before that fix, all or nothing.
 // The manager always asks its memory for the prefix with one AppendUpTo
 // call (the one-pass strategy, over the allocator itself); a wrapper
@@ -27,7 +27,7 @@ type Strategy uint8
 const (
 	// OnePass is l1's own: one AppendUpTo call to the memory itself.
 	OnePass Strategy = iota
-	// BinarySearch is LMCache PR #4837's search (see Search).
+	// BinarySearch is the search of LMCache's largest-prefix fix (see Search).
 	BinarySearch
 	// None is LMCache before the fix: all or nothing (see AllOrNothing).
 	None
@@ -87,7 +87,7 @@ type counted struct {
 	// with on-demand eviction asks for a prefix only after its count
 	// found that the whole batch does not fit, and before the Memory
 	// contract held every strategy it skipped the failed full call there
-	// (LMCache PR #5290's preflight); without eviction the full call
+	// (LMCache's preflight check of Fit); without eviction the full call
 	// comes first, as in LMCache.
 	Preflight     bool
 	calls, probes atomic.Uint64
@@ -148,8 +148,8 @@ func (c *counted) fits(size int64, n int, p allocator.Placement) bool {
 	return c.Fit(size, n) >= n
 }
 
-// Search is a Memory whose AppendUpTo finds the largest prefix as LMCache
-// PR #4837 does: the full call, then a binary search of [1, n-1] with
+// Search is a Memory whose AppendUpTo finds the largest prefix as LMCache's
+// largest-prefix fix does: the full call, then a binary search of [1, n-1] with
 // all-or-nothing probes, each allocated and freed at once, then the
 // largest size that fit. A probe that fits raises the best size and the
 // lower bound; one that does not lowers the upper bound. With capacity 7

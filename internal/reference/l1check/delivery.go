@@ -17,13 +17,13 @@ type DeliveryManager interface {
 	Stats() l1.Stats
 }
 
-// CheckDelivery is the listener-delivery stress check of issue 9: callers
-// goroutines reserve and delete their own keys for run, while a listener
-// that takes delay per event runs. It fails when a caller returns before
-// the events of its own operations were delivered, when the events waiting
-// for delivery (sampled through Stats.PendingEvents) exceed one per caller,
-// or when a caller has not returned 10 s after the load stopped. m must
-// have room for callers objects of size bytes and no other listener.
+// CheckDelivery is the listener-delivery stress check: callers goroutines
+// reserve and delete their own keys for run, while a listener that takes
+// delay per event runs. It fails when a caller returns before the events of
+// its own operations were delivered, when the events waiting for delivery
+// (sampled through Stats.PendingEvents) exceed one per caller, or when a
+// caller has not returned 10 s after the load stopped. m must have room for
+// callers objects of size bytes and no other listener.
 func CheckDelivery(m DeliveryManager, callers int, size int64, delay, run time.Duration) error {
 	var delivered sync.Map // key -> *atomic.Int32
 	m.AddListenerFunc(func(ev l1.Event[Key]) {

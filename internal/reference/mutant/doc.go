@@ -1,6 +1,6 @@
 // Package mutant holds deliberately broken variants of kvalloc's allocator
 // and L1 manager, one bug each, for tests only. Each variant wraps a correct
-// implementation and breaks one contract the issues name, the way the
+// implementation and breaks one contract the package docs state, the way the
 // reference system (LMCache) broke it: an estimate that stops below the
 // maximum, a leak from repeated keys, a tail given the wrong status, extents
 // that are never merged.

@@ -195,10 +195,11 @@ func NewSharedKeys[K comparable](m *l1.Manager[K]) SharedKeys[K] {
 // use with operations (tests add listeners first).
 func (m SharedKeys[K]) AddListenerFunc(f func(l1.Event[K])) { *m.fns = append(*m.fns, f) }
 
-// UnboundedDelivery delivers events the way the manager did before issue
-// 9: callers hand their events to a queue and return at once, and one
-// goroutine delivers them, however far behind it falls. Listeners
-// registered through it get the manager's events through that queue.
+// UnboundedDelivery delivers events the way the manager did before each
+// caller delivered its own events: callers hand their events to a queue and
+// return at once, and one goroutine delivers them, however far behind it
+// falls. Listeners registered through it get the manager's events through
+// that queue.
 type UnboundedDelivery[K comparable] struct {
 	*l1.Manager[K]
 	q *eventQueue[K]

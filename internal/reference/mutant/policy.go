@@ -11,7 +11,8 @@ import (
 // HeadsFirst passes every ReserveWrite to ReserveWriteChain with the
 // keys' positions reversed, the last key at position 0: the prefix-aware
 // policy then ranks a chain's head as its tail and evicts heads first,
-// orphaning the tails (Mooncake issue #492's complaint).
+// orphaning the tails: resident, but past a missing head no lookup
+// reaches them.
 type HeadsFirst[K comparable] struct{ *l1.Manager[K] }
 
 // ReserveWrite reserves with reversed chain positions.

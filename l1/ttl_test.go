@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// Lock lifetimes: see lock.go.
+// TTLs: what a lapse does to each kind of lock, and the extreme TTLs
+// (see the package doc, "Time" and "The object life cycle").
 
 func TestWriteLockExpiry(t *testing.T) {
 	t.Run("lapses_at_its_ttl", func(t *testing.T) {
@@ -129,5 +131,94 @@ func TestReadLockExpiry(t *testing.T) {
 		e.clk.Advance(30 * time.Second)
 		e.finishRead(t, []int{1}, 1)
 		assert.Equal(t, e.clk.Now().Add(30*time.Second), e.state(t, 1).ReadExpiry)
+	})
+}
+
+// A TTL of NoExpiry (math.MaxInt64) never lapses: now + ttl saturates.
+// From a hostile review (extreme TTLs).
+func TestTTLOfMaxInt64NeverLapses(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{WriteTTL: l1.NoExpiry, ReadTTL: math.MaxInt64})
+	rs := e.reserve(t, []int{1, 2}, obj)
+	e.clk.Advance(time.Nanosecond)
+	st, err := e.m.FinishWrite([]int{1}, []l1.Lease{rs[0].Lease})
+	require.NoError(t, err)
+	assert.Equal(t, []l1.Status{l1.OK}, st, "write lock still held")
+	e.read(t, []int{1}, 1)
+	e.clk.Advance(time.Nanosecond)
+	assert.Equal(t, []l1.Status{l1.KeyIsLocked}, e.del([]int{1}, false), "read lock still held")
+	n, err := e.m.EvictTo(0)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a read-locked object is not evicted")
+	assert.True(t, e.state(t, 2).WriteLocked)
+	// Not after 1000 years either.
+	for range 4 {
+		e.clk.Advance(250 * 365 * 24 * time.Hour)
+		assert.True(t, e.state(t, 2).WriteLocked)
+		assert.Equal(t, 1, e.state(t, 1).ReadLocks)
+	}
+}
+
+// A TTL of 1 ns holds at the instant the lock is taken and lapses 1 ns
+// later.
+// From a hostile review (extreme TTLs).
+func TestTTLOfOneNanosecond(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{WriteTTL: 1, ReadTTL: 1})
+	e.reserve(t, []int{1}, obj)
+	assert.True(t, e.state(t, 1).WriteLocked, "held at the instant it was taken")
+	e.clk.Advance(time.Nanosecond)
+	_, ok := e.m.State(1)
+	assert.False(t, ok, "lapsed and reclaimed 1 ns later")
+	assert.Zero(t, e.used())
+}
+
+// A lapsed write lock reclaims its object: unfinished data never becomes
+// readable.
+// From LMCache, where an expired write lock made its data readable.
+func TestExpiredWriteLockIsNeverReadable(t *testing.T) {
+	e := newEnv(t, 64*KiB, l1.Config{})
+	w := e.reserve(t, []int{1}, obj)
+	copy(e.a.Bytes(w[0].Block), "half a wri")
+	e.clk.Advance(l1.DefaultWriteTTL)
+	assert.Equal(t, []l1.Result{{Status: l1.KeyNotExist}}, e.read(t, []int{1}, 1))
+	assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.finish([]int{1}), "a late writer cannot commit")
+	assert.Zero(t, e.used())
+}
+
+// A temporary object whose read lock lapsed is reclaimed, at the next call
+// that names it or at Clear; a lock refreshed in time survives.
+// From LMCache, which answered KEY_IN_WRONG_STATE and never freed it.
+func TestExpiredTemporaryReadIsReclaimed(t *testing.T) {
+	t.Run("at_the_next_touch", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		_, err := e.m.ReserveWrite([]int{1}, []bool{true}, obj, l1.ModeAll)
+		require.NoError(t, err)
+		_, err = e.fwrr([]int{1}, 2)
+		require.NoError(t, err)
+		e.clk.Advance(l1.DefaultReadTTL)
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, e.finishRead(t, []int{1}, 2))
+		assert.Zero(t, e.used())
+		st := e.m.Stats()
+		assert.Equal(t, uint64(1), st.Expired)
+		assert.Zero(t, st.TemporaryReadLocked)
+	})
+	t.Run("at_clear", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.putTemp(t, []int{1, 2}, obj)
+		e.read(t, []int{1, 2}, 1)
+		e.clk.Advance(l1.DefaultReadTTL)
+		assert.Zero(t, e.m.Clear(false))
+		assert.Zero(t, e.used())
+	})
+	t.Run("a_refreshed_lock_survives", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{})
+		e.putTemp(t, []int{1, 2}, obj)
+		e.read(t, []int{1, 2}, 1)
+		e.clk.Advance(l1.DefaultReadTTL / 2)
+		e.read(t, []int{1}, 1) // moves 1 behind 2 in the expiry queue
+		e.clk.Advance(l1.DefaultReadTTL / 2)
+		snap := e.m.Snapshot()
+		require.Len(t, snap, 1)
+		assert.Equal(t, 1, snap[0].Key)
+		assert.Equal(t, 2, snap[0].ReadLocks)
 	})
 }
