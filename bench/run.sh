@@ -36,6 +36,10 @@ case $count in
 	;;
 esac
 mkdir -p "$out"
+# The rounds run in bench/, as go test runs a package's tests in its
+# directory: benchmarks find the repository's files (python/, testdata/)
+# relative to it.
+out=$(cd "$out" && pwd)
 echo "$GO test -c -o $out/bench.test ./bench/"
 $GO test -c -o "$out/bench.test" ./bench/
 {
@@ -48,8 +52,8 @@ i=0
 while [ "$i" -lt "$count" ]; do
 	i=$((i + 1))
 	echo "bench: round $i of $count ($(($(date +%s) - start))s so far)"
-	"$out/bench.test" -test.run='^$' -test.bench="$pattern" -test.benchmem \
-		-test.benchtime="$benchtime" -test.count=1 -test.timeout=10m -test.v >>"$out/bench.txt" 2>&1 || {
+	(cd bench && exec "$out/bench.test" -test.run='^$' -test.bench="$pattern" -test.benchmem \
+		-test.benchtime="$benchtime" -test.count=1 -test.timeout=10m -test.v) >>"$out/bench.txt" 2>&1 || {
 		tail -n 30 "$out/bench.txt"
 		echo "bench: round $i failed; see $out/bench.txt"
 		exit 1
