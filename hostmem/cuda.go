@@ -26,6 +26,11 @@ import (
 // cudaSonames are the CUDA runtime library names tried, in order.
 var cudaSonames = []string{"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}
 
+// CUDARuntimeNames returns the CUDA runtime library names that
+// NewCUDAHostRegion and PinCUDA try, in order, for a tool that loads the
+// same runtime itself (a copy: changing it changes nothing here).
+func CUDARuntimeNames() []string { return append([]string(nil), cudaSonames...) }
+
 // cudaError_t values the package tells apart.
 const (
 	cudaSuccess                      = 0

@@ -8,11 +8,13 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/kvalloc/kvalloc/hostmem"
 )
 
-// cudaSonames are the CUDA runtime names tried, in order: those
-// hostmem.NewCUDAHostRegion tries.
-var cudaSonames = []string{"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}
+// cudaSonames are the CUDA runtime names tried, in order: those the
+// regions of package hostmem try.
+var cudaSonames = hostmem.CUDARuntimeNames()
 
 // cudaMemcpyKind values.
 const (
