@@ -449,8 +449,9 @@ class Client:
             except Exception as e:
                 self._close_locked()
                 raise ConnectionLostError(
-                    f"kvalloc: {t.wire_name} failed after its request was "
-                    f"sent ({type(e).__name__}: {e}); the client is closed"
+                    f"kvalloc: {t.wire_name} failed once its request was "
+                    f"being sent ({type(e).__name__}: {e}); the client is "
+                    "closed"
                 ) from e
             except BaseException:
                 self._close_locked()
