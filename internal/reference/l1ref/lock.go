@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // lock is a hold count and one expiry: LMCache's TTLLock. An expiry of
@@ -84,11 +86,17 @@ func (m *Manager[K]) Sweep() {
 	m.observe()
 	m.opN++
 	defer m.syncPolicy()
+	for l, q := range m.quarantine {
+		if q.Expiry <= m.Now { // a deleted key's holder's lock lapsed
+			m.Mem.Release([]allocator.Block{q.Block})
+			delete(m.quarantine, l)
+		}
+	}
 	var lapsed []K
 	for k, o := range m.objects {
 		switch {
 		case o.write.lapsed(m.Now) && m.Cfg.QuarantineLapsedWrites:
-			m.quarantine[o.wlease] = Quarantined[K]{k, o.block}
+			m.quarantine[o.wlease] = Quarantined[K]{Key: k, Block: o.block, Expiry: math.MaxInt64}
 			delete(m.objects, k)
 			m.Counters.Expired++
 			m.Counters.Quarantines++
