@@ -607,7 +607,7 @@ func (s *System) compareQuiet() error {
 	case st.Used != st.Held+st.QuarantinedBytes:
 		return fmt.Errorf("Stats: memory used %d, but the objects hold %d and the quarantine %d", st.Used, st.Held, st.QuarantinedBytes)
 	case st.QuarantinedObjects != qn || st.QuarantinedBytes != qb:
-		return fmt.Errorf("Stats: %d writes quarantined in %d bytes, model %d in %d", st.QuarantinedObjects, st.QuarantinedBytes, qn, qb)
+		return fmt.Errorf("Stats: %d blocks quarantined in %d bytes, model %d in %d", st.QuarantinedObjects, st.QuarantinedBytes, qn, qb)
 	case st.Objects != md.Len() || st.WriteLocked != md.WriteLocked() || st.TemporaryReadLocked != md.TemporaryReadLocked():
 		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
 			st.Objects, st.WriteLocked, st.TemporaryReadLocked, md.Len(), md.WriteLocked(), md.TemporaryReadLocked())
