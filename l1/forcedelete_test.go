@@ -1,6 +1,7 @@
 package l1_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -275,4 +276,42 @@ func TestSnapshotUnchangedByRejectedReserveWrite(t *testing.T) {
 		after := m.Snapshot()
 		require.Equal(t, before, after, "round %d: a rejected ReserveWrite moved the snapshot", i)
 	}
+}
+
+// The held leases at the TTLs' edges and under a jumping clock: a hold
+// whose lock never lapses (NoExpiry) outlives any forward jump, one of
+// 1 ns lapses at the next nanosecond, and a jump back lapses nothing.
+func TestForcedDeleteHoldAtTTLEdges(t *testing.T) {
+	t.Run("no_expiry", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{WriteTTL: l1.NoExpiry, ReadTTL: l1.NoExpiry})
+		e.put(t, []int{1}, obj)
+		r := e.read(t, []int{1}, 1)[0]
+		w := e.reserve(t, []int{2}, obj)[0]
+		e.del([]int{1, 2}, true)
+		e.clk.Advance(time.Duration(math.MaxInt64))
+		e.m.Len()
+		e.checkAccounting(t, 2, 2*obj)
+		sts, err := e.m.FinishRead([]int{1}, []l1.Lease{r.Lease}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Status{l1.OK}, sts)
+		sts, err = e.m.FinishWrite([]int{2}, []l1.Lease{w.Lease})
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Status{l1.WriteDeleted}, sts)
+		e.checkAccounting(t, 0, 0)
+	})
+	t.Run("one_ns", func(t *testing.T) {
+		e := newEnv(t, 64*KiB, l1.Config{WriteTTL: 1, ReadTTL: 1})
+		w := e.reserve(t, []int{1}, obj)[0]
+		e.del([]int{1}, true)
+		e.checkAccounting(t, 1, obj)
+		e.clk.Advance(-time.Hour) // back: nothing lapses
+		e.m.Len()
+		e.checkAccounting(t, 1, obj)
+		e.clk.Advance(1)
+		e.m.Len()
+		e.checkAccounting(t, 0, 0)
+		sts, err := e.m.AbortWrite([]int{1}, []l1.Lease{w.Lease})
+		require.NoError(t, err)
+		assert.Equal(t, []l1.Status{l1.KeyNotExist}, sts)
+	})
 }

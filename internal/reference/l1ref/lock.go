@@ -80,7 +80,9 @@ func (m *Manager[K]) observe() {
 // Usage begins with it. A dropped read lock counts as a release: the
 // object becomes most recently used, the earliest expiry first, ties in
 // the order the locks were last taken. Under QuarantineLapsedWrites a
-// lapsed write drops its key and keeps its block taken, by lease.
+// lapsed write drops its key and keeps its block taken, by lease. A block
+// held for a deleted key's lease is freed once that lease's expiry has
+// passed.
 func (m *Manager[K]) Sweep() {
 	m.syncPolicy() // the last call's changes, at the clock they saw
 	m.observe()
