@@ -1,13 +1,19 @@
 package l1_test
 
 import (
+	"encoding/binary"
 	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
@@ -314,4 +320,114 @@ func TestForcedDeleteHoldAtTTLEdges(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []l1.Status{l1.KeyNotExist}, sts)
 	})
+}
+
+// Writers, readers and a deleter on four keys at once: the deleter
+// force-deletes keys under their holders, who go on writing and reading
+// until their finishing calls answer. Every writer stamps its lease into
+// its block until it finishes; every reader reads its block's stamp at the
+// start and the end of its hold. A block reissued under a live lease shows
+// as a stamp that changed under a reader, a stamp no finished write put
+// there, a finish_read that is not OK, or (under -race, the arena being Go
+// memory) a data race between the two holders.
+func TestForcedDeleteUnderConcurrentHolders(t *testing.T) {
+	const keySpace, rounds = 4, 300
+	e := newEnv(t, 16*obj, l1.Config{WriteTTL: l1.NoExpiry, ReadTTL: l1.NoExpiry})
+	var mu sync.Mutex
+	published := map[uint64]bool{} // write leases whose FinishWrite answered OK
+	stamp := func(b allocator.Block, v uint64) { binary.LittleEndian.PutUint64(e.a.Bytes(b), v) }
+	read := func(b allocator.Block) uint64 { return binary.LittleEndian.Uint64(e.a.Bytes(b)) }
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range rounds {
+				k := rng.IntN(keySpace)
+				rs, err := e.m.ReserveWrite([]int{k}, nil, obj, l1.ModeAll)
+				if !assert.NoError(t, err) || rs[0].Status != l1.OK {
+					continue
+				}
+				for range 3 {
+					stamp(rs[0].Block, uint64(rs[0].Lease))
+					runtime.Gosched()
+				}
+				if rng.IntN(4) == 0 {
+					sts, err := e.m.AbortWrite([]int{k}, []l1.Lease{rs[0].Lease})
+					assert.NoError(t, err)
+					assert.Equal(t, l1.OK, sts[0], "an abort of a live or deleted write")
+					continue
+				}
+				sts, err := e.m.FinishWrite([]int{k}, []l1.Lease{rs[0].Lease})
+				assert.NoError(t, err)
+				switch sts[0] {
+				case l1.OK:
+					mu.Lock()
+					published[uint64(rs[0].Lease)] = true
+					mu.Unlock()
+				case l1.WriteDeleted:
+				default:
+					t.Errorf("FinishWrite of a write reserved with no TTL: %v", sts[0])
+				}
+			}
+		}()
+	}
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 2))
+			for range rounds {
+				k := rng.IntN(keySpace)
+				rs, err := e.m.ReserveRead([]int{k}, 1)
+				if !assert.NoError(t, err) || rs[0].Status != l1.OK {
+					continue
+				}
+				first := read(rs[0].Block)
+				runtime.Gosched()
+				last := read(rs[0].Block)
+				sts, err := e.m.FinishRead([]int{k}, []l1.Lease{rs[0].Lease}, 1)
+				assert.NoError(t, err)
+				assert.Equal(t, l1.OK, sts[0], "FinishRead of a live or deleted read")
+				assert.Equal(t, first, last, "the block changed under its reader")
+				ok := false
+				for start := time.Now(); !ok && time.Since(start) < 5*time.Second; runtime.Gosched() {
+					mu.Lock()
+					ok = published[first]
+					mu.Unlock()
+				}
+				assert.True(t, ok, "a reader read stamp %d, which no finished write of key %d put there", first, k)
+			}
+		}()
+	}
+	holdersDone := make(chan struct{})
+	go func() { wg.Wait(); close(holdersDone) }()
+	deleterDone := make(chan struct{})
+	go func() {
+		defer close(deleterDone)
+		rng := rand.New(rand.NewPCG(9, 3))
+		for !stop.Load() {
+			_, err := e.m.Delete([]int{rng.IntN(keySpace)}, true)
+			assert.NoError(t, err)
+			runtime.Gosched()
+		}
+	}()
+	for running := true; running; {
+		select {
+		case <-holdersDone:
+			running = false
+		case <-time.After(time.Millisecond):
+		}
+		if st := e.m.Stats(); st.Used != st.Held+st.QuarantinedBytes {
+			t.Errorf("used %d, held %d + quarantined %d", st.Used, st.Held, st.QuarantinedBytes)
+		}
+	}
+	stop.Store(true)
+	<-deleterDone
+	e.checkAccounting(t, 0, 0) // every holder let go: nothing held
+	require.NoError(t, e.m.Close())
+	assert.Zero(t, e.used())
+	assert.NotEmpty(t, published)
 }
