@@ -78,9 +78,11 @@
 // A writer's AbortWrite answers OK, its FinishWrite and
 // FinishWriteAndReserveRead WriteDeleted; each frees the block. Readers'
 // FinishRead calls answer OK, each releasing its holds; the last frees the
-// block. A held lease also ends when its lock lapses, at the expiry it had
-// when the key was deleted, and the block is freed then (a write under
-// Config.QuarantineLapsedWrites waits for its owner instead).
+// block. UnsafeRead and State answer for the key, which is gone: the
+// holders keep the block their lock call returned. A held lease also ends
+// when its lock lapses, at the expiry it had when the key was deleted, and
+// the block is freed then (a write under Config.QuarantineLapsedWrites
+// waits for its owner instead).
 //
 // # Quarantine
 //
