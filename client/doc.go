@@ -9,6 +9,12 @@
 //
 // # Contract
 //
+//   - Dial talks only to a daemon it trusts: before it sends anything it
+//     reads the credentials of the process serving the socket
+//     (SO_PEERCRED), whose uid must be root or this process's
+//     (Options.DaemonUIDs to say otherwise); any other is refused with an
+//     error wrapping ErrUntrustedDaemon that names both uids.
+//   - Every error of the connection names the socket's path.
 //   - A Client is safe for concurrent use; its calls are serialized.
 //   - Every call has a deadline (Options.Timeout). A daemon that died, or
 //     stopped answering, makes the call fail with an error wrapping

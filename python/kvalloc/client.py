@@ -15,9 +15,9 @@ import os
 import threading
 import time
 from array import array
-from typing import List, Optional, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
 
-from .connection import Connection
+from .connection import Connection, trusted_uids
 from .enums import Code, Flag, MessageType, Mode
 from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
                      InvalidArgumentError, KvallocError, WrongEpochError,
@@ -56,14 +56,20 @@ class Client:
     """
 
     def __init__(self, path: Optional[str] = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, *,
+                 daemon_uids: Optional[Iterable[int]] = None) -> None:
         """Connect to the daemon at ``path`` and map its pool.
 
         ``path`` None is :func:`~kvalloc.limits.default_socket_path`.
+        ``daemon_uids`` are the uids the daemon may run as, None meaning
+        root and this process's effective uid: a socket served by another
+        uid raises :class:`~kvalloc.errors.UntrustedDaemonError` at connect,
+        before anything is sent.
         """
         if not timeout > 0:
             raise InvalidArgumentError(f"timeout {timeout!r} must be > 0")
         self.path = path or default_socket_path()
+        self._trusted = trusted_uids(daemon_uids)
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None
@@ -87,7 +93,7 @@ class Client:
         with self._lock:
             self._close_locked()
             deadline = self._deadline(timeout)
-            conn = Connection(self.path, deadline)
+            conn = Connection(self.path, deadline, self._trusted)
             try:
                 self._hello(conn, deadline)
             except BaseException:
