@@ -87,6 +87,7 @@ fail() {
 	echo "build.sh: $t ($dir) did not build: $*" >&2
 	exit 1
 }
+# The loop reads the targets on stdin; the commands in it read none.
 want=0 built=0
 while read -r dir t; do
 	if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$t"; then
@@ -95,13 +96,13 @@ while read -r dir t; do
 	want=$((want + 1))
 	echo "build.sh: $t ($dir)"
 	rm -f "$work/$t.a" "$OUT/$t"
-	"$bin/go-118-fuzz-build" -tags "gofuzz${KVALLOC_FUZZ_TAGS:+,$KVALLOC_FUZZ_TAGS}" -o "$work/$t.a" -func "$t" "$PWD/$dir" ||
+	"$bin/go-118-fuzz-build" -tags "gofuzz${KVALLOC_FUZZ_TAGS:+,$KVALLOC_FUZZ_TAGS}" -o "$work/$t.a" -func "$t" "$PWD/$dir" </dev/null ||
 		fail "go-118-fuzz-build failed (above)"
 	[ -s "$work/$t.a" ] || fail "go-118-fuzz-build made no archive $work/$t.a"
 	# shellcheck disable=SC2086 # the flags are lists
-	$CXX $CXXFLAGS $LIB_FUZZING_ENGINE "$work/$t.a" -o "$OUT/$t" || fail "$CXX failed to link it (above)"
+	$CXX $CXXFLAGS $LIB_FUZZING_ENGINE "$work/$t.a" -o "$OUT/$t" </dev/null || fail "$CXX failed to link it (above)"
 	[ -x "$OUT/$t" ] || fail "$CXX made no binary $OUT/$t"
-	go run ./internal/seedzip -layout consumer -o "$OUT/${t}_seed_corpus.zip" "$dir/testdata/fuzz/$t" ||
+	go run ./internal/seedzip -layout consumer -o "$OUT/${t}_seed_corpus.zip" "$dir/testdata/fuzz/$t" </dev/null ||
 		fail "its seed corpus $dir/testdata/fuzz/$t did not zip"
 	built=$((built + 1))
 done <<<"$targets"
