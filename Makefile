@@ -355,7 +355,10 @@ LIBFUZZER_TARGETS ?=
 libfuzzer:
 	LIBFUZZER_TIME=$(LIBFUZZER_TIME) bash .clusterfuzzlite/libfuzzer.sh $(LIBFUZZER_TARGETS)
 
-## cflite-check: the build half of make libfuzzer: build.sh and the check of
-## the seed zips' layout against the built harness; runs nothing.
+## cflite-check: the build half of make libfuzzer: build.sh (one binary per
+## target, or a failure naming the target that did not build), the proof
+## that build.sh fails on a target that does not build, and the check of
+## the seed zips' layout against the built harness; runs nothing. .ci/run
+## runs it.
 cflite-check:
 	bash .clusterfuzzlite/libfuzzer.sh -build-only
