@@ -185,7 +185,9 @@ func keysOf(s []l1.Saved[int]) []int {
 // memory disagrees with, is refused with ErrInvalidArgument.
 func TestRestoreRefuses(t *testing.T) {
 	cfg := l1.Config{}
-	blk := func(off int64) allocator.Block { return allocator.Block{Offset: off, Size: obj, Gen: uint64(1 + off/obj)} }
+	blk := func(off int64) allocator.Block {
+		return allocator.Block{Offset: off, Size: obj, Gen: uint64(1 + off/obj)}
+	}
 	good := []l1.Saved[int]{{Key: 1, Block: blk(0), Size: obj}, {Key: 2, Block: blk(obj), Size: obj}}
 	_, m := restored(t, MiB, cfg, good)
 	require.Equal(t, 2, m.Len())
