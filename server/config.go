@@ -65,6 +65,13 @@ type Config struct {
 	// reserve_write runs: for soaks, not for serving (see debug.go).
 	DebugVerify bool
 
+	// Takeover asks the daemon serving SocketPath for its pool, over its
+	// handoff socket (HandoffPath), before serving: its finished objects
+	// are served on from then on, under a new epoch (handoff.go). When
+	// none answers, or what arrives is doubtful, the daemon starts cold
+	// and logs why (Server.Start).
+	Takeover bool
+
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
 }

@@ -1,0 +1,136 @@
+//go:build linux
+
+package server_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// stampOf is the 8 bytes a test writes at both ends of key's block.
+func stampOf(k l1.ObjectKey) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(k.ChunkHash); i++ {
+		h = (h ^ uint64(k.ChunkHash[i])) * 1099511628211
+	}
+	return h | 1
+}
+
+func putStamped(t *testing.T, c *client.Client, ks []l1.ObjectKey, size int64) {
+	t.Helper()
+	rs, err := c.ReserveWrite(ks, nil, size, l1.ModeAll)
+	require.NoError(t, err)
+	leases := make([]client.Lease, len(ks))
+	for i, r := range rs {
+		require.Equal(t, wire.StatusOK, r.Status)
+		b, err := c.Bytes(r.Block)
+		require.NoError(t, err)
+		binary.LittleEndian.PutUint64(b, stampOf(ks[i]))
+		binary.LittleEndian.PutUint64(b[size-8:], stampOf(ks[i]))
+		leases[i] = r.Lease
+	}
+	sts, err := c.FinishWrite(ks, leases)
+	require.NoError(t, err)
+	for _, st := range sts {
+		require.Equal(t, wire.StatusOK, st)
+	}
+}
+
+// TestHandoffInProcess: a daemon started with Takeover takes the pool of
+// the one serving: every finished object reads back its stamps under the
+// new epoch; a write in progress and the read locks of the old daemon's
+// connections are gone (the old connection sees its end, its leases are
+// refused); the new daemon's books agree (Check), it serves the same
+// socket, and says it started by a handoff.
+func TestHandoffInProcess(t *testing.T) {
+	const size = 64 << 10
+	path := filepath.Join(t.TempDir(), "kvallocd.sock")
+	old, err := server.New(server.Config{SocketPath: path, PoolSize: 64 << 20})
+	require.NoError(t, err)
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- old.Serve() }()
+	c, err := client.Dial(path, client.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	fin := keys("fin", 40)
+	putStamped(t, c, fin, size)
+	pending := keys("pending", 3)
+	rs, err := c.ReserveWrite(pending, nil, size, l1.ModeAll)
+	require.NoError(t, err)
+	_, err = c.ReserveRead(fin[:5], 2)
+	require.NoError(t, err)
+	oldEpoch := c.Epoch()
+
+	nu := start(t, server.Config{SocketPath: path, PoolSize: 64 << 20, Takeover: true})
+	require.NoError(t, <-oldDone, "the old daemon's Serve")
+	<-old.HandedOff()
+	require.NoError(t, old.Close(), "Close after a handoff is a no-op")
+	how, why := nu.Start()
+	require.Equal(t, "handoff", how, why)
+	require.NotEqual(t, oldEpoch, nu.Epoch())
+
+	err = c.Ping()
+	require.ErrorIs(t, err, client.ErrDisconnected, "the old connection outlived the handoff")
+	c2 := dial(t, nu)
+	require.Equal(t, nu.Epoch(), c2.Epoch())
+	got, err := c2.ReserveRead(fin, 1)
+	require.NoError(t, err)
+	leases := make([]client.Lease, len(fin))
+	for i, r := range got {
+		require.Equal(t, wire.StatusOK, r.Status, "key %v", fin[i])
+		b, err := c2.Bytes(r.Block)
+		require.NoError(t, err)
+		require.Equal(t, stampOf(fin[i]), binary.LittleEndian.Uint64(b))
+		require.Equal(t, stampOf(fin[i]), binary.LittleEndian.Uint64(b[size-8:]))
+		leases[i] = r.Lease
+	}
+	sts, err := c2.FinishRead(fin, leases, 1)
+	require.NoError(t, err)
+	for _, st := range sts {
+		require.Equal(t, wire.StatusOK, st, "a read lock of the old daemon survived")
+	}
+	for _, k := range pending {
+		_, ok := nu.Manager().State(k)
+		require.False(t, ok, "a write in progress survived the handoff")
+	}
+	// An old lease is refused.
+	_, err = c2.FinishWrite(pending[:1], []client.Lease{rs[0].Lease})
+	require.True(t, errors.Is(err, wire.ErrWrongEpoch), "%v", err)
+	require.NoError(t, nu.Check())
+	require.Equal(t, 40, nu.Manager().Len())
+	// And the new daemon hands off in its turn.
+	third := start(t, server.Config{SocketPath: path, PoolSize: 64 << 20, Takeover: true})
+	how, _ = third.Start()
+	require.Equal(t, "handoff", how)
+	require.Equal(t, 40, third.Manager().Len())
+}
+
+// TestTakeoverCold: with nobody to take over from, or a pool of another
+// size, the daemon starts cold and says why.
+func TestTakeoverCold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvallocd.sock")
+	s := start(t, server.Config{SocketPath: path, PoolSize: 64 << 20, Takeover: true})
+	how, why := s.Start()
+	require.Equal(t, "cold", how)
+	require.Contains(t, why, "no daemon answers")
+	c := dial(t, s)
+	putStamped(t, c, keys("k", 4), 4096)
+
+	s2 := start(t, server.Config{SocketPath: path, PoolSize: 32 << 20, Takeover: true})
+	how, why = s2.Start()
+	require.Equal(t, "cold", how)
+	require.Contains(t, why, "stale")
+	require.Equal(t, 0, s2.Manager().Len())
+	c2 := dial(t, s2)
+	err := c2.Ping()
+	require.NoError(t, err, "the socket handed over is served")
+}
