@@ -115,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if s.ln == nil {
-		if s.ln, err = listen(cfg.SocketPath, cfg.SocketMode); err != nil {
+		if s.ln, err = s.listenCold(cfg); err != nil {
 			s.mgr.Close()
 			s.alloc.Close()
 			return nil, err
