@@ -48,7 +48,7 @@ const (
 	handoffObject = 4096
 	handoffBatch  = 4
 	// handoffCap is the most keys one client writes; then it only reads.
-	handoffCap = 4000
+	handoffCap  = 4000
 	handoffPool = 256 << 20
 )
 
@@ -58,7 +58,7 @@ type hoDaemon struct {
 	how    string
 	why    string
 	exited chan struct{}
-	lines  chan string // its stderr log lines
+	lines  chan string  // its stderr log lines
 	wait   func() error // until it serves
 }
 
