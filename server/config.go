@@ -72,6 +72,14 @@ type Config struct {
 	// and logs why (Server.Start).
 	Takeover bool
 
+	// Systemd takes what systemd passes (fdstore.go): a listening socket
+	// in $LISTEN_FDS is served instead of binding SocketPath, and a pool
+	// and index in systemd's fd store are restored; with $NOTIFY_SOCKET
+	// set the daemon reports READY=1 once it serves and keeps its pool
+	// and, at Close, its index in the fd store. Without those variables
+	// it changes nothing. kvallocd sets it.
+	Systemd bool
+
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
 }

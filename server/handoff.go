@@ -76,19 +76,21 @@ func HandoffPath(socket string) string { return socket + ".handoff" }
 // restartState is the daemon's side of restarts: its handoff socket, the
 // handoff in progress, and how it started.
 type restartState struct {
-	ln      *net.UnixListener
-	path    string
-	ino     uint64 // the handoff socket's inode, to remove only our own
-	mu      sync.Mutex
-	running bool
-	done    chan struct{} // closed when a handoff is over (the daemon must exit)
-	// Started says how this daemon started ("cold", "handoff", "fd
-	// store"), and Why why cold, for logs and tests.
+	ln        *net.UnixListener
+	path      string
+	ino       uint64 // the handoff socket's inode, to remove only our own
+	mu        sync.Mutex
+	running   bool
+	done      chan struct{} // closed when a handoff is over (the daemon must exit)
+	notify    *notifier     // systemd's notification socket; nil without
+	activated bool          // the socket came from systemd
+	// Started says how this daemon started ("cold", "handoff", "fdstore"
+	// and Why why cold, for logs and tests.
 	started, why string
 }
 
 // Start says how the daemon started: "handoff" (it took a pool over from
-// the daemon before it), "fd store" (from systemd's), or "cold"; and,
+// the daemon before it), "fdstore" (from systemd's fd store), or "cold"; and,
 // when cold after a takeover was asked for, why.
 func (s *Server) Start() (how, why string) { return s.restart.started, s.restart.why }
 
@@ -405,12 +407,16 @@ func parseRights(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-// openWarm is New's first step: when cfg asks for a takeover, it tries
-// one and sets what it got (the pool, the allocator and the manager when
+// openWarm is New's first step: with cfg.Systemd it takes what systemd
+// passed (fdstore.go); when cfg asks for a takeover, it tries one and
+// sets what it got (the pool, the allocator and the manager when
 // the index is sound; the listening socket whenever it arrived). It says
 // how the daemon starts in s.restart. New makes whatever is left unset.
 func (s *Server) openWarm(cfg Config) {
 	s.restart.started = "cold"
+	if cfg.Systemd && s.openSystemd(cfg) {
+		return
+	}
 	if !cfg.Takeover {
 		return
 	}
@@ -421,7 +427,11 @@ func (s *Server) openWarm(cfg Config) {
 		s.log.Warn("starting cold: the takeover failed", "why", err)
 		return
 	}
-	if t.ln != nil {
+	switch {
+	case t.ln != nil && s.ln != nil: // systemd's socket is served
+		t.ln.Close()
+		t.lock.Close()
+	case t.ln != nil:
 		s.ln = &listener{ln: t.ln, path: cfg.SocketPath, lock: t.lock}
 	}
 	if err := s.adopt(cfg, t.memfd, t.index, t.indexErr); err != nil {

@@ -384,9 +384,18 @@ func checkKeys(sock string, ks []hoKey, voided map[uint64]bool, rep *hoReport) e
 // startHandoffd starts a daemon process and, unless takeover, waits until
 // it serves.
 func startHandoffd(t *testing.T, exe, sock string, takeover bool) (*hoDaemon, error) {
-	d := &hoDaemon{exited: make(chan struct{}), lines: make(chan string, 256)}
-	d.cmd = exec.Command(exe, "-test.run=^$")
-	d.cmd.Env = append(os.Environ(), childRole+"=handoffd", childSocket+"="+sock, "KVALLOC_HO_TAKEOVER="+strconv.FormatBool(takeover))
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRole+"=handoffd", childSocket+"="+sock, "KVALLOC_HO_TAKEOVER="+strconv.FormatBool(takeover))
+	d, err := launchHandoffd(t, cmd)
+	if err != nil || takeover {
+		return d, err
+	}
+	return d, d.wait()
+}
+
+// launchHandoffd starts cmd, a daemon process in role handoffd.
+func launchHandoffd(t *testing.T, cmd *exec.Cmd) (*hoDaemon, error) {
+	d := &hoDaemon{cmd: cmd, exited: make(chan struct{}), lines: make(chan string, 256)}
 	stdout, _ := d.cmd.StdoutPipe()
 	stderr, _ := d.cmd.StderrPipe()
 	if err := d.cmd.Start(); err != nil {
@@ -444,9 +453,6 @@ func startHandoffd(t *testing.T, exe, sock string, takeover bool) (*hoDaemon, er
 			return errors.New("the daemon did not serve within 30 s")
 		}
 	}
-	if !takeover {
-		return d, d.wait()
-	}
 	return d, nil
 }
 
@@ -455,6 +461,7 @@ func startHandoffd(t *testing.T, exe, sock string, takeover bool) (*hoDaemon, er
 func handoffd() int {
 	cfg := server.Config{SocketPath: os.Getenv(childSocket), PoolSize: handoffPool,
 		Takeover: os.Getenv("KVALLOC_HO_TAKEOVER") == "true",
+		Systemd:  os.Getenv("KVALLOC_HO_SYSTEMD") == "1",
 		L1:       l1.Config{EvictOnDemand: true, Eviction: l1.EvictPrefix},
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	if os.Getenv("KVALLOC_HO_BITE") == "1" {
@@ -465,12 +472,12 @@ func handoffd() int {
 		fmt.Println("new:", err)
 		return 1
 	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
 	how, why := s.Start()
 	fmt.Printf("serving %#x %s %s\n", s.Epoch(), how, why)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM)
 	select {
 	case <-sig:
 		s.Close()

@@ -129,6 +129,9 @@ func decodeIndex(b []byte, want poolIdentity) (*index, error) {
 	if len(b) < indexHeader+4 {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than a header (torn)", errIndex, len(b))
 	}
+	if le.Uint32(b) == 0 {
+		return nil, fmt.Errorf("%w: it was consumed: a daemon restored it and served after it was written (stale)", errIndex)
+	}
 	body, sum := b[:len(b)-4], le.Uint32(b[len(b)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return nil, fmt.Errorf("%w: CRC32C %#08x, the index says %#08x (torn or overwritten)", errIndex, got, sum)

@@ -172,6 +172,7 @@ func (s *Server) openCold(cfg Config) error {
 // goroutine. It returns nil after Close, or the accept error that stopped
 // it.
 func (s *Server) Serve() error {
+	s.notifyReady() // systemd (fdstore.go)
 	for {
 		c, err := s.ln.ln.AcceptUnix()
 		if err != nil {
@@ -225,12 +226,14 @@ func (s *Server) Close() error {
 		c.shutdown()
 	}
 	s.mu.Unlock()
+	s.notifyStopping() // systemd (fdstore.go)
 	s.closeHandoff()
 	err := s.ln.close()
 	if s.http != nil {
 		s.http.Close()
 	}
 	s.wg.Wait()
+	s.storeIndex() // systemd's fd store (fdstore.go)
 	s.mgr.Close()
 	if e := s.alloc.Close(); err == nil {
 		err = e

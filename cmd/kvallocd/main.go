@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = log
+	cfg.Systemd = true // takes effect only under systemd's variables
 	s, err := server.New(cfg)
 	if err != nil {
 		log.Error("kvallocd cannot start", "err", err)
