@@ -28,8 +28,17 @@ vet:
 # short (4 handoffs) under the race detector; kill-harness and
 # handoff-harness run them in full on their own, so that their counts are
 # printed.
-unit:
+unit: systemd-tools
 	KVALLOC_KILL_KILLS=20 KVALLOC_HANDOFF_HANDOFFS=4 $(GO) test -race -count=1 $(PKGS)
+
+.PHONY: systemd-tools
+# systemd-tools: systemd-socket-activate, which cmd/kvallocd's
+# TestSocketActivation runs kvallocd under, from Debian's systemd package,
+# installed when missing (as root, with apt-get).
+systemd-tools:
+	@command -v systemd-socket-activate >/dev/null 2>&1 || { \
+	  echo "installing Debian's systemd package for systemd-socket-activate"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
 
 # KILLS is the number of client kills of kill-harness (at least 200) and
 # SOAK_KILLS kill-soak's.
