@@ -43,7 +43,6 @@
 //     its write lease, every read lock is counted by a live connection,
 //     the allocator's invariants hold and its used bytes are the objects'
 //     blocks plus the quarantined ones.
-//
 //   - A restart keeps the cache when asked to: a daemon with Takeover takes
 //     the pool, the socket and the index of finished objects from the one
 //     serving (handoff.go), or with Systemd from systemd's fd store
