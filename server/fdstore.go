@@ -131,7 +131,7 @@ func (s *Server) openSystemd(cfg Config) bool {
 	}
 	idx, err := readIndexFD(sd.index)
 	if err == nil {
-		err = s.adopt(cfg, sd.pool, idx, nil)
+		err = s.adopt(cfg, sd.pool, idx, nil, 0)
 	} else {
 		unix.Close(sd.pool)
 	}

@@ -434,7 +434,7 @@ func (s *Server) openWarm(cfg Config) {
 	case t.ln != nil:
 		s.ln = &listener{ln: t.ln, path: cfg.SocketPath, lock: t.lock}
 	}
-	if err := s.adopt(cfg, t.memfd, t.index, t.indexErr); err != nil {
+	if err := s.adopt(cfg, t.memfd, t.index, t.indexErr, t.epoch); err != nil {
 		s.restart.why = err.Error()
 		s.log.Warn("starting cold: the index handed over is refused; serving the socket handed over with a fresh pool", "why", err, "old_epoch", fmt.Sprintf("%#x", t.epoch))
 		return
@@ -460,9 +460,10 @@ func (s *Server) listenCold(cfg Config) (*listener, error) {
 const handoffExitWait = 5 * time.Second
 
 // adopt maps memfd (which it owns from then on: on failure it closes it),
-// checks the index against it and restores the allocator and the manager
+// checks the index against it (and, when epoch is not 0, against the epoch
+// of the daemon that sent it) and restores the allocator and the manager
 // into s.
-func (s *Server) adopt(cfg Config, memfd int, idx []byte, idxErr error) error {
+func (s *Server) adopt(cfg Config, memfd int, idx []byte, idxErr error, epoch uint64) error {
 	if memfd < 0 {
 		return errors.New("no memfd was handed over")
 	}
@@ -484,6 +485,9 @@ func (s *Server) adopt(cfg Config, memfd int, idx []byte, idxErr error) error {
 		return fmt.Errorf("%w: the pool handed over has %d bytes, this daemon is configured for %d: stale", errIndex, id.bytes, cfg.PoolSize)
 	}
 	x, err := decodeIndex(idx, id)
+	if err == nil && epoch != 0 && x.epoch != epoch {
+		err = fmt.Errorf("%w: it was written by epoch %#x, the daemon handing over is %#x: stale", errIndex, x.epoch, epoch)
+	}
 	if err != nil {
 		unix.Close(memfd)
 		return err

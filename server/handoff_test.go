@@ -5,7 +5,10 @@ package server_test
 import (
 	"encoding/binary"
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -133,4 +136,20 @@ func TestTakeoverCold(t *testing.T) {
 	c2 := dial(t, s2)
 	err := c2.Ping()
 	require.NoError(t, err, "the socket handed over is served")
+}
+
+// TestHandoffSocketTooLong: a socket path that fits, beside which the
+// handoff socket's does not (a Unix socket path is at most 107 bytes), is
+// served all the same, without a handoff socket.
+func TestHandoffSocketTooLong(t *testing.T) {
+	dir := t.TempDir()
+	// The main socket's temporary name is dir/.name.<pid>; the handoff
+	// socket's is 8 bytes longer.
+	name := strings.Repeat("s", 104-len(dir)-len("/.")-len(".")-len(strconv.Itoa(os.Getpid())))
+	path := filepath.Join(dir, name)
+	s := start(t, server.Config{SocketPath: path, PoolSize: 16 << 20})
+	c := dial(t, s)
+	require.NoError(t, c.Ping())
+	_, err := os.Stat(server.HandoffPath(path))
+	require.True(t, os.IsNotExist(err), "a handoff socket at a path too long: %v", err)
 }

@@ -122,10 +122,8 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if err := s.listenHandoff(); err != nil {
-		s.ln.close()
-		s.mgr.Close()
-		s.alloc.Close()
-		return nil, err
+		// Serving matters more than a successor's convenience.
+		s.log.Warn("no handoff socket: a successor cannot take this pool over (-takeover)", "err", err)
 	}
 	if cfg.MetricsAddr != "" {
 		if err := s.serveMetrics(cfg.MetricsAddr); err != nil {
