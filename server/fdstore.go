@@ -31,7 +31,9 @@ import (
 //     a fresh pool, logging why.
 //
 // Once Serve runs (the first segment of the pool is served) it sends
-// READY=1 to $NOTIFY_SOCKET (Type=notify), drops the previous "pool" and
+// READY=1 to $NOTIFY_SOCKET (Type=notify; after a takeover, with
+// MAINPID=, so that a successor started by the unit's ExecReload becomes
+// its main process, under NotifyAccess=all), drops the previous "pool" and
 // "index" from the fd store (FDSTOREREMOVE=1) and stores its memfd as
 // "pool" (FDSTORE=1; the unit needs FDStoreMax=2 or more). Close sends
 // STOPPING=1 and, after every connection has been released, stores the
@@ -182,7 +184,14 @@ func (s *Server) notifyReady() {
 	}
 	how, _ := s.Start()
 	status := fmt.Sprintf("STATUS=serving %d objects (started %s), epoch %#x", s.mgr.Len(), how, s.epoch)
-	if err := n.send("READY=1\n" + status); err != nil {
+	ready := "READY=1\n" + status
+	if how == "handoff" {
+		// A successor started inside the unit (ExecReload=kvallocd
+		// -takeover) becomes its main process; the unit needs
+		// NotifyAccess=all for systemd to take it.
+		ready = fmt.Sprintf("MAINPID=%d\n", os.Getpid()) + ready
+	}
+	if err := n.send(ready); err != nil {
 		s.log.Warn("READY=1", "err", err)
 	}
 	for _, name := range []string{fdNamePool, fdNameIndex} {

@@ -203,3 +203,35 @@ func TestFDStore(t *testing.T) {
 	e.cmd.Process.Signal(syscall.SIGTERM)
 	<-e.exited
 }
+
+// TestHandoffUnderSystemd: a successor started inside the unit with
+// Takeover (systemctl reload) reports READY=1 with its MAINPID, and keeps
+// the fd store's pool current.
+func TestHandoffUnderSystemd(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "kvallocd.sock")
+	f := newFakeSystemd(t, dir)
+	a := startUnit(t, f, sock, nil)
+	f.until(t, "READY=1", func() bool { return f.ready == 1 })
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRole+"=handoffd", childSocket+"="+sock, "KVALLOC_HO_SYSTEMD=1",
+		"NOTIFY_SOCKET="+f.path, "KVALLOC_HO_TAKEOVER=true")
+	b, err := launchHandoffd(t, cmd)
+	require.NoError(t, err)
+	require.NoError(t, b.wait())
+	require.Equal(t, "handoff", b.how, b.why)
+	<-a.exited
+	want := fmt.Sprintf("MAINPID=%d\nREADY=1", b.cmd.Process.Pid)
+	f.until(t, want, func() bool {
+		for _, m := range f.msgs {
+			if strings.HasPrefix(m, want) {
+				return len(f.store["pool"]) == 1
+			}
+		}
+		return false
+	})
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	<-b.exited
+}
