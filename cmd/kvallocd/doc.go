@@ -52,7 +52,10 @@
 // SIGTERM, after releasing every connection, the index as "index"
 // (FDStoreMax=2 or more); started again with both in LISTEN_FDS, it
 // restores them, with the same checks as a takeover. A crash leaves no
-// fresh index: the next start is cold. A listening socket in LISTEN_FDS (a
+// fresh index: the next start is cold. A daemon that took over sends
+// MAINPID= with READY=1, so that a unit with NotifyAccess=all and
+// ExecReload=kvallocd -takeover (and the same flags) hands off on
+// systemctl reload. A listening socket in LISTEN_FDS (a
 // .socket unit, or systemd-socket-activate) is served instead of binding
 // -socket, which must still name its path (the handoff socket is beside
 // it); the file is systemd's and is left in place.
