@@ -243,6 +243,10 @@ func (s *Server) handOff(c *net.UnixConn) error {
 // ended and released, no metrics; and returns the index of what is left.
 func (s *Server) drainAndExport() ([]byte, error) {
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, errors.New("handoff: the daemon is already shutting down")
+	}
 	s.closing = true
 	for c := range s.conns {
 		c.shutdown()
