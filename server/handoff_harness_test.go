@@ -537,7 +537,7 @@ func handoffClient() int {
 				return c.Ping()
 			}
 			k := []l1.ObjectKey{mine[rng.IntN(len(mine))]}
-			return readBack(c, k, &wrong, &missing)
+			return hoReadBack(c, k, &wrong, &missing)
 		}
 		ks := make([]l1.ObjectKey, handoffBatch)
 		for i := range ks {
@@ -574,7 +574,7 @@ func handoffClient() int {
 		n += len(ks)
 		mine = append(mine, ks...)
 		if rng.IntN(4) == 0 {
-			return readBack(c, []l1.ObjectKey{mine[rng.IntN(len(mine))]}, &wrong, &missing)
+			return hoReadBack(c, []l1.ObjectKey{mine[rng.IntN(len(mine))]}, &wrong, &missing)
 		}
 		return nil
 	}
@@ -607,8 +607,8 @@ func handoffClient() int {
 	}
 }
 
-// readBack read-locks ks, checks their stamps and releases them.
-func readBack(c *client.Client, ks []l1.ObjectKey, wrong, missing *int) error {
+// hoReadBack read-locks ks, checks their stamps and releases them.
+func hoReadBack(c *client.Client, ks []l1.ObjectKey, wrong, missing *int) error {
 	rs, err := c.ReserveRead(ks, 1)
 	if err != nil {
 		return err
