@@ -108,10 +108,15 @@ func (r *restartState) doneChan() chan struct{} {
 	return r.done
 }
 
-// listenHandoff binds the handoff socket: under a temporary name, mode
-// 0600, renamed into place (as listen does for the main socket).
+// listenHandoff binds the handoff socket in the socket's checked
+// directory (socketDir): under a temporary name, mode 0600, renamed into
+// place (as listen does for the main socket).
 func (s *Server) listenHandoff() error {
-	path := HandoffPath(s.cfg.SocketPath)
+	dir, err := socketDir(s.cfg.SocketPath) // the socket's checks (socketdir.go)
+	if err != nil {
+		return err
+	}
+	path := HandoffPath(filepath.Join(dir, filepath.Base(s.cfg.SocketPath)))
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
 	_ = os.Remove(tmp)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
@@ -310,7 +315,13 @@ type transfer struct {
 // takeover asks the daemon on cfg.SocketPath's handoff socket for its
 // pool. It returns nil and why when nothing arrived.
 func takeover(cfg Config) (*transfer, error) {
-	path := HandoffPath(cfg.SocketPath)
+	// The handoff socket is trusted only in a directory no other user can
+	// change (socketdir.go), and only from a peer of this uid (below).
+	dir, err := socketDir(cfg.SocketPath)
+	if err != nil {
+		return nil, err
+	}
+	path := HandoffPath(filepath.Join(dir, filepath.Base(cfg.SocketPath)))
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("no daemon answers on %s: %w", path, err)
