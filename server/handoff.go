@@ -94,9 +94,10 @@ type restartState struct {
 // when cold after a takeover was asked for, why.
 func (s *Server) Start() (how, why string) { return s.restart.started, s.restart.why }
 
-// HandedOff is closed once the daemon has handed its pool to a successor:
-// it then serves nothing, and must exit without Close's cleanup (Close is
-// a no-op then).
+// HandedOff is closed once a handoff to a successor has ended, whether or
+// not the successor took the pool (a handoff, once begun, ends the
+// daemon): it then serves nothing and must exit without Close's cleanup
+// (Close is a no-op then). Serve returns once it is closed.
 func (s *Server) HandedOff() <-chan struct{} { return s.restart.doneChan() }
 
 func (r *restartState) doneChan() chan struct{} {
