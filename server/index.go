@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
@@ -142,7 +143,11 @@ func decodeIndex(b []byte, want poolIdentity) (*index, error) {
 	if v := le.Uint16(body[4:]); v != indexVersion {
 		return nil, fmt.Errorf("%w: version %d, this daemon reads %d", errIndex, v, indexVersion)
 	}
-	x := &index{policy: l1.EvictionPolicy(le.Uint16(body[6:]))}
+	pol := le.Uint16(body[6:])
+	if pol > 0xff || !slices.Contains(l1.EvictionPolicies, l1.EvictionPolicy(pol)) {
+		return nil, fmt.Errorf("%w: unknown eviction policy %d", errIndex, pol)
+	}
+	x := &index{policy: l1.EvictionPolicy(pol)}
 	x.id = poolIdentity{bytes: int64(le.Uint64(body[8:])), align: int64(le.Uint64(body[16:])), dev: le.Uint64(body[24:]), ino: le.Uint64(body[32:])}
 	x.epoch = le.Uint64(body[40:])
 	n := le.Uint32(body[48:])
