@@ -5,6 +5,8 @@ package server_test
 import (
 	"encoding/binary"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/l1"
@@ -152,4 +155,52 @@ func TestHandoffSocketTooLong(t *testing.T) {
 	require.NoError(t, c.Ping())
 	_, err := os.Stat(server.HandoffPath(path))
 	require.True(t, os.IsNotExist(err), "a handoff socket at a path too long: %v", err)
+}
+
+// TestTakeoverTornTransfer: an old daemon (a stand-in here) that sends
+// its descriptors and then only part of its index, and dies: the new
+// daemon refuses the index, starts cold with a fresh pool, and serves the
+// listening socket it received.
+func TestTakeoverTornTransfer(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kvallocd.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false)
+	hln, err := net.ListenUnix("unix", &net.UnixAddr{Name: server.HandoffPath(path), Net: "unix"})
+	require.NoError(t, err)
+	defer hln.Close()
+	go func() {
+		c, err := hln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var req [16]byte
+		if _, err := io.ReadFull(c, req[:]); err != nil {
+			return
+		}
+		memfd, _ := unix.MemfdCreate("fake-pool", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		defer unix.Close(memfd)
+		unix.Ftruncate(memfd, 64<<20)
+		unix.FcntlInt(uintptr(memfd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+		lf, _ := ln.File()
+		defer lf.Close()
+		var hdr [24]byte
+		binary.LittleEndian.PutUint32(hdr[:], 0x4f48564b)
+		binary.LittleEndian.PutUint16(hdr[4:], 1)
+		binary.LittleEndian.PutUint16(hdr[6:], 2)
+		binary.LittleEndian.PutUint64(hdr[8:], 0x1234)
+		binary.LittleEndian.PutUint64(hdr[16:], 1000)
+		c.WriteMsgUnix(hdr[:], unix.UnixRights(memfd, int(lf.Fd())), nil)
+		c.Write(make([]byte, 10)) // then dies
+		ln.Close()
+	}()
+	s := start(t, server.Config{SocketPath: path, PoolSize: 64 << 20, Takeover: true})
+	how, why := s.Start()
+	require.Equal(t, "cold", how)
+	require.Contains(t, why, "sent part of it")
+	require.Equal(t, 0, s.Manager().Len())
+	c := dial(t, s)
+	require.NoError(t, c.Ping(), "the socket handed over is not served")
 }
