@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 		os.Exit(killClient())
 	case "killdaemon":
 		os.Exit(killDaemon())
+	case "limitdaemon":
+		os.Exit(limitDaemon())
+	case "squatter":
+		os.Exit(squatter(os.Getenv(childSocket)))
 	default:
 		fmt.Println("unknown role", os.Getenv(childRole))
 		os.Exit(2)

@@ -24,10 +24,12 @@ import (
 //     answered TIMEOUT and closed, so silent connections do not stay;
 //   - descriptors: the accept loop keeps one spare descriptor (on
 //     /dev/null). When accept fails for want of descriptors (EMFILE,
-//     ENFILE) it closes the spare, accepts the waiting connection with it,
-//     answers TOO_MANY_CONNECTIONS, closes it and takes the spare again,
-//     so a client is told why instead of waiting in the backlog while the
-//     loop spins;
+//     ENFILE), which it does before it looks for a connection, the loop
+//     waits until one is pending and tries again; failing again, it closes
+//     the spare, accepts the connection with it, answers
+//     TOO_MANY_CONNECTIONS, closes it and takes the spare again. So a
+//     client is told why instead of waiting in the backlog, and the loop
+//     neither spins nor logs a line per failed accept;
 //   - memory for frames: bufPool (buffers.go);
 //   - the log: logHandler (logger.go).
 
@@ -64,30 +66,57 @@ func outOfFDs(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
-// acceptWithReserve frees the spare descriptor, accepts the connection
-// waiting, refuses it and takes the spare again. It reports whether it
-// had a spare to free.
-func (s *Server) acceptWithReserve() bool {
-	s.mu.Lock()
-	had := s.reserve >= 0
-	if had {
-		s.dropReserveLocked()
-	} else {
-		s.takeReserveLocked()
+// waitPending waits until a connection is waiting to be accepted (the
+// listener is readable), or the daemon is closing. accept(2) fails with
+// EMFILE before it looks for a connection, so the accept loop, out of
+// descriptors, waits here instead of spinning. A listener's RawConn only
+// supports Control, so this polls in steps of 100 ms.
+func (s *Server) waitPending() {
+	raw, err := s.ln.ln.SyscallConn()
+	if err != nil {
+		return
 	}
-	s.mu.Unlock()
-	if !had {
+	for {
+		s.mu.Lock()
+		closing := s.closing
+		s.mu.Unlock()
+		ready := false
+		if closing || raw.Control(func(fd uintptr) {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, _ := unix.Poll(p, 100)
+			ready = n > 0
+		}) != nil || ready {
+			return
+		}
+	}
+}
+
+// refuseWithReserve frees the spare descriptor, accepts the connection
+// waiting with it, answers TOO_MANY_CONNECTIONS, closes it and takes the
+// spare again. It reports whether it refused one.
+func (s *Server) refuseWithReserve() bool {
+	raw, err := s.ln.ln.SyscallConn()
+	if err != nil {
 		return false
 	}
-	c, err := s.ln.ln.AcceptUnix()
-	if err == nil {
-		s.noFDs.Add(1)
-		n := s.openConns()
-		s.log.Warn("refused connection", "why", "out of file descriptors", "open", n)
-		s.refuseConn(c, fmt.Sprintf("kvallocd is out of file descriptors (%d connections open); close some, or raise its RLIMIT_NOFILE", n))
+	s.dropReserve()
+	defer s.takeReserve()
+	nfd, aerr := -1, error(nil)
+	if err := raw.Control(func(fd uintptr) {
+		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	}); err != nil || aerr != nil {
+		return false
 	}
-	s.takeReserve()
-	return err == nil
+	defer unix.Close(nfd)
+	s.noFDs.Add(1)
+	n := s.openConns()
+	s.log.Warn("refused connection", "why", "out of file descriptors", "open", n)
+	var enc wire.Encoder
+	msg := fmt.Sprintf("kvallocd is out of file descriptors (%d connections open); close some, or raise its RLIMIT_NOFILE", n)
+	if out, err := enc.AppendAnswer(nil, &wire.Answer{Type: wire.TypeHello.Answer(), Code: wire.CodeTooManyConnections, Message: msg, Epoch: s.epoch}); err == nil {
+		_, _ = unix.Write(nfd, out) // a fresh socket's empty buffer takes it at once
+	}
+	return true
 }
 
 // takeReserve opens the spare descriptor if it is not open, unless the

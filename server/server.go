@@ -160,8 +160,12 @@ func New(cfg Config) (*Server, error) {
 // accepted with the spare descriptor when the daemon is out of them, is
 // answered TOO_MANY_CONNECTIONS and closed here, without a goroutine.
 func (s *Server) Serve() error {
+	pending := false // out of descriptors, a connection was seen waiting
 	for {
 		c, err := s.ln.ln.AcceptUnix()
+		if err == nil || !outOfFDs(err) {
+			pending = false
+		}
 		if err != nil {
 			s.mu.Lock()
 			closing := s.closing
@@ -173,7 +177,17 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			if outOfFDs(err) && s.acceptWithReserve() {
+			if outOfFDs(err) {
+				if pending {
+					pending = false
+					if !s.refuseWithReserve() {
+						s.log.Error("accept: out of file descriptors, and no spare one to refuse with", "err", err)
+						time.Sleep(10 * time.Millisecond)
+					}
+				} else {
+					s.waitPending()
+					pending = true
+				}
 				continue
 			}
 			s.log.Error("accept", "err", err)
