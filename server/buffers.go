@@ -71,7 +71,18 @@ type bufPool struct {
 	peak   int64
 	busy   uint64 // requests that found no budget within their wait
 	waited uint64 // requests that had to wait
+
+	lastGet time.Time // the last loan
+	dropped int64     // bytes dropped since memory was last given back
 }
+
+// keepIdle is how long kept buffers outlive the last loan; trimBytes how
+// many bytes must have been dropped before a quiet pool has the runtime
+// give freed memory back to the system (trim).
+const (
+	keepIdle  = 2 * time.Second
+	trimBytes = 32 << 20
+)
 
 func newBufPool(budget int64) *bufPool {
 	return &bufPool{budget: budget, free: map[int][][]byte{}, wake: make(chan struct{})}
@@ -89,6 +100,7 @@ func (p *bufPool) get(in, out int, deadline time.Time) (bin, bout []byte, ok boo
 	}
 	need := int64(ci + co)
 	p.mu.Lock()
+	p.lastGet = time.Now()
 	waited := false
 	for {
 		// What is kept for reuse counts in used: take the classes wanted
@@ -154,6 +166,7 @@ func (p *bufPool) put(bs ...[]byte) {
 		c := cap(b)
 		if p.kept+int64(c) > p.budget/4 {
 			p.used -= int64(c)
+			p.dropped += int64(c)
 			continue
 		}
 		p.kept += int64(c)
@@ -199,7 +212,30 @@ func (p *bufPool) dropOne() {
 	if best > 0 {
 		p.take(best)
 		p.used -= int64(best)
+		p.dropped += int64(best)
 	}
+}
+
+// trim runs every second (Server.trimLoop): once nothing was lent for
+// keepIdle it drops the kept buffers, and once trimBytes were dropped and
+// nothing was lent for a second it reports that the runtime should give
+// the freed memory back (debug.FreeOSMemory), so that after a burst of
+// large frames an idle daemon returns to its idle size instead of
+// keeping the burst's peak until the runtime's next forced collection.
+func (p *bufPool) trim(now time.Time) (giveBack bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	quiet := now.Sub(p.lastGet)
+	if quiet >= keepIdle {
+		for p.kept > 0 {
+			p.dropOne()
+		}
+	}
+	if p.dropped >= trimBytes && quiet >= time.Second {
+		p.dropped = 0
+		return true
+	}
+	return false
 }
 
 // bufStats are the pool's figures.

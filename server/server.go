@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type Server struct {
 	bufs                                  *bufPool
 	reserve                               int // the spare descriptor the accept loop frees on EMFILE, or -1; under mu
 	overCap, noFDs, helloTimeouts, busies atomic.Uint64
+	stopTrim                              chan struct{}
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -108,7 +110,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	lh := newLogHandler(cfg.Logger.Handler(), time.Now)
 	s := &Server{cfg: cfg, log: slog.New(lh), logs: lh.st, epoch: binary.LittleEndian.Uint64(eb[:]),
-		conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, bufs: newBufPool(cfg.BufferBudget), reserve: -1}
+		conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, bufs: newBufPool(cfg.BufferBudget), reserve: -1,
+		stopTrim: make(chan struct{})}
 	p, err := newPool(cfg.PoolSize, cfg.Pool)
 	if err != nil {
 		return nil, err
@@ -147,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("this daemon carries a deliberate bug (built with the kvalloc_daemon_bugs tag)", "bug", bug)
 	}
 	s.takeReserve()
+	go s.trimLoop()
 	s.log.Info("kvallocd ready", "socket", cfg.SocketPath, "pool_bytes", cfg.PoolSize, "align", s.alloc.Align(),
 		"epoch", fmt.Sprintf("%#x", s.epoch), "allow_uids", cfg.AllowUIDs, "allow_gids", cfg.AllowGIDs,
 		"metrics", s.metricsAddr, "max_conns", cfg.MaxConns, "max_conns_per_uid", cfg.MaxConnsPerUID,
@@ -245,6 +249,7 @@ func (s *Server) Close() error {
 		s.http.Close()
 	}
 	s.wg.Wait()
+	close(s.stopTrim)
 	s.dropReserve()
 	s.mgr.Close()
 	if e := s.alloc.Close(); err == nil {
@@ -252,6 +257,22 @@ func (s *Server) Close() error {
 	}
 	s.log.Info("kvallocd stopped", "socket", s.cfg.SocketPath, "connections", s.accepted.Load())
 	return bugClose(err)
+}
+
+// trimLoop trims the frame-buffer pool every second until Close.
+func (s *Server) trimLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopTrim:
+			return
+		case now := <-t.C:
+			if s.bufs.trim(now) {
+				debug.FreeOSMemory()
+			}
+		}
+	}
 }
 
 // Epoch is the pool's epoch: random, nonzero, new at each New.

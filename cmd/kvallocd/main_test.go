@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
 // The test binary runs as the daemon when KVALLOC_TEST_DAEMON is set, with
@@ -224,4 +229,191 @@ func scrape(addr, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /metrics", name)
+}
+
+// TestIdleConnectionsRSS is the measured row of 200 idle connections
+// after large frames: a daemon process (KVALLOC_RSS_DAEMON names another
+// kvallocd binary to measure instead) serves 200 connections one legal
+// 16 MiB frame each, 8 at a time, and then, with all 200 idle, its
+// RssAnon must come back near its size before them, far under the
+// 3.2 GiB the 200 frames would be if each connection kept its
+// own: within 32 MiB of its RssAnon before them, within 15 s. It logs
+// the numbers server/DESIGN.md quotes.
+func TestIdleConnectionsRSS(t *testing.T) {
+	const conns, frameSize = 200, wire.MaxFrame
+	sock := filepath.Join(t.TempDir(), "k.sock")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := []string{"-socket", sock, "-pool-size", "64MiB", "-populate=false", "-metrics", addr}
+	var cmd *exec.Cmd
+	if bin := os.Getenv("KVALLOC_RSS_DAEMON"); bin != "" {
+		cmd = exec.Command(bin, args...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	} else {
+		cmd, _ = daemon(t, args...)
+	}
+	waitSocket(t, sock)
+	rss := func() float64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+				return kb / 1024
+			}
+		}
+		t.Fatal("no RssAnon")
+		return 0
+	}
+	time.Sleep(200 * time.Millisecond)
+	before := rss()
+	frame := bigFrame(t, frameSize)
+	ncs := make([]*net.UnixConn, conns)
+	work := make(chan int)
+	errs := make(chan error, conns)
+	for range 8 {
+		go func() {
+			for i := range work {
+				nc, epoch, err := helloRaw(sock)
+				if err == nil {
+					ncs[i] = nc
+					f := append([]byte(nil), frame...)
+					binary.LittleEndian.PutUint64(f[16:], epoch)
+					err = roundTrip(nc, f)
+				}
+				errs <- err
+			}
+		}()
+	}
+	t0 := time.Now()
+	go func() {
+		for i := range conns {
+			work <- i
+		}
+		close(work)
+	}()
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := time.Since(t0)
+	defer func() {
+		for _, nc := range ncs {
+			nc.Close()
+		}
+	}()
+	after := rss()
+	// Idle, the daemon drops its kept buffers and gives the memory back
+	// within a few seconds (server/buffers.go, trim).
+	limit := before + 32
+	idle, waited := rss(), time.Duration(0)
+	for ; idle > limit && waited < 15*time.Second; idle = rss() {
+		time.Sleep(100 * time.Millisecond)
+		waited += 100 * time.Millisecond
+	}
+	m := func(name string) float64 {
+		v, err := scrape(addr, name)
+		if err != nil {
+			return -1
+		}
+		return v / (1 << 20)
+	}
+	t.Logf("%d connections, one %d-byte frame each, 8 at a time, in %v: RssAnon %.1f MiB before, %.1f MiB at once after, %.1f MiB after %v idle; "+
+		"connection buffers %.2f MiB, shared frame buffers %.1f MiB (peak %.1f), Go heap in use %.1f MiB",
+		conns, frameSize, sent.Round(time.Millisecond), before, after, idle, waited,
+		m("kvalloc_daemon_connection_buffer_bytes"), m("kvalloc_daemon_frame_buffer_bytes"), m("kvalloc_daemon_frame_buffer_peak_bytes"), m("go_memstats_heap_inuse_bytes"))
+	if idle > limit {
+		t.Fatalf("RssAnon %.1f MiB with %d idle connections 15 s after large frames, over %.0f MiB (32 MiB over the daemon's before them)", idle, conns, limit)
+	}
+}
+
+// bigFrame is a reserve_read of keys with 4096-byte hashes, exactly size
+// bytes, epoch 0 (set at bytes 16 to 24).
+func bigFrame(t *testing.T, size int) []byte {
+	var enc wire.Encoder
+	hash := strings.Repeat("h", wire.MaxStringLen)
+	q := wire.Request{Type: wire.TypeReserveRead, ID: 2, Locks: 1}
+	one, _ := enc.AppendRequest(nil, &wire.Request{Type: wire.TypeReserveRead, ID: 2, Locks: 1, Keys: []l1.ObjectKey{{ChunkHash: hash, Model: "m"}}})
+	const per = 16 + wire.MaxStringLen
+	fixed := len(one) - per
+	n := (size - fixed) / per
+	left := size - fixed - n*per
+	if left < 24 {
+		n, left = n-1, left+per
+	}
+	for i := range n + 1 {
+		h := (fmt.Sprintf("%08d", i) + hash)[:wire.MaxStringLen]
+		if i == n {
+			h = h[:left-16]
+		}
+		q.Keys = append(q.Keys, l1.ObjectKey{ChunkHash: h, Model: "m"})
+	}
+	f, err := enc.AppendRequest(nil, &q)
+	if err != nil || len(f) != size {
+		t.Fatalf("frame of %d bytes, want %d: %v", len(f), size, err)
+	}
+	return f
+}
+
+// helloRaw connects, says hello, closes the memfd it gets and returns the
+// connection and the epoch.
+func helloRaw(sock string) (*net.UnixConn, uint64, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, 0, err
+	}
+	nc := c.(*net.UnixConn)
+	var enc wire.Encoder
+	f, _ := enc.AppendRequest(nil, &wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
+	if _, err := nc.Write(f); err != nil {
+		return nil, 0, err
+	}
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	n, oobn, _, _, err := nc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, 0, err
+	}
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
+	var a wire.Answer
+	var d wire.Decoder
+	if err := d.DecodeAnswer(buf[:n], &a); err != nil || a.Code != wire.CodeOK {
+		return nil, 0, fmt.Errorf("hello: %v %v", err, a.Err())
+	}
+	return nc, a.Epoch, nil
+}
+
+// roundTrip sends a frame and reads its answer, which must be OK.
+func roundTrip(nc *net.UnixConn, f []byte) error {
+	_ = nc.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := nc.Write(f); err != nil {
+		return err
+	}
+	b, err := wire.ReadFrame(nc, nil)
+	if err != nil {
+		return err
+	}
+	var a wire.Answer
+	var d wire.Decoder
+	if err := d.DecodeAnswer(b, &a); err != nil {
+		return err
+	}
+	return a.Err()
 }
