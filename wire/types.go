@@ -174,7 +174,8 @@ const (
 	// allowlist. Sent at once after accept, before any request. Closes.
 	CodeNotAllowed Code = 9
 	// CodeTimeout: a frame was begun and not finished within the daemon's
-	// frame timeout. Closes.
+	// frame timeout, or a connection sent no whole hello within its hello
+	// timeout. Closes.
 	CodeTimeout Code = 10
 	// CodeInternal: the daemon failed in a way the request did not cause.
 	// The connection stays open.
