@@ -3,6 +3,7 @@
 package server_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -119,7 +120,15 @@ func TestBufferBudget(t *testing.T) {
 	if d := time.Since(t0); d < 500*time.Millisecond {
 		t.Fatalf("BUSY after %v, before the frame timeout", d)
 	}
+	// The Go client: an error wrapping wire.ErrBusy, and a usable client.
+	gc := dial(t, s)
+	if _, err := gc.ReserveRead(keys("busy-go", 3000), 1); !errors.Is(err, wire.ErrBusy) {
+		t.Fatalf("the Go client past the budget: %v", err)
+	}
 	release()
+	if err := gc.Ping(); err != nil {
+		t.Fatalf("the Go client after BUSY: %v", err)
+	}
 	if ans := a.answer(); ans.Code != wire.CodeOK {
 		t.Fatalf("the held request: %v", ans.Err())
 	}
@@ -134,7 +143,7 @@ func TestBufferBudget(t *testing.T) {
 	if ans := b.answer(); ans.Code != wire.CodeOK || len(ans.Results) != 3000 || ans.Results[0].Status != wire.StatusOK {
 		t.Fatalf("the same request once the budget is free: %v", ans.Err())
 	}
-	if got := metric(t, s, "kvalloc_daemon_busy_total"); got != 1 {
+	if got := metric(t, s, "kvalloc_daemon_busy_total"); got != 2 {
 		t.Fatalf("busy_total %v", got)
 	}
 }
