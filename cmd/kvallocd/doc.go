@@ -46,6 +46,8 @@
 // was present (see server.Config.DebugVerify); make soak runs the daemon
 // so. SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
 // every connection, closes the pool and removes the socket, and exits 0.
+// SIGHUP (its terminal or session going away) is logged and ignored, and
+// so is SIGPIPE (see the limits above).
 //
 // A kvallocd built with -tags kvalloc_daemon_bugs is for tests only: it
 // carries the one deliberate bug the environment variable

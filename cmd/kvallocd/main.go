@@ -28,11 +28,16 @@ func main() {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+	// A hangup (the terminal or session it was started from going away)
+	// must not end the node's cache either: it is logged and ignored.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, hup))
 }
 
-// run parses args, starts the daemon, and serves until ctx ends.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+// run parses args, starts the daemon, and serves until ctx ends; a value
+// on hup is logged and ignored.
+func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Signal) int {
 	cfg, level, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -49,13 +54,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down on a signal")
-		err = s.Close()
-		<-done
-	case err = <-done:
-		s.Close()
+	for stopped := false; !stopped; {
+		select {
+		case <-hup:
+			log.Warn("SIGHUP ignored: kvallocd stops on SIGTERM or SIGINT")
+		case <-ctx.Done():
+			log.Info("shutting down on a signal")
+			err = s.Close()
+			<-done
+			stopped = true
+		case err = <-done:
+			s.Close()
+			stopped = true
+		}
 	}
 	if err != nil {
 		log.Error("kvallocd stopped", "err", err)

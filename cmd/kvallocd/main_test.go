@@ -105,11 +105,36 @@ func TestSIGTERM(t *testing.T) {
 	}
 }
 
+// TestSIGHUP: a hangup is logged and ignored; the daemon goes on serving
+// and still stops cleanly on SIGTERM.
+func TestSIGHUP(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "k.sock")
+	cmd, log := daemon(t, "-socket", sock, "-pool-size", "32MiB", "-segment-size", "8MiB")
+	waitSocket(t, sock)
+	cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	c, err := client.Dial(sock, client.Options{})
+	if err != nil {
+		t.Fatalf("after SIGHUP: %v", err)
+	}
+	if err := c.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, log)
+	}
+	if !strings.Contains(log.String(), "SIGHUP ignored") {
+		t.Fatalf("log lacks the SIGHUP:\n%s", log)
+	}
+}
+
 // TestFlags: -h prints every flag and exits 0; bad flags exit 2 with a
 // message.
 func TestFlags(t *testing.T) {
 	var out bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &out); code != 0 {
+	if code := run(context.Background(), []string{"-h"}, &out, nil); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
 	for _, f := range []string{"-socket", "-socket-mode", "-allow-uid", "-allow-gid", "-pool-size", "-align", "-hugepages",
@@ -125,7 +150,7 @@ func TestFlags(t *testing.T) {
 		{"-buffer-budget", "lots"},
 	} {
 		out.Reset()
-		if code := run(context.Background(), args, &out); code != 2 || out.Len() == 0 {
+		if code := run(context.Background(), args, &out, nil); code != 2 || out.Len() == 0 {
 			t.Errorf("%q: exit %d, %q", args, code, out.String())
 		}
 	}
