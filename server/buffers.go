@@ -63,14 +63,15 @@ func answerBound(t wire.Type, size int) int {
 type bufPool struct {
 	budget int64
 
-	mu     sync.Mutex
-	used   int64 // bytes lent and kept
-	kept   int64 // of them, kept for reuse
-	free   map[int][][]byte
-	wake   chan struct{} // closed when bytes are given back
-	peak   int64
-	busy   uint64 // requests that found no budget within their wait
-	waited uint64 // requests that had to wait
+	mu      sync.Mutex
+	used    int64 // bytes lent and kept
+	kept    int64 // of them, kept for reuse
+	free    map[int][][]byte
+	wake    chan struct{} // closed when bytes are given back and someone waits
+	waiters int
+	peak    int64
+	busy    uint64 // requests that found no budget within their wait
+	waited  uint64 // requests that had to wait
 
 	lastGet time.Time // the last loan
 	dropped int64     // bytes dropped since memory was last given back
@@ -135,15 +136,15 @@ func (p *bufPool) get(in, out int, deadline time.Time) (bin, bout []byte, ok boo
 			waited = true
 			p.waited++
 		}
-		wake := p.wake
-		p.mu.Unlock()
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			p.mu.Lock()
 			p.busy++
 			p.mu.Unlock()
 			return nil, nil, false
 		}
+		wake := p.wake
+		p.waiters++
+		p.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
 		case <-wake:
@@ -151,6 +152,7 @@ func (p *bufPool) get(in, out int, deadline time.Time) (bin, bout []byte, ok boo
 		}
 		t.Stop()
 		p.mu.Lock()
+		p.waiters--
 	}
 }
 
@@ -172,8 +174,10 @@ func (p *bufPool) put(bs ...[]byte) {
 		p.kept += int64(c)
 		p.free[c] = append(p.free[c], b[:c])
 	}
-	close(p.wake)
-	p.wake = make(chan struct{})
+	if p.waiters > 0 {
+		close(p.wake)
+		p.wake = make(chan struct{})
+	}
 	p.mu.Unlock()
 }
 

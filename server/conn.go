@@ -121,12 +121,24 @@ func (c *conn) readFrame() ([]byte, string) {
 	for {
 		buf := c.in[:wire.HeaderSize]
 		helloBy := c.opened.Add(c.s.cfg.HelloTimeout)
-		if c.hello {
-			_ = c.c.SetReadDeadline(time.Time{})
-		} else {
+		trim := false
+		switch {
+		case !c.hello:
 			_ = c.c.SetReadDeadline(helloBy)
+		case c.retained.Load() > idleKeep:
+			// Scratch grown by a large request goes once the connection
+			// has been idle for trimAfter; a steady stream of large
+			// requests keeps and reuses it.
+			_ = c.c.SetReadDeadline(time.Now().Add(trimAfter))
+			trim = true
+		default:
+			_ = c.c.SetReadDeadline(time.Time{})
 		}
 		n, err := c.c.Read(buf)
+		if trim && n == 0 && !c.stop.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			c.trim()
+			continue
+		}
 		if err != nil || c.stop.Load() {
 			if !c.hello && !c.stop.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil, c.helloLate(wire.Header{Type: wire.TypeHello})
@@ -236,20 +248,39 @@ func (c *conn) dropBusy(h wire.Header) string {
 	return ""
 }
 
-// giveBack returns what the request borrowed, and drops what it made the
-// connection's scratch grow past its own buffers' size, so that an idle
-// connection keeps no more than that, whatever it sent before.
+// idleKeep is what a connection may keep between requests without being
+// trimmed: its own buffers and some 300 keys' scratch. trimAfter is how
+// long a connection that keeps more must be idle before trim.
+const (
+	idleKeep  = 64 << 10
+	trimAfter = time.Second
+)
+
+// giveBack returns what the request borrowed, after it is answered. The
+// request's borrowed keys alias the lent frame: they are cleared, so that
+// the frame, back in the pool or dropped by it, is not kept alive by them.
 func (c *conn) giveBack() {
 	if c.bigIn != nil || c.bigOut != nil {
 		c.s.bufs.put(c.bigIn, c.bigOut)
 		c.bigIn, c.bigOut = nil, nil
-		// The request's borrowed keys alias the lent frame, and its
-		// answer's slices are sized for its keys: start both afresh.
-		c.dec = wire.Decoder{Borrow: true}
-		c.req = wire.Request{}
-		c.ans = wire.Answer{}
-		c.l1res, c.passK, c.passL, c.passI = nil, nil, nil, nil
+		clear(c.req.Keys[:cap(c.req.Keys)])
+		clear(c.passK[:cap(c.passK)])
 	}
+	if cap(c.out) > connBuf {
+		c.out = nil
+	}
+	c.retained.Store(c.keeps())
+}
+
+// trim drops the scratch a large request made grow (the decoder's keys and
+// interned strings, the request's and the answer's slices, the l1 call's),
+// so that an idle connection keeps only its own buffers, whatever it sent
+// before.
+func (c *conn) trim() {
+	c.dec = wire.Decoder{Borrow: true}
+	c.req = wire.Request{}
+	c.ans = wire.Answer{}
+	c.l1res, c.passK, c.passL, c.passI = nil, nil, nil, nil
 	if cap(c.out) > connBuf {
 		c.out = nil
 	}
