@@ -69,6 +69,7 @@ type bufPool struct {
 	free    map[int][][]byte
 	wake    chan struct{} // closed when bytes are given back and someone waits
 	waiters int
+	closed  chan struct{} // closed by shut: every wait ends
 	peak    int64
 	busy    uint64 // requests that found no budget within their wait
 	waited  uint64 // requests that had to wait
@@ -86,11 +87,16 @@ const (
 )
 
 func newBufPool(budget int64) *bufPool {
-	return &bufPool{budget: budget, free: map[int][][]byte{}, wake: make(chan struct{})}
+	return &bufPool{budget: budget, free: map[int][][]byte{}, wake: make(chan struct{}), closed: make(chan struct{})}
 }
 
+// shut ends every wait for budget, and every later one, at once: the
+// daemon is shutting down.
+func (p *bufPool) shut() { close(p.closed) }
+
 // get lends a buffer of at least in bytes and one of at least out bytes
-// (0: none), both or neither, waiting until deadline for budget.
+// (0: none), both or neither, waiting until deadline for budget (or until
+// shut).
 func (p *bufPool) get(in, out int, deadline time.Time) (bin, bout []byte, ok bool) {
 	ci, co := 0, 0
 	if in > 0 {
@@ -149,6 +155,8 @@ func (p *bufPool) get(in, out int, deadline time.Time) (bin, bout []byte, ok boo
 		select {
 		case <-wake:
 		case <-t.C:
+		case <-p.closed:
+			deadline = time.Time{}
 		}
 		t.Stop()
 		p.mu.Lock()

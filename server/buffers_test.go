@@ -153,3 +153,33 @@ func TestBufferBudget(t *testing.T) {
 		t.Fatalf("busy_total %v", got)
 	}
 }
+
+// TestBufferWaitEndsAtShutdown: a request waiting for frame buffers is
+// answered CLOSED as soon as the daemon shuts down, not at the end of its
+// frame timeout.
+func TestBufferWaitEndsAtShutdown(t *testing.T) {
+	s := start(t, server.Config{BufferBudget: 20 << 20, FrameTimeout: time.Minute})
+	a, b := raw(t, s, true), raw(t, s, true)
+	release := server.HoldGate(s)
+	a.send(bigRead(t, 2, a.epoch, wire.MaxFrame))
+	for deadline := time.Now().Add(10 * time.Second); metric(t, s, "kvalloc_daemon_frame_buffer_bytes") < 20<<20; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never borrowed the budget")
+		}
+	}
+	b.send(b.frame(wire.Request{Type: wire.TypeReserveWrite, ID: 5, Epoch: b.epoch, Size: 4096, Keys: keys("wait", 3000)}))
+	time.Sleep(100 * time.Millisecond) // b waits for budget
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	t0 := time.Now()
+	if ans := b.answer(); ans.Code != wire.CodeClosed || ans.ID != 5 {
+		t.Fatalf("a request waiting for buffers at shutdown: %v (id %d)", ans.Err(), ans.ID)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("CLOSED after %v", d)
+	}
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -217,6 +217,9 @@ func (c *conn) borrow(h wire.Header, buf []byte) ([]byte, bool, error) {
 		return buf, false, &wire.Error{Code: wire.CodeNoHello, Msg: fmt.Sprintf("the first request of a connection must be its one hello, not a %d-byte %v", size, h.Type)}
 	}
 	bin, bout, ok := c.s.bufs.get(in, out, time.Now().Add(c.s.cfg.FrameTimeout))
+	if !ok && c.stop.Load() {
+		return buf, false, &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
+	}
 	if !ok {
 		return buf, true, nil
 	}

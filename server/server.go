@@ -244,6 +244,7 @@ func (s *Server) Close() error {
 		c.shutdown()
 	}
 	s.mu.Unlock()
+	s.bufs.shut()
 	err := s.ln.close()
 	if s.http != nil {
 		s.http.Close()
