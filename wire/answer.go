@@ -47,7 +47,6 @@ type Lookup struct {
 	N, L1, L2, Prefetch uint32
 }
 
-
 // Result is one key's outcome in an answer that hands out memory or locks:
 // the Block (offset into the pool, size, generation) and the Lease when
 // Status is StatusOK, zero otherwise. On the wire, 40 bytes:
