@@ -81,7 +81,13 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 			j++
 		}
 		size := max(sizes[n], 1) // l1 takes no empty object; a 0-byte payload fills 0 of it
-		res, err := s.mgr.ReserveWrite(keys[n:j], nil, size, l1.ModeNew)
+		// l1 keeps the keys it reserves: they must not alias the frame,
+		// which the next request overwrites (wire.Decoder.Borrow).
+		run := make([]l1.ObjectKey, j-n)
+		for i := range run {
+			run[i] = cloneKey(&keys[n+i])
+		}
+		res, err := s.mgr.ReserveWrite(run, nil, size, l1.ModeNew)
 		if err != nil {
 			break
 		}
@@ -95,21 +101,21 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 		var backL []l1.Lease
 		for i := got; i < len(res); i++ {
 			if res[i].Status == l1.OK {
-				back, backL = append(back, keys[n+i]), append(backL, res[i].Lease)
+				back, backL = append(back, run[i]), append(backL, res[i].Lease)
 			}
 		}
 		if len(back) > 0 {
 			_, _ = s.mgr.AbortWrite(back, backL)
 		}
 		for i := range got {
-			k := cloneKey(&keys[n+i])
+			k := run[i]
 			ld := &loading{done: make(chan struct{})}
 			t.pending[k] = ld
 			t.inflight++
 			mine, leases, blocks, lens, dones = append(mine, k), append(leases, res[i].Lease),
 				append(blocks, res[i]), append(lens, sizes[n+i]), append(dones, ld)
 		}
-		t.own.writes.addAll(keys[n:n+got], res[:got], 1)
+		t.own.writes.addAll(run[:got], res[:got], 1)
 		n += got
 		if got < len(res) {
 			break
