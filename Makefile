@@ -196,7 +196,7 @@ bench:
 ## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
 ## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
 ## (bench/run.sh).
-bench-run:
+bench-run: redis
 	GO=$(GO) BENCH_OUT=$(BENCH_OUT) BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME) BENCH_RE='$(BENCH_RE)' sh bench/run.sh
 
 ## bench-report: the benchstat summary of bench/out/bench.txt and the
