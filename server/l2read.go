@@ -22,6 +22,8 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	n := s.l1Prefix(q.Keys)
 	s.gate.RUnlock()
 	a.Lookup = wire.Lookup{N: uint32(len(q.Keys)), L1: uint32(n)}
+	s.l2cnt.lookups.Add(1)
+	s.l2cnt.l1Hits.Add(uint64(n))
 	t := s.l2
 	if t == nil || n == len(q.Keys) {
 		return
@@ -33,6 +35,7 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 		m++
 	}
 	a.Lookup.L2 = uint32(m)
+	s.l2cnt.l2Hits.Add(uint64(m))
 	if q.Flags&wire.FlagPrefetch != 0 && m > 0 {
 		a.Lookup.Prefetch = uint32(t.prefetch(rest[:m], sizes[:m]))
 	}
@@ -127,6 +130,7 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 	t.mu.Unlock()
 	s.gate.RUnlock()
 	if len(mine) > 0 {
+		s.l2cnt.prefetched.Add(uint64(len(mine)))
 		go t.load(mine, leases, blocks, lens, dones)
 	}
 	return n
@@ -159,6 +163,8 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 				badK, badL = append(badK, ks[i]), append(badL, ls[i])
 			}
 		}
+		s.l2cnt.loaded.Add(uint64(len(okK)))
+		s.l2cnt.failed.Add(uint64(len(badK)))
 		s.gate.RLock()
 		if len(okK) > 0 {
 			_, _ = s.mgr.FinishWrite(okK, okL)
