@@ -27,6 +27,13 @@ type Options struct {
 	// os.ErrDeadlineExceeded and ErrDisconnected, and the connection is
 	// closed: the daemon then releases everything it held.
 	Timeout time.Duration
+	// DaemonUIDs are the uids the daemon may run as. Dial reads the
+	// credentials of the process serving the socket (SO_PEERCRED) before
+	// it sends anything, and refuses any other uid with an error wrapping
+	// ErrUntrustedDaemon: another local user listening on the path gets
+	// no hello and no key. Empty means root and this process's effective
+	// uid.
+	DaemonUIDs []uint32
 }
 
 // Errors. A refusal by the daemon is a *wire.Error: test it with
@@ -39,6 +46,11 @@ var (
 	// be read. The daemon has released (or will release, as it notices)
 	// every lock the connection held; Dial again to go on.
 	ErrDisconnected = errors.New("kvalloc client: disconnected from the daemon")
+	// ErrUntrustedDaemon is wrapped by Dial's error when the process
+	// serving the socket runs as a uid not in Options.DaemonUIDs (by
+	// default root and this process's uid): an impostor, or a daemon of
+	// another user. Nothing was sent to it.
+	ErrUntrustedDaemon = errors.New("kvalloc client: the socket is served by an untrusted uid")
 )
 
 // Lease is a lock's lease with the epoch of the daemon that handed it out.
@@ -75,7 +87,7 @@ type Result struct {
 // parallel calls open several Clients.
 type Client struct {
 	mu      sync.Mutex
-	c       *net.UnixConn
+	c       pathConn
 	mem     []byte
 	hello   wire.Hello
 	epoch   uint64
@@ -112,7 +124,11 @@ func Dial(path string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrDisconnected, path, err)
 	}
-	c := &Client{c: nc.(*net.UnixConn), timeout: opts.Timeout}
+	c := &Client{c: pathConn{nc.(*net.UnixConn), path}, timeout: opts.Timeout}
+	if err := c.checkDaemon(opts.DaemonUIDs); err != nil {
+		c.c.Close()
+		return nil, err
+	}
 	// Room for a 5700-key frame (400 KB) in one write.
 	_ = c.c.SetWriteBuffer(4 << 20)
 	_ = c.c.SetReadBuffer(4 << 20)
@@ -149,7 +165,7 @@ func (c *Client) hello1() (int, error) {
 		if werr != nil {
 			err = werr
 		}
-		return -1, fmt.Errorf("%w: hello: %w", ErrDisconnected, err)
+		return -1, c.disconnected("hello: %w", err)
 	}
 	fd := -1
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -177,18 +193,20 @@ func (c *Client) hello1() (int, error) {
 	}
 	var a wire.Answer
 	if err := c.dec.DecodeAnswer(frame, &a); err != nil {
-		return fail(fmt.Errorf("%w: hello answer: %w", ErrDisconnected, err))
+		return fail(c.disconnected("hello answer: %w", err))
 	}
 	if err := a.Err(); err != nil {
 		return fail(fmt.Errorf("kvalloc client: the daemon refused the connection: %w", err))
 	}
 	switch {
 	case a.Type != wire.TypeHello.Answer():
-		return fail(fmt.Errorf("%w: a %v answered the hello", ErrDisconnected, a.Type))
+		return fail(c.disconnected("a %v answered the hello", a.Type))
 	case fd < 0:
-		return fail(fmt.Errorf("%w: the hello answer carried no memfd", ErrDisconnected))
+		return fail(c.disconnected("the hello answer carried no memfd"))
 	case a.Hello.PoolSize <= 0 || a.Hello.Align <= 0 || a.Epoch == 0:
-		return fail(fmt.Errorf("%w: hello answer with pool size %d, alignment %d, epoch %d", ErrDisconnected, a.Hello.PoolSize, a.Hello.Align, a.Epoch))
+		return fail(c.disconnected("hello answer with pool size %d, alignment %d, epoch %d", a.Hello.PoolSize, a.Hello.Align, a.Epoch))
+	case a.Hello.MaxFrame < wire.HeaderSize:
+		return fail(c.disconnected("hello answer with MaxFrame %d, under a header's %d bytes", a.Hello.MaxFrame, wire.HeaderSize))
 	}
 	c.hello, c.epoch = a.Hello, a.Epoch
 	return fd, nil
@@ -200,26 +218,26 @@ func (c *Client) completeFrame(got []byte) ([]byte, error) {
 		more := make([]byte, wire.HeaderSize-len(got))
 		n, err := c.c.Read(more)
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading a frame: %w", ErrDisconnected, err)
+			return nil, c.disconnected("reading a frame: %w", err)
 		}
 		got = append(got, more[:n]...)
 	}
 	h, err := wire.ParseHeader(got)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDisconnected, err)
+		return nil, c.disconnected("%w", err)
 	}
 	if int(h.Size) < len(got) {
-		return nil, fmt.Errorf("%w: the daemon sent %d bytes before a %d-byte answer was read", ErrDisconnected, len(got), h.Size)
+		return nil, c.disconnected("the daemon sent %d bytes before a %d-byte answer was read", len(got), h.Size)
 	}
 	frame := make([]byte, h.Size)
 	copy(frame, got)
 	if _, err := readFull(c.c, frame[len(got):]); err != nil {
-		return nil, fmt.Errorf("%w: reading a frame: %w", ErrDisconnected, err)
+		return nil, c.disconnected("reading a frame: %w", err)
 	}
 	return frame, nil
 }
 
-func readFull(c *net.UnixConn, b []byte) (int, error) {
+func readFull(c pathConn, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
 		m, err := c.Read(b[n:])
@@ -278,20 +296,32 @@ func (c *Client) Close() error {
 }
 
 // call sends c.req and reads its answer into c.ans, within the deadline.
-// It holds c.mu. A transport failure, or an answer whose code closes the
-// connection, breaks the client.
+// It holds c.mu. What the daemon would refuse by its hello's limits (more
+// keys than its MaxKeys, a frame over its MaxFrame) is refused before
+// anything is sent, as the encoder refuses what no frame can carry: an
+// *wire.Error with CodeInvalidArgument, and the client goes on. Once the
+// first byte is sent, any failure (of the transport, a malformed answer,
+// one whose results or statuses are not one per key, or a code that
+// closes the connection) breaks the client: the connection's next answer
+// could be this request's.
 func (c *Client) call() error {
 	if c.broken != nil {
 		return c.broken
 	}
-	c.id++
 	q := &c.req
-	q.ID, q.Epoch = c.id, c.epoch
+	if n := len(q.Keys); n > int(c.hello.MaxKeys) {
+		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%d keys exceed the daemon's limit %d", n, c.hello.MaxKeys)}
+	}
+	q.ID, q.Epoch = c.id+1, c.epoch
 	out, err := c.enc.AppendRequest(c.out[:0], q)
 	if err != nil {
 		return err
 	}
 	c.out = out
+	if len(out) > int(c.hello.MaxFrame) {
+		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%v of %d keys is a frame of %d bytes, over the daemon's limit %d", q.Type, len(q.Keys), len(out), c.hello.MaxFrame)}
+	}
+	c.id++
 	_ = c.c.SetDeadline(time.Now().Add(c.timeout))
 	if _, err := c.c.Write(out); err != nil {
 		return c.lost("sending %v: %w", q.Type, err)
@@ -311,20 +341,38 @@ func (c *Client) call() error {
 	if err := a.Err(); err != nil {
 		if a.Code.Closes() {
 			// The daemon closes the connection after this answer.
-			c.broken = fmt.Errorf("%w: %w", ErrDisconnected, err)
+			c.broken = c.disconnected("%w", err)
 			c.c.Close()
 			return c.broken
 		}
 		return err
+	}
+	if q.Type.Keyed() && q.Type != wire.TypeTouch {
+		got, what := len(a.Statuses), "statuses"
+		switch {
+		case q.Type.HasResults():
+			got, what = len(a.Results), "results"
+		case q.Type == wire.TypeLookup:
+			got, what = int(a.Lookup.N), "keys counted"
+		}
+		if got != len(q.Keys) {
+			return c.lost("a %v answer with %d %s for %d keys", q.Type, got, what, len(q.Keys))
+		}
 	}
 	return nil
 }
 
 // lost breaks the client after a transport failure.
 func (c *Client) lost(format string, args ...any) error {
-	c.broken = fmt.Errorf("%w: %w", ErrDisconnected, fmt.Errorf(format, args...))
+	c.broken = c.disconnected(format, args...)
 	c.c.Close()
 	return c.broken
+}
+
+// disconnected is an error wrapping ErrDisconnected that names the
+// socket's path.
+func (c *Client) disconnected(format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %w", ErrDisconnected, c.c.path, fmt.Errorf(format, args...))
 }
 
 // keyed prepares c.req for a keyed request.

@@ -9,11 +9,23 @@
 //
 // # Contract
 //
+//   - Dial talks only to a daemon it trusts: before it sends anything it
+//     reads the credentials of the process serving the socket
+//     (SO_PEERCRED), whose uid must be root or this process's
+//     (Options.DaemonUIDs to say otherwise); any other is refused with an
+//     error wrapping ErrUntrustedDaemon that names both uids.
+//   - Every error of the connection names the socket's path.
 //   - A Client is safe for concurrent use; its calls are serialized.
 //   - Every call has a deadline (Options.Timeout). A daemon that died, or
 //     stopped answering, makes the call fail with an error wrapping
 //     ErrDisconnected within it, never hang; the Client is then broken, and
 //     Dial connects to the next daemon.
+//   - Arguments a frame cannot carry, or that exceed the limits of the
+//     daemon's hello (its MaxKeys, its MaxFrame), are refused before
+//     anything is sent, and the Client goes on. Once a request's first
+//     byte is sent, any failure breaks the Client (ErrDisconnected): a
+//     transport error, a malformed answer, or one that is not one result
+//     or status per key.
 //   - The locks a call takes belong to the connection. Closing the Client,
 //     or the death of its process at any instant, releases them all in the
 //     daemon at once. Its leases are refused on any other connection.

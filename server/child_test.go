@@ -34,6 +34,12 @@ func TestMain(m *testing.M) {
 		os.Exit(holder(os.Getenv(childSocket)))
 	case "dialer":
 		os.Exit(dialer(os.Getenv(childSocket)))
+	case "daemon":
+		os.Exit(daemonChild(os.Getenv(childSocket)))
+	case "defaultpath":
+		os.Exit(defaultPathChild())
+	case "impostor":
+		os.Exit(impostor(os.Getenv(childSocket)))
 	case "killclient":
 		os.Exit(killClient())
 	case "killdaemon":
@@ -92,6 +98,13 @@ func child(t testing.TB, role, socket string, attr *syscall.SysProcAttr, exe str
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childRole+"="+role, childSocket+"="+socket)
 	cmd.SysProcAttr = attr
+	return startChild(t, cmd)
+}
+
+// startChild starts cmd and returns its stdout lines; the process is
+// killed at the end of the test if it still runs.
+func startChild(t testing.TB, cmd *exec.Cmd) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

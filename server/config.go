@@ -28,7 +28,11 @@ const (
 type Config struct {
 	// SocketPath is the Unix socket; "" means wire.DefaultSocketPath. A stale
 	// socket file left by a dead daemon is replaced; a live daemon on it,
-	// or a file there that is not a socket, makes New fail.
+	// or a file there that is not a socket, makes New fail. So does a
+	// path another user could change, with ErrUnsafePath: a directory of
+	// it, or one above it, owned by another non-root uid or writable by
+	// group or others (above it, unless sticky), or a lock file
+	// (SocketPath+".lock") that is a symlink or another user's.
 	SocketPath string
 	// SocketMode is the socket file's mode; 0 means 0600.
 	SocketMode os.FileMode

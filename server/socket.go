@@ -27,19 +27,30 @@ type listener struct {
 
 // listen takes path for this daemon:
 //
-//  1. It locks path+".lock" (flock, LOCK_EX|LOCK_NB), held until close.
-//     Another daemon holding it is refused with ErrInUse; a dead one's
-//     lock went with its process, so a crash never blocks a restart.
-//  2. Holding the lock, a socket file already at path is stale (its
+//  1. It checks the path's directory (socketDir): one that another user
+//     could change is refused with ErrUnsafePath; a missing default one
+//     is made. The steps below work in that directory, symlinks resolved.
+//  2. It locks path+".lock" (flock, LOCK_EX|LOCK_NB), held until close.
+//     The lock file is opened with O_NOFOLLOW, and must be a regular file
+//     of the daemon's uid: a symlink or another user's file is refused
+//     with ErrUnsafePath. Another daemon holding it is refused with
+//     ErrInUse; a dead one's lock went with its process, so a crash never
+//     blocks a restart.
+//  3. Holding the lock, a socket file already at path is stale (its
 //     daemon is dead): it is removed. Anything else there is refused,
 //     never deleted.
-//  3. It binds a socket under a temporary name beside path, sets its
+//  4. It binds a socket under a temporary name beside path, sets its
 //     mode, and renames it to path, so the socket is never reachable with
 //     a wider mode than asked.
 func listen(path string, mode os.FileMode) (*listener, error) {
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	dir, err := socketDir(path)
 	if err != nil {
-		return nil, fmt.Errorf("kvallocd: lock file: %w", err)
+		return nil, err
+	}
+	path = filepath.Join(dir, filepath.Base(path))
+	lock, err := openLock(path + ".lock")
+	if err != nil {
+		return nil, err
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
@@ -86,6 +97,29 @@ func listen(path string, mode os.FileMode) (*listener, error) {
 		return fail(fmt.Errorf("kvallocd: socket: %w", err))
 	}
 	return &listener{ln: ln, path: path, lock: lock}, nil
+}
+
+// openLock opens (creating it) the lock file at path, refusing a symlink
+// and anything that is not a regular file of this process's uid.
+func openLock(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%w: the lock file %s is a symlink; refusing to follow it", ErrUnsafePath, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kvallocd: lock file %s: %w", path, err)
+	}
+	lock := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("kvallocd: lock file %s: %w", path, err)
+	}
+	if uid := uint32(os.Geteuid()); st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uid {
+		lock.Close()
+		return nil, fmt.Errorf("%w: the lock file %s is not a regular file of this daemon's uid %d (mode %#o, uid %d)", ErrUnsafePath, path, uid, st.Mode, st.Uid)
+	}
+	return lock, nil
 }
 
 // close stops listening, removes the socket and releases the lock. The

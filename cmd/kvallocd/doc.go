@@ -23,6 +23,20 @@
 // once. A stale socket from a dead daemon is replaced; a second daemon on
 // a live socket refuses to start (the lock file -socket.lock).
 //
+// The socket lives where no other user can write. Its default is
+// kvallocd.sock in /run/kvallocd/ for root, else in $XDG_RUNTIME_DIR, else
+// in $TMPDIR/kvallocd-<uid>/ (/tmp without TMPDIR), a private directory the
+// daemon creates with mode 0700 and refuses unless it is a real directory
+// of its uid of mode 0700. Whatever the path, the daemon refuses to start
+// when the socket's directory is owned by another non-root uid or writable
+// by group or others, or lies under such a directory that is not sticky,
+// and when the lock file is a symlink or another user's: another local
+// user must not be able to take the path, the lock or the socket. A daemon
+// that serves other uids (-allow-uid, -allow-gid) is run as root, or told a
+// -socket in a directory they can reach. The clients check, before they
+// send anything, that the process serving the socket runs as root or as
+// their own uid (SO_PEERCRED; configurable in each client).
+//
 // With -metrics it serves /metrics (Prometheus) on that loopback address:
 // the allocator's, the pool's, the manager's, per-connection gauges, and the Go
 // runtime's.
@@ -44,7 +58,7 @@
 //
 // Flags:
 //
-//	-socket path          the Unix socket (default $XDG_RUNTIME_DIR/kvallocd.sock, else /tmp/kvallocd-<uid>.sock)
+//	-socket path          the Unix socket (default /run/kvallocd/kvallocd.sock for root, else $XDG_RUNTIME_DIR/kvallocd.sock, else $TMPDIR/kvallocd-<uid>/kvallocd.sock)
 //	-socket-mode mode     the socket file's mode, octal (default 0600)
 //	-allow-uid list       uids served, comma-separated (default: the daemon's own)
 //	-allow-gid list       gids served, comma-separated

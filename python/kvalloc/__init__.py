@@ -20,7 +20,8 @@ from .client import Client
 from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
 from .errors import (ConnectionLostError, DaemonClosedError, DaemonError,
                      DeadlineExceededError, FrameError, InvalidArgumentError,
-                     KvallocError, NotAllowedError, WrongEpochError)
+                     KvallocError, NotAllowedError, UntrustedDaemonError,
+                     WrongEpochError)
 from .keys import KeyBatch, ObjectKey
 from .limits import MAX_KEYS, VERSION, default_socket_path
 from .results import Hello, Lookup, Result, Results, Stats, StatusList
@@ -32,5 +33,5 @@ __all__ = [
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
     "WrongEpochError", "NotAllowedError", "ConnectionLostError",
     "DeadlineExceededError", "DaemonClosedError", "FrameError",
-    "default_socket_path", "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
+    "UntrustedDaemonError", "default_socket_path", "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
 ]

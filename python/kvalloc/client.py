@@ -10,14 +10,17 @@ locks. A client is not fork-safe: a child process must make its own (a
 call from another process than the one that connected raises).
 """
 
+import math
 import mmap
+import numbers
+import operator
 import os
 import threading
 import time
 from array import array
-from typing import List, Optional, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
 
-from .connection import Connection
+from .connection import Connection, trusted_uids
 from .enums import Code, Flag, MessageType, Mode
 from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
                      InvalidArgumentError, KvallocError, WrongEpochError,
@@ -30,7 +33,7 @@ from .protocol import (Answer, decode_answer, keyed_request, pack_array,
                        simple_request)
 from .results import Hello, Results, Stats, StatusList
 
-__all__ = ["Client", "Leases"]
+__all__ = ["Client", "Leases", "MAX_TIMEOUT"]
 
 #: What a finishing call accepts as leases: one per key, in key order. A
 #: :class:`Results` gives its ``leases``.
@@ -38,18 +41,29 @@ Leases = Union[Results, array, Sequence[int]]
 
 _MT = MessageType
 
+#: The longest deadline a call or a connect takes, in seconds: the longest
+#: wait ``poll`` can express (2^31 - 1 ms), about 24.8 days.
+MAX_TIMEOUT = (2 ** 31 - 1) // 1000
+
 
 class Client(L2Calls):
     """A connection to kvallocd, with the daemon's pool mapped.
 
     Every call is one request frame, answered per key in request order
     (``wire/PROTOCOL.md``), and has a deadline: ``timeout`` seconds (the
-    client's default, 10 s, unless the call is given its own). Arguments
-    are checked before anything is sent; a bad one raises
-    :class:`InvalidArgumentError` and nothing changes. A daemon that dies
-    or stalls raises :class:`ConnectionLostError` (a
-    :class:`DeadlineExceededError` for a stall) within the deadline, and
-    the client is closed: :meth:`reconnect` connects to the next daemon.
+    client's default, 10 s, unless the call is given its own), a finite
+    number in ``(0, MAX_TIMEOUT]``. Arguments, timeouts included, are
+    checked before anything is sent; a bad one raises
+    :class:`InvalidArgumentError`, nothing changes and the client stays
+    open. A daemon that dies or stalls raises :class:`ConnectionLostError`
+    (a :class:`DeadlineExceededError` for a stall) within the deadline,
+    and the client is closed: :meth:`reconnect` connects to the next
+    daemon. Any failure once a request's first byte has been sent, the
+    client's own included, closes the client too, since the connection's
+    next answer could be this request's: the failure is raised as a
+    :class:`ConnectionLostError` (from the original), or as it is for a
+    ``KeyboardInterrupt`` or another ``BaseException`` that is not an
+    ``Exception``.
 
     Everything the connection reserved or read-locked is the
     connection's: when it ends, however, the daemon aborts its writes and
@@ -57,15 +71,20 @@ class Client(L2Calls):
     """
 
     def __init__(self, path: Optional[str] = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, *,
+                 daemon_uids: Optional[Iterable[int]] = None) -> None:
         """Connect to the daemon at ``path`` and map its pool.
 
         ``path`` None is :func:`~kvalloc.limits.default_socket_path`.
+        ``daemon_uids`` are the uids the daemon may run as, None meaning
+        root and this process's effective uid: a socket served by another
+        uid raises :class:`~kvalloc.errors.UntrustedDaemonError` at connect,
+        before anything is sent.
         """
-        if not timeout > 0:
-            raise InvalidArgumentError(f"timeout {timeout!r} must be > 0")
-        self.path = path or default_socket_path()
-        self.timeout = float(timeout)
+        self.timeout = _timeout(timeout)
+        self.path = _path(path) if path is not None else \
+            default_socket_path()
+        self._trusted = trusted_uids(daemon_uids)
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None
         self._map: Optional[mmap.mmap] = None
@@ -85,10 +104,12 @@ class Client(L2Calls):
 
         Closes the current connection first, if any.
         """
+        if timeout is not None:
+            _timeout(timeout)  # a bad one leaves the connection as it is
         with self._lock:
             self._close_locked()
             deadline = self._deadline(timeout)
-            conn = Connection(self.path, deadline)
+            conn = Connection(self.path, deadline, self._trusted)
             try:
                 self._hello(conn, deadline)
             except BaseException:
@@ -227,10 +248,26 @@ class Client(L2Calls):
         """Each result's block (:meth:`view`), None where not ``OK``."""
         self._same_epoch(results)
         pool = self.pool
+        n = len(pool)
         raw, offs, sizes = results.statuses.raw, results.offsets, \
             results.sizes
-        return [pool[offs[i]:offs[i] + sizes[i]] if raw[i] == 0 else None
-                for i in range(len(raw))]
+        if raw and raw.count(0) == len(raw) and min(offs) >= 0 and \
+                min(sizes) >= 0 and max(map(operator.add, offs, sizes)) <= n:
+            # Every block OK and inside the pool, checked in C: the common
+            # batch.
+            return [pool[o:o + s] for o, s in zip(offs, sizes)]
+        out: List[Optional[memoryview]] = []
+        for i in range(len(raw)):
+            if raw[i]:
+                out.append(None)
+                continue
+            o, s = offs[i], sizes[i]
+            if not (0 <= o and 0 <= s and o + s <= n):
+                raise InvalidArgumentError(
+                    f"result {i}: block [{o}, {o}+{s}) is outside the pool "
+                    f"of {n} bytes")
+            out.append(pool[o:o + s])
+        return out
 
     # ---- calls ----------------------------------------------------------
 
@@ -262,6 +299,8 @@ class Client(L2Calls):
         n = len(kb)
         size = _size(size)
         try:
+            if isinstance(mode, bool) or not isinstance(mode, int):
+                raise ValueError
             mode = Mode(mode)
         except ValueError:
             raise InvalidArgumentError(
@@ -331,7 +370,14 @@ class Client(L2Calls):
 
     def delete(self, keys: Keys, force: bool = False,
                timeout: Optional[float] = None) -> StatusList:
-        """Delete objects; with ``force`` even locked ones."""
+        """Delete objects; with ``force`` even locked ones.
+
+        A forced delete drops a locked key at once (it is unreadable, and
+        writable again under a new block), but its old block is held until
+        every holder of its lock has let go: a writer's finish_write then
+        answers WRITE_DELETED, a reader's finish_read OK. The held bytes
+        count in the stats' quarantined bytes.
+        """
         kb = self._keys(keys)
         return self._statuses(_MT.DELETE, kb, timeout,
                               flags=Flag.FORCE if force else 0)
@@ -399,11 +445,23 @@ class Client(L2Calls):
             id_ = self._id = (self._id % 0xFFFFFFFF) + 1
             data = frame(id_, self.epoch) if frame is not None else \
                 simple_request(t, id_, self.epoch)
+            # From the first byte sent, any failure leaves the connection
+            # out of step (a half frame, an answer nobody read): close.
             try:
                 conn.send(data, deadline)
                 raw, _ = conn.recv(deadline)
                 a = decode_answer(raw)
             except (ConnectionLostError, FrameError):
+                self._close_locked()
+                raise
+            except Exception as e:
+                self._close_locked()
+                raise ConnectionLostError(
+                    f"kvalloc: {t.wire_name} failed once its request was "
+                    f"being sent ({type(e).__name__}: {e}); the client is "
+                    "closed"
+                ) from e
+            except BaseException:
                 self._close_locked()
                 raise
             if a.code is not Code.OK:
@@ -423,10 +481,42 @@ class Client(L2Calls):
         return FrameError(Code.BAD_FRAME, f"kvallocd sent {what}")
 
     def _deadline(self, timeout: Optional[float]) -> float:
-        t = self.timeout if timeout is None else timeout
-        if not t > 0:
-            raise InvalidArgumentError(f"timeout {t!r} must be > 0")
-        return time.monotonic() + t
+        return time.monotonic() + _timeout(
+            self.timeout if timeout is None else timeout)
+
+
+def _timeout(t: float) -> float:
+    """``t`` as seconds, refused unless a finite number in (0,
+    MAX_TIMEOUT]: inf or a huge value would overflow the socket's wait."""
+    if type(t) is float or type(t) is int:  # the usual case, fast
+        if 0 < t <= MAX_TIMEOUT:
+            return float(t)
+    elif isinstance(t, bool) or not isinstance(t, numbers.Real):
+        raise InvalidArgumentError(
+            f"timeout {t!r} is not a number of seconds")
+    try:
+        f = float(t)
+    except OverflowError:
+        f = math.inf
+    if not 0 < f <= MAX_TIMEOUT:  # also nan
+        raise InvalidArgumentError(
+            f"timeout {t!r} outside (0, {MAX_TIMEOUT}] seconds")
+    return f
+
+
+def _path(path) -> str:
+    """A socket path: a str, bytes or os.PathLike without NUL bytes."""
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"socket path {path!r} is not a str or a path") from None
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    if not p or "\x00" in p:
+        raise InvalidArgumentError(f"socket path {path!r} is empty or holds "
+                                   "a NUL byte")
+    return p
 
 
 def _one_per_key(values: Sequence, n: int, what: str) -> None:

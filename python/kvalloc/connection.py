@@ -16,17 +16,43 @@ import select
 import socket
 import struct
 import time
-from typing import Optional, Tuple
+from typing import FrozenSet, Iterable, Optional, Tuple
 
 from .enums import Code
-from .errors import ConnectionLostError, DeadlineExceededError, FrameError
+from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
+                     InvalidArgumentError, UntrustedDaemonError)
 from .limits import HEADER_SIZE, MAX_FRAME
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "trusted_uids"]
 
 _FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)
 _CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 _SIZE = struct.Struct("<I")
+_UCRED = struct.Struct("=iII")  # struct ucred: pid, uid, gid
+
+
+def trusted_uids(daemon_uids: Optional[Iterable[int]]) -> FrozenSet[int]:
+    """The uids a daemon may run as: ``daemon_uids``, or by default root
+    and this process's effective uid. A bad value raises
+    :class:`~kvalloc.errors.InvalidArgumentError`."""
+    if daemon_uids is None:
+        return frozenset((0, os.geteuid()))
+    if isinstance(daemon_uids, (str, bytes)):
+        raise InvalidArgumentError(
+            f"daemon_uids {daemon_uids!r} must be an iterable of uids")
+    try:
+        uids = frozenset(daemon_uids)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"daemon_uids {daemon_uids!r} must be an iterable of uids"
+        ) from None
+    for u in uids:
+        if type(u) is not int or not 0 <= u < 1 << 32:
+            raise InvalidArgumentError(f"daemon_uids: {u!r} is not a uid")
+    if not uids:
+        raise InvalidArgumentError("daemon_uids is empty: no daemon could "
+                                   "be trusted")
+    return uids
 
 
 class Connection:
@@ -40,8 +66,15 @@ class Connection:
     lock around each request and its answer.
     """
 
-    def __init__(self, path: str, deadline: float) -> None:
-        """Connect to the daemon's socket at ``path`` by ``deadline``."""
+    def __init__(self, path: str, deadline: float,
+                 trusted: Optional[FrozenSet[int]] = None) -> None:
+        """Connect to the daemon's socket at ``path`` by ``deadline``.
+
+        The socket's server must run as one of the ``trusted`` uids
+        (:func:`trusted_uids`; None is its default): its credentials
+        (``SO_PEERCRED``) are read before anything is sent, and another uid
+        raises :class:`~kvalloc.errors.UntrustedDaemonError`.
+        """
         self.path = path
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -51,10 +84,14 @@ class Connection:
             sock.settimeout(left)
             sock.connect(path)
             sock.setblocking(False)
+            _check_server(sock, path, trusted or trusted_uids(None))
         except socket.timeout:
             sock.close()
             raise DeadlineExceededError(
                 f"kvalloc: connecting to {path}: deadline exceeded") from None
+        except UntrustedDaemonError:
+            sock.close()
+            raise
         except OSError as e:
             sock.close()
             raise ConnectionLostError(
@@ -164,6 +201,15 @@ class Connection:
     def closed(self) -> bool:
         """Whether the connection is closed."""
         return self._sock is None
+
+
+def _check_server(sock: socket.socket, path: str,
+                  trusted: FrozenSet[int]) -> None:
+    """Refuse a socket served by a uid not in ``trusted``."""
+    pid, uid, _ = _UCRED.unpack(sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    if uid not in trusted:
+        raise UntrustedDaemonError(path, pid, uid, os.geteuid(), trusted)
 
 
 def _take_fd(anc: list) -> Optional[int]:

@@ -19,6 +19,10 @@ Every exception the package raises on purpose is a :class:`KvallocError`:
   where a call's deadline passed before its answer came, and
   :class:`DaemonClosedError` (also a :class:`DaemonError`) the one where
   the daemon answered ``CLOSED``: it is shutting down.
+- :class:`UntrustedDaemonError` (also a ``PermissionError``): the process
+  serving the socket runs as a uid the client does not trust (by default
+  anything but root and the client's own uid): an impostor, or another
+  user's daemon. Raised at connect, before anything is sent.
 - :class:`FrameError`: bytes that break the protocol (a malformed frame).
   The codec raises it when decoding; the client raises it for a malformed
   answer and closes.
@@ -31,7 +35,7 @@ from .enums import Code
 __all__ = [
     "KvallocError", "InvalidArgumentError", "DaemonError", "WrongEpochError",
     "NotAllowedError", "ConnectionLostError", "DeadlineExceededError",
-    "DaemonClosedError", "FrameError",
+    "DaemonClosedError", "FrameError", "UntrustedDaemonError",
 ]
 
 
@@ -99,6 +103,24 @@ class DeadlineExceededError(ConnectionLostError, TimeoutError):
 
 class DaemonClosedError(DaemonError, ConnectionLostError):
     """The daemon answered ``CLOSED``: it is shutting down."""
+
+
+class UntrustedDaemonError(KvallocError, PermissionError):
+    """The socket is served by a uid the client does not trust.
+
+    The credentials are the socket's (``SO_PEERCRED``), read before the
+    client sends anything: ``path``, the server's ``pid`` and ``uid``, the
+    client's own ``client_uid`` and the ``trusted`` uids. Nothing was sent.
+    """
+
+    def __init__(self, path: str, pid: int, uid: int, client_uid: int,
+                 trusted: "frozenset[int]") -> None:
+        super().__init__(
+            f"kvalloc: {path} is served by pid {pid} of uid {uid}, and this "
+            f"client (uid {client_uid}) trusts only uids {sorted(trusted)} "
+            f"(daemon_uids): refusing to send it anything")
+        self.path, self.pid, self.uid = path, pid, uid
+        self.client_uid, self.trusted = client_uid, trusted
 
 
 def daemon_error(code: int, message: str) -> KvallocError:

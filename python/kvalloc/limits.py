@@ -5,7 +5,8 @@ import os
 __all__ = [
     "VERSION", "MAGIC", "HEADER_SIZE", "MAX_FRAME", "MAX_KEYS",
     "MAX_STRING_LEN", "MAX_STRINGS", "MAX_MESSAGE_LEN", "MAX_STATS",
-    "MAX_READ_LOCKS", "MAX_INT64", "default_socket_path",
+    "MAX_READ_LOCKS", "MAX_INT64", "ROOT_SOCKET_DIR",
+    "default_socket_path",
 ]
 
 #: The protocol version this package speaks.
@@ -32,15 +33,25 @@ MAX_READ_LOCKS = 128
 MAX_INT64 = (1 << 63) - 1
 
 
+#: The default socket directory of a daemon run as root
+#: (``wire.RootSocketDir``).
+ROOT_SOCKET_DIR = "/run/kvallocd"
+
+
 def default_socket_path() -> str:
     """Where kvallocd listens when told nothing (``wire.DefaultSocketPath``).
 
-    ``$XDG_RUNTIME_DIR/kvallocd.sock`` when that variable is set, else
-    ``kvallocd-<uid>.sock`` in ``$TMPDIR``, or ``/tmp``, as Go's
-    ``os.TempDir`` says.
+    ``kvallocd.sock`` in a directory only the daemon's user can write:
+    ``/run/kvallocd`` for root (effective uid 0), else
+    ``$XDG_RUNTIME_DIR`` when that variable is set, else the private
+    directory ``kvallocd-<uid>`` (mode 0700, made by the daemon) in
+    ``$TMPDIR``, or ``/tmp``, as Go's ``os.TempDir`` says. A client of
+    another user's daemon names its path.
     """
-    d = os.environ.get("XDG_RUNTIME_DIR")
-    if d:
-        return os.path.join(d, "kvallocd.sock")
-    tmp = os.environ.get("TMPDIR") or "/tmp"
-    return os.path.join(tmp, f"kvallocd-{os.getuid()}.sock")
+    uid = os.geteuid()
+    if uid == 0:
+        d = ROOT_SOCKET_DIR
+    else:
+        d = os.environ.get("XDG_RUNTIME_DIR") or os.path.join(
+            os.environ.get("TMPDIR") or "/tmp", f"kvallocd-{uid}")
+    return os.path.join(d, "kvallocd.sock")
