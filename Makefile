@@ -4,19 +4,40 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants kill-harness handoff-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: redis test vet unit unit-invariants kill-harness handoff-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+
+## redis: redis-server and redis-cli, which the L2 tier's tests run for
+## real (internal/rediscluster starts clusters of them): when either is
+## missing and apt-get is at hand as root, installs Debian's redis-server
+## and redis-tools (apt-get update first only if the install fails
+## without); otherwise says what to install and fails.
+redis:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "redis: installing Debian's redis-server and redis-tools"; \
+	    inst() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server redis-tools; }; \
+	    log=$$(mktemp); { inst || { apt-get update -q && inst; }; } >$$log 2>&1 || \
+	      { tail -n 20 $$log; rm -f $$log; echo "redis: apt-get install redis-server redis-tools failed" >&2; exit 3; }; \
+	    rm -f $$log; \
+	  else \
+	    echo "redis: redis-server or redis-cli is missing; on Debian: apt-get install redis-server redis-tools" >&2; exit 3; \
+	  fi; \
+	fi; redis-server --version
 
 ## test: go vet, the whole suite with the race detector, the suites of
 ## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
-## (verbose, for its counts), the handoff harness (the same), the Python
-## client's tests, then a short run of
-## every fuzz target, in that order (also under make -j).
+## (verbose, for its counts), the handoff harness and the L2 tier's fault
+## tests on real Redis (the same), the Python client's tests, then a short
+## run of every fuzz target, in that order (also under make -j); first it
+## installs redis-server when missing (make redis).
 test:
+	@$(MAKE) --no-print-directory redis
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory kill-harness
 	@$(MAKE) --no-print-directory handoff-harness
+	@$(MAKE) --no-print-directory l2-faults
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 
@@ -28,7 +49,7 @@ vet:
 # short (4 handoffs) under the race detector; kill-harness and
 # handoff-harness run them in full on their own, so that their counts are
 # printed.
-unit: systemd-tools
+unit: redis systemd-tools
 	KVALLOC_KILL_KILLS=20 KVALLOC_HANDOFF_HANDOFFS=4 $(GO) test -race -count=1 $(PKGS)
 
 .PHONY: systemd-tools
@@ -74,6 +95,21 @@ handoff-harness:
 	@out=$$(mktemp); status=0; \
 	KVALLOC_HANDOFF_HANDOFFS=$(HANDOFFS) $(GO) test -count=1 -timeout 10m -run '^TestHandoffHarness' -v ./server/ >$$out 2>&1 || status=$$?; \
 	grep -E '^(--- |ok|FAIL)|handoff harness|caught|started cold' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
+
+## l2-faults: the L2 tier's fault tests on real Redis, verbose for their
+## counts: server's TestL2ClusterFaults (two daemons over a Redis Cluster of
+## 3 masters and 3 replicas; a master SIGSTOPped past the timeouts, a
+## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
+## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
+## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
+## mid-put, then its hits per request recovering from L2). About 30 s.
+.PHONY: l2-faults
+l2-faults: redis
+	@out=$$(mktemp); status=0; \
+	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
@@ -205,7 +241,7 @@ bench:
 ## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
 ## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
 ## (bench/run.sh).
-bench-run:
+bench-run: redis
 	GO=$(GO) BENCH_OUT=$(BENCH_OUT) BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME) BENCH_RE='$(BENCH_RE)' sh bench/run.sh
 
 ## bench-report: the benchstat summary of bench/out/bench.txt and the

@@ -353,8 +353,11 @@ func (c *Client) call() error {
 	}
 	if q.Type.Keyed() && q.Type != wire.TypeTouch {
 		got, what := len(a.Statuses), "statuses"
-		if q.Type.HasResults() {
+		switch {
+		case q.Type.HasResults():
 			got, what = len(a.Results), "results"
+		case q.Type == wire.TypeLookup:
+			got, what = int(a.Lookup.N), "keys counted"
 		}
 		if got != len(q.Keys) {
 			return c.lost("a %v answer with %d %s for %d keys", q.Type, got, what, len(q.Keys))

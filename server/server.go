@@ -67,6 +67,10 @@ type Server struct {
 	reserve                               int // the spare descriptor the accept loop frees on EMFILE, or -1; under mu
 	overCap, noFDs, helloTimeouts, busies atomic.Uint64
 	stopTrim                              chan struct{}
+
+	// The L2 tier (l2*.go).
+	l2    *l2tier  // nil without an L2 store (l2.go)
+	l2cnt l2counts // the lookups' figures (l2metrics.go)
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -144,6 +148,10 @@ func New(cfg Config) (*Server, error) {
 			s.alloc.Close()
 			return nil, err
 		}
+	}
+	if err := s.startL2(); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if bug != bugNone {
 		s.log.Warn("this daemon carries a deliberate bug (built with the kvalloc_daemon_bugs tag)", "bug", bug)
@@ -277,6 +285,7 @@ func (s *Server) Close() error {
 		s.http.Close()
 	}
 	s.wg.Wait()
+	s.stopL2()
 	s.storeIndex() // systemd's fd store (fdstore.go)
 	close(s.stopTrim)
 	s.dropReserve()

@@ -26,6 +26,7 @@ from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
                      InvalidArgumentError, KvallocError, WrongEpochError,
                      daemon_error)
 from .keys import KeyBatch, Keys
+from .l2 import L2Calls
 from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
                      default_socket_path)
 from .protocol import (Answer, decode_answer, keyed_request, pack_array,
@@ -45,7 +46,7 @@ _MT = MessageType
 MAX_TIMEOUT = (2 ** 31 - 1) // 1000
 
 
-class Client:
+class Client(L2Calls):
     """A connection to kvallocd, with the daemon's pool mapped.
 
     Every call is one request frame, answered per key in request order
