@@ -5,11 +5,28 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"testing"
 
+	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
+
+// testObjects is n objects of every kind an index carries: partial and
+// whole, temporary, S3-FIFO small and main, use counts. It lives beside
+// the fuzz target, which must build without the other test files.
+func testObjects(n int) []l1.Saved[l1.ObjectKey] {
+	out := make([]l1.Saved[l1.ObjectKey], n)
+	for i := range out {
+		out[i] = l1.Saved[l1.ObjectKey]{
+			Key:   l1.ObjectKey{ChunkHash: fmt.Sprintf("chunk-%d", i), Model: "m", KVRank: uint32(i % 8), GroupID: 1, CacheSalt: "s"},
+			Block: allocator.Block{Offset: int64(i) * 8192, Size: 8192, Gen: uint64(i + 1)},
+			Size:  8000, Pos: uint32(i) | l1.Partial*uint32(i%2), Temporary: i%3 == 0, Small: i%2 == 0, Freq: uint8(i % 4),
+		}
+	}
+	return out
+}
 
 // FuzzIndexDecode: decodeIndex never panics on any bytes, and whatever it
 // accepts is canonical: encoding what it decoded gives back the very

@@ -4,7 +4,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,18 +12,6 @@ import (
 	"github.com/kvalloc/kvalloc/hostmem"
 	"github.com/kvalloc/kvalloc/l1"
 )
-
-func testObjects(n int) []l1.Saved[l1.ObjectKey] {
-	out := make([]l1.Saved[l1.ObjectKey], n)
-	for i := range out {
-		out[i] = l1.Saved[l1.ObjectKey]{
-			Key:   l1.ObjectKey{ChunkHash: fmt.Sprintf("chunk-%d", i), Model: "m", KVRank: uint32(i % 8), GroupID: 1, CacheSalt: "s"},
-			Block: allocator.Block{Offset: int64(i) * 8192, Size: 8192, Gen: uint64(i + 1)},
-			Size:  8000, Pos: uint32(i) | l1.Partial*uint32(i%2), Temporary: i%3 == 0, Small: i%2 == 0, Freq: uint8(i % 4),
-		}
-	}
-	return out
-}
 
 // TestIndexRoundTrip: an index decodes to what was encoded, and restores
 // into an allocator and manager holding those objects.

@@ -43,7 +43,16 @@ func TestClusterLifecycle(t *testing.T) {
 		}
 	}
 
+	// Replication is asynchronous: a master killed before its replica has
+	// the keys loses them in the failover. WAIT until the victim's replica
+	// acknowledges every write it took.
 	victim := masters[0]
+	vc := victim.Client()
+	acked, err := vc.Do(ctx, "WAIT", 1, 10000).Int()
+	vc.Close()
+	if err != nil || acked < 1 {
+		t.Fatalf("the victim's replica acknowledged the writes %d times (%v), want 1", acked, err)
+	}
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
