@@ -114,7 +114,11 @@ func (c *conn) readFrame() ([]byte, string) {
 	var h wire.Header // known once the whole header is in
 	if _, err = io.ReadFull(c.c, buf[n:]); err == nil {
 		h, _ = wire.ParseHeader(buf)
-		frame, err = wire.ReadBody(c.c, buf)
+		if we := c.overFrame(h.Size); we != nil {
+			err = we
+		} else {
+			frame, err = wire.ReadBody(c.c, buf)
+		}
 	}
 	if cap(frame) > cap(c.in) {
 		c.in = frame[:0]
@@ -204,7 +208,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	switch {
 	case q.Type == wire.TypeHello && !c.hello:
 		c.hello = true
-		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame,
+		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: uint32(c.s.cfg.MaxFrame),
 			PoolSize: int64(len(c.s.pool.Bytes())), Align: c.s.alloc.Align()}
 		if !c.writeHello(a) {
 			return true, "hello answer not delivered"
@@ -231,7 +235,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		if c.stop.Load() {
 			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
 		} else if err = bugRequest(q); err == nil && !bugServe(q, a) {
-			if err = c.dispatch(q, a); err == nil {
+			if err = c.dispatchLimited(q, a); err == nil {
 				bugAnswer(q, a)
 			}
 		}

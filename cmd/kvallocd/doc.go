@@ -75,6 +75,9 @@
 //	-read-ttl d           read-lock lifetime (default 5m0s)
 //	-frame-timeout d      time from a frame's first byte to its last (default 10s)
 //	-write-timeout d      time to write one answer (default 10s)
+//	-conn-read-locks n    read locks one connection may hold (default 16384)
+//	-conn-write-bytes n   bytes one connection's write reservations may ask for (default 64GiB)
+//	-max-frame n          the largest request frame, 4KiB to 16MiB (default 16MiB)
 //	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
 //	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
 //	                      count out-of-memory answers that left an evictable object (serializes reserve_write)

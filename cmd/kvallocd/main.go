@@ -86,6 +86,9 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	fs.DurationVar(&cfg.L1.ReadTTL, "read-ttl", l1.DefaultReadTTL, "read-lock lifetime")
 	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", server.DefaultFrameTimeout, "time from a frame's first byte to its last")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time to write one answer")
+	fs.Int64Var(&cfg.ConnReadLocks, "conn-read-locks", server.DefaultConnReadLocks, "read locks one connection may hold; a call past it is cut, its tail answered OVER_LIMIT")
+	connWrite := fs.String("conn-write-bytes", "64GiB", "bytes one connection's write reservations may ask for; a reserve_write past it is cut, its tail answered OVER_LIMIT")
+	maxFrame := fs.String("max-frame", "16MiB", "the largest request frame, header included (4KiB to 16MiB); a larger one is answered TOO_LARGE and closed")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve /metrics on this loopback address, e.g. 127.0.0.1:9464")
 	fs.BoolVar(&cfg.DebugVerify, "debug-verify", false, "serve /debug/verify with -metrics, and judge out-of-memory answers against the evictable objects left; for soaks, it serializes reserve_write")
 	var level slog.Level
@@ -117,6 +120,17 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	}
 	if cfg.Pool.SegmentSize, err = size(*seg); err != nil {
 		return bad("-segment-size: %v", err)
+	}
+	if cfg.ConnWriteBytes, err = size(*connWrite); err != nil {
+		return bad("-conn-write-bytes: %v", err)
+	}
+	mf, err := size(*maxFrame)
+	if err != nil || mf < server.MinMaxFrame || mf > wire.MaxFrame {
+		return bad("-max-frame %q: want a size from %d to %d bytes", *maxFrame, server.MinMaxFrame, wire.MaxFrame)
+	}
+	cfg.MaxFrame = int(mf)
+	if cfg.ConnReadLocks < 1 {
+		return bad("-conn-read-locks %d: want at least 1", cfg.ConnReadLocks)
 	}
 	if cfg.L1.Placement, err = allocator.ParsePlacement(*placement); err != nil {
 		return bad("-placement: %v", err)
