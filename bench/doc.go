@@ -113,6 +113,17 @@
 //   - DaemonClients/clients=N: N connections at once, each cycling 32-key
 //     batches (five calls) on keys of its own. Reports calls/s;
 //     clients=8 ÷ clients=1 is reported, without a bound.
+//   - DaemonFairness/flood=F: one connection's one-key calls (ReserveRead
+//     and FinishRead in turn, each timed) while another sends F-key frames
+//     back to back (a ReserveRead of 10,000 keys and its FinishRead, in a
+//     loop; F=0: no other connection). Reports p50-ms and p99-ms, and the
+//     flood's frames/s; flood=10000's p99 is held to 10 ms, and its ratio
+//     to flood=0's is reported.
+//   - DaemonManyClients/procs=P/clients=N: N connections from P processes
+//     (this test binary again, see TestMain), each making one-key calls on
+//     a key of its own, all at once. Reports p50-us and p99-us over every
+//     call; procs=8/clients=64 ÷ procs=1/clients=1 at p99 is reported,
+//     without a bound.
 //   - PythonClient/client=C/op=X: the Python client (python/kvalloc, driven
 //     by python/bench/driver.py in a process of its own) and the Go client
 //     (C=python, go) on one daemon served in the benchmark's process, with

@@ -330,6 +330,15 @@ var targets = []target{
 	{num: m("DaemonCycle/size=8MiB/keys=5700", "cpu-ns/key"), den: m("L1Cycle/size=8MiB/keys=5700", "cpu-ns/key"), report: true,
 		note: "the same cycle on CPU time: client, daemon and collector against caller, manager and collector"},
 	{num: m("DaemonRoundTrip/op=reserve-finish", "ns/rtt"), den: m("DaemonRoundTrip/op=ping", "ns/rtt"), op: "<=", bound: 1.5},
+	// Many engines on one daemon: a one-key call's p99 (ms) while another
+	// connection sends 10,000-key frames back to back, and its growth with
+	// 64 connections from 8 processes.
+	{num: m("DaemonFairness/flood=10000", "p99-ms"), op: "<=", bound: 10,
+		note: "a one-key call's p99 in ms, another connection flooding 10,000-key frames"},
+	{num: m("DaemonFairness/flood=10000", "p99-ms"), den: m("DaemonFairness/flood=0", "p99-ms"), report: true,
+		note: "the same p99 against no flood"},
+	{num: m("DaemonManyClients/procs=8/clients=64", "p99-us"), den: m("DaemonManyClients/procs=1/clients=1", "p99-us"), report: true,
+		note: "a one-key call's p99, 64 connections from 8 processes against 1"},
 	// Contention: ops/s on two cores ÷ on one, one manager or allocator
 	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
 	// "Contention").
