@@ -31,9 +31,10 @@ func finishedKeys(b *testing.B, c *client.Client, n int, seed uint64) []l1.Objec
 }
 
 // BenchmarkDaemonFairness measures a one-key call's latency while another
-// connection sends 10,000-key frames back to back (flood=10000: a
-// ReserveRead of 10,000 keys and its FinishRead, in a loop), and with no
-// other connection (flood=0). Each op is one one-key call of the victim,
+// connection sends 10,000-key frames back to back (flood=10000: op=read, a
+// ReserveRead of 10,000 objects and its FinishRead, in a loop; op=write, a
+// ReserveWrite of 10,000 new 4 KiB objects and its AbortWrite), and with
+// no other connection (flood=0). Each op is one one-key call of the victim,
 // ReserveRead and FinishRead in turn, timed one by one; it reports the
 // p50 and p99 of those calls in ms and the flood's frames/s. The target:
 // the flood must not push the victim's p99 past 10 ms.
@@ -41,8 +42,16 @@ func BenchmarkDaemonFairness(b *testing.B) {
 	if os.Getenv(allocsCheckEnv) != "" {
 		b.Skip("a second connection's allocations land in the timed region")
 	}
-	for _, flood := range []int{0, fairKeys} {
-		b.Run(fmt.Sprintf("flood=%d", flood), func(b *testing.B) {
+	for _, c := range []struct {
+		flood int
+		op    string
+	}{{0, ""}, {fairKeys, "read"}, {fairKeys, "write"}} {
+		name := "flood=0"
+		if c.flood > 0 {
+			name = fmt.Sprintf("flood=%d/op=%s", c.flood, c.op)
+		}
+		flood := c.flood
+		b.Run(name, func(b *testing.B) {
 			_, dial := startDaemon(b, 64<<20, l1.Config{})
 			victim := dial()
 			vk := finishedKeys(b, victim, 1, 7001)
@@ -51,15 +60,26 @@ func BenchmarkDaemonFairness(b *testing.B) {
 			var wg sync.WaitGroup
 			if flood > 0 {
 				fl := dial()
-				fk := finishedKeys(b, fl, flood, 7002)
+				var fk []l1.ObjectKey
+				if c.op == "read" {
+					fk = finishedKeys(b, fl, flood, 7002)
+				} else {
+					fk = cycleKeys(flood, 7002)
+				}
 				leases := make([]client.Lease, flood)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for !stop.Load() {
-						res, err := fl.ReserveRead(fk, 1)
-						daemonLeases(b, "flood ReserveRead", res, err, leases)
-						daemonAll(b, "flood FinishRead")(fl.FinishRead(fk, leases, 1))
+						if c.op == "read" {
+							res, err := fl.ReserveRead(fk, 1)
+							daemonLeases(b, "flood ReserveRead", res, err, leases)
+							daemonAll(b, "flood FinishRead")(fl.FinishRead(fk, leases, 1))
+						} else {
+							res, err := fl.ReserveWrite(fk, nil, 4096, l1.ModeAll)
+							daemonLeases(b, "flood ReserveWrite", res, err, leases)
+							daemonAll(b, "flood AbortWrite")(fl.AbortWrite(fk, leases))
+						}
 						frames.Add(2)
 					}
 				}()
