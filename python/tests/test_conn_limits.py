@@ -3,7 +3,7 @@ is cut, its tail OVER_LIMIT, and another connection is still served."""
 
 import unittest
 
-from kvalloc import Status
+from kvalloc import InvalidArgumentError, Status
 
 from daemon import Daemon
 from helpers import keys
@@ -50,6 +50,11 @@ class TestConnLimits(unittest.TestCase):
     def test_the_hello_announces_the_frame_limit(self):
         with self.daemon.client() as a:
             self.assertEqual(a.hello.max_frame, 8192)
+            a.touch(keys(100, "small"))  # some 5 KB
+            with self.assertRaisesRegex(InvalidArgumentError,
+                                        "over the daemon's limit 8192"):
+                a.touch(keys(200, "large"))  # some 10 KB
+            a.ping()
 
 
 if __name__ == "__main__":
