@@ -4,17 +4,19 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants kill-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: test vet unit unit-invariants kill-harness handoff-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## test: go vet, the whole suite with the race detector, the suites of
 ## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
-## (verbose, for its counts), the Python client's tests, then a short run of
+## (verbose, for its counts), the handoff harness (the same), the Python
+## client's tests, then a short run of
 ## every fuzz target, in that order (also under make -j).
 test:
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory kill-harness
+	@$(MAKE) --no-print-directory handoff-harness
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 
@@ -22,10 +24,21 @@ vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants $(PKGS)
 
-# unit runs the kill harness short (20 kills) under the race detector;
-# kill-harness runs it in full on its own, so that its counts are printed.
-unit:
-	KVALLOC_KILL_KILLS=20 $(GO) test -race -count=1 $(PKGS)
+# unit runs the kill harness short (20 kills) and the handoff harness
+# short (4 handoffs) under the race detector; kill-harness and
+# handoff-harness run them in full on their own, so that their counts are
+# printed.
+unit: systemd-tools
+	KVALLOC_KILL_KILLS=20 KVALLOC_HANDOFF_HANDOFFS=4 $(GO) test -race -count=1 $(PKGS)
+
+.PHONY: systemd-tools
+# systemd-tools: systemd-socket-activate, which cmd/kvallocd's
+# TestSocketActivation runs kvallocd under, from Debian's systemd package,
+# installed when missing (as root, with apt-get).
+systemd-tools:
+	@command -v systemd-socket-activate >/dev/null 2>&1 || { \
+	  echo "installing Debian's systemd package for systemd-socket-activate"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
 
 # KILLS is the number of client kills of kill-harness (at least 200) and
 # SOAK_KILLS kill-soak's.
@@ -47,6 +60,21 @@ endef
 ## short harness under it).
 kill-harness:
 	$(call KILL_RUN,$(KILLS),^TestKillHarness)
+
+# HANDOFFS is the number of handoffs of handoff-harness (20 by default).
+HANDOFFS ?= 20
+
+## handoff-harness: kvallocd's handoff harness (server/handoff_harness_test.go):
+## 8 client processes, HANDOFFS handoffs in a row from one daemon process
+## to the next, one of them by SIGKILL of the old daemon mid-handoff; every
+## finished object read back after each; prints the counts and the time
+## from handoff start to the first call served, p50 and p99 (about 15 s).
+## Without the race detector, as kill-harness.
+handoff-harness:
+	@out=$$(mktemp); status=0; \
+	KVALLOC_HANDOFF_HANDOFFS=$(HANDOFFS) $(GO) test -count=1 -timeout 10m -run '^TestHandoffHarness' -v ./server/ >$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|handoff harness|caught|started cold' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
 ## the counts and the time from kill to release, p50 and p99.
@@ -355,7 +383,10 @@ LIBFUZZER_TARGETS ?=
 libfuzzer:
 	LIBFUZZER_TIME=$(LIBFUZZER_TIME) bash .clusterfuzzlite/libfuzzer.sh $(LIBFUZZER_TARGETS)
 
-## cflite-check: the build half of make libfuzzer: build.sh and the check of
-## the seed zips' layout against the built harness; runs nothing.
+## cflite-check: the build half of make libfuzzer: build.sh (one binary per
+## target, or a failure naming the target that did not build), the proof
+## that build.sh fails on a target that does not build, and the check of
+## the seed zips' layout against the built harness; runs nothing. .ci/run
+## runs it.
 cflite-check:
 	bash .clusterfuzzlite/libfuzzer.sh -build-only

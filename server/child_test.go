@@ -44,6 +44,10 @@ func TestMain(m *testing.M) {
 		os.Exit(killClient())
 	case "killdaemon":
 		os.Exit(killDaemon())
+	case "handoffd":
+		os.Exit(handoffd())
+	case "handoffclient":
+		os.Exit(handoffClient())
 	default:
 		fmt.Println("unknown role", os.Getenv(childRole))
 		os.Exit(2)

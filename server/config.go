@@ -81,6 +81,21 @@ type Config struct {
 	// reserve_write runs: for soaks, not for serving (see debug.go).
 	DebugVerify bool
 
+	// Takeover asks the daemon serving SocketPath for its pool, over its
+	// handoff socket (HandoffPath), before serving: its finished objects
+	// are served on from then on, under a new epoch (handoff.go). When
+	// none answers, or what arrives is doubtful, the daemon starts cold
+	// and logs why (Server.Start).
+	Takeover bool
+
+	// Systemd takes what systemd passes (fdstore.go): a listening socket
+	// in $LISTEN_FDS is served instead of binding SocketPath, and a pool
+	// and index in systemd's fd store are restored; with $NOTIFY_SOCKET
+	// set the daemon reports READY=1 once it serves and keeps its pool
+	// and, at Close, its index in the fd store. Without those variables
+	// it changes nothing. kvallocd sets it.
+	Systemd bool
+
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
 }

@@ -51,6 +51,12 @@
 //     its write lease, every read lock is counted by a live connection,
 //     the allocator's invariants hold and its used bytes are the objects'
 //     blocks plus the quarantined ones.
+//   - A restart keeps the cache when asked to: a daemon with Takeover takes
+//     the pool, the socket and the index of finished objects from the one
+//     serving (handoff.go), or with Systemd from systemd's fd store
+//     (fdstore.go); the objects are served under a new epoch, and locks
+//     and leases do not survive. An index it doubts is never served: the
+//     daemon starts cold and says why (Start).
 //
 // wire/PROTOCOL.md is the protocol, byte by byte.
 package server

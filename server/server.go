@@ -56,6 +56,9 @@ type Server struct {
 	releasedWrites, releasedReads, relBytes atomic.Uint64
 	dbg                                     debugCounts
 	overLimit                               atomic.Uint64 // keys answered OVER_LIMIT (quota.go)
+
+	// restart is the handoff socket and how the daemon started (handoff.go).
+	restart restartState
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -101,31 +104,27 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, epoch: binary.LittleEndian.Uint64(eb[:]), conns: map[*conn]struct{}{}}
-	p, err := newPool(cfg.PoolSize, cfg.Pool)
-	if err != nil {
-		return nil, err
+	// A takeover (handoff.go) sets the pool, the allocator and the
+	// manager when it can, the socket when it arrived.
+	s.openWarm(cfg)
+	if s.mgr == nil {
+		if err := s.openCold(cfg); err != nil {
+			if s.ln != nil {
+				s.ln.close()
+			}
+			return nil, err
+		}
 	}
-	s.pool = p
-	s.alloc, err = allocator.New(p, allocator.Options{Align: cfg.Align})
-	if err != nil {
-		p.Close()
-		return nil, err
+	if s.ln == nil {
+		if s.ln, err = s.listenCold(cfg); err != nil {
+			s.mgr.Close()
+			s.alloc.Close()
+			return nil, err
+		}
 	}
-	// A lapsed write's owner may still be filling its block: keep the
-	// block from every other writer until the owner finishes, aborts or
-	// disconnects.
-	lc := cfg.L1
-	lc.QuarantineLapsedWrites = true
-	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, lc)
-	if err != nil {
-		s.alloc.Close()
-		return nil, err
-	}
-	s.ln, err = listen(cfg.SocketPath, cfg.SocketMode)
-	if err != nil {
-		s.mgr.Close()
-		s.alloc.Close()
-		return nil, err
+	if err := s.listenHandoff(); err != nil {
+		// Serving matters more than a successor's convenience.
+		s.log.Warn("no handoff socket: a successor cannot take this pool over (-takeover)", "err", err)
 	}
 	if cfg.MetricsAddr != "" {
 		if err := s.serveMetrics(cfg.MetricsAddr); err != nil {
@@ -143,10 +142,36 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// openCold makes a fresh pool, its allocator and an empty manager.
+func (s *Server) openCold(cfg Config) error {
+	p, err := newPool(cfg.PoolSize, cfg.Pool)
+	if err != nil {
+		return err
+	}
+	s.pool = p
+	s.alloc, err = allocator.New(p, allocator.Options{Align: cfg.Align})
+	if err != nil {
+		p.Close()
+		return err
+	}
+	// A lapsed write's owner may still be filling its block: keep the
+	// block from every other writer until the owner finishes, aborts or
+	// disconnects.
+	lc := cfg.L1
+	lc.QuarantineLapsedWrites = true
+	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, lc)
+	if err != nil {
+		s.alloc.Close()
+		return err
+	}
+	return nil
+}
+
 // Serve accepts connections until Close, serving each on its own
 // goroutine. It returns nil after Close, or the accept error that stopped
 // it.
 func (s *Server) Serve() error {
+	s.notifyReady() // systemd (fdstore.go)
 	for {
 		c, err := s.ln.ln.AcceptUnix()
 		if err != nil {
@@ -154,7 +179,7 @@ func (s *Server) Serve() error {
 			closing := s.closing
 			s.mu.Unlock()
 			if closing || errors.Is(err, net.ErrClosed) {
-				return nil
+				return s.serveEnd()
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -173,7 +198,7 @@ func (s *Server) Serve() error {
 		if s.closing {
 			s.mu.Unlock()
 			c.Close()
-			return nil
+			return s.serveEnd()
 		}
 		s.nextID++
 		cn := newConn(s, c, s.nextID, peer, perr)
@@ -200,11 +225,14 @@ func (s *Server) Close() error {
 		c.shutdown()
 	}
 	s.mu.Unlock()
+	s.notifyStopping() // systemd (fdstore.go)
+	s.closeHandoff()
 	err := s.ln.close()
 	if s.http != nil {
 		s.http.Close()
 	}
 	s.wg.Wait()
+	s.storeIndex() // systemd's fd store (fdstore.go)
 	s.mgr.Close()
 	if e := s.alloc.Close(); err == nil {
 		err = e

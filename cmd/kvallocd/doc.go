@@ -49,6 +49,31 @@
 // so. SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
 // every connection, closes the pool and removes the socket, and exits 0.
 //
+// Restarting without losing the cache: with -takeover, a new kvallocd
+// asks the one serving -socket for its pool over the handoff socket
+// (-socket + ".handoff", mode 0600, both sides of the same uid). The old
+// daemon stops accepting, ends and releases every connection, and hands
+// over the memfd, its listening socket and the index of its finished
+// objects, then exits 0; the new one serves the same objects on the same
+// socket under a new epoch, and clients connect again. When nobody
+// answers, or the index is doubtful (torn, stale, of another pool size or
+// alignment), it starts cold and logs why. The pool size, alignment and
+// huge-page setting must match the old daemon's.
+//
+// Under systemd (server.Config.Systemd, always on; it acts only on
+// systemd's variables): with Type=notify it reports READY=1 once it
+// serves; it keeps its memfd in the unit's fd store as "pool" and, on
+// SIGTERM, after releasing every connection, the index as "index"
+// (FDStoreMax=2 or more); started again with both in LISTEN_FDS, it
+// restores them, with the same checks as a takeover. A crash leaves no
+// fresh index: the next start is cold. A daemon that took over sends
+// MAINPID= with READY=1, so that a unit with NotifyAccess=all and
+// ExecReload=kvallocd -takeover (and the same flags) hands off on
+// systemctl reload. A listening socket in LISTEN_FDS (a
+// .socket unit, or systemd-socket-activate) is served instead of binding
+// -socket, which must still name its path (the handoff socket is beside
+// it); the file is systemd's and is left in place.
+//
 // A kvallocd built with -tags kvalloc_daemon_bugs is for tests only: it
 // carries the one deliberate bug the environment variable
 // KVALLOC_DAEMON_BUG names (forget-reads, leak-block, retain, error,
@@ -81,8 +106,10 @@
 //	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
 //	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
 //	                      count out-of-memory answers that left an evictable object (serializes reserve_write)
+//	-takeover             take the pool and its finished objects over from the kvallocd serving -socket;
+//	                      start cold, and say why, when that fails
 //	-log-level level      debug, info, warn or error (default info)
 //
-// Exit status: 0 after a clean shutdown, 1 when the daemon cannot start
+// Exit status: 0 after a clean shutdown or a handoff to a successor, 1 when the daemon cannot start
 // or stops on an error, 2 for bad flags.
 package main

@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = log
+	cfg.Systemd = true // takes effect only under systemd's variables
 	s, err := server.New(cfg)
 	if err != nil {
 		log.Error("kvallocd cannot start", "err", err)
@@ -91,6 +92,7 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	maxFrame := fs.String("max-frame", "16MiB", "the largest request frame, header included (4KiB to 16MiB); a larger one is answered TOO_LARGE and closed")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve /metrics on this loopback address, e.g. 127.0.0.1:9464")
 	fs.BoolVar(&cfg.DebugVerify, "debug-verify", false, "serve /debug/verify with -metrics, and judge out-of-memory answers against the evictable objects left; for soaks, it serializes reserve_write")
+	fs.BoolVar(&cfg.Takeover, "takeover", false, "take the pool and its finished objects over from the kvallocd serving -socket (its handoff socket, -socket + \".handoff\"); start cold, and say why, when that fails")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

@@ -369,7 +369,14 @@ class Client:
 
     def delete(self, keys: Keys, force: bool = False,
                timeout: Optional[float] = None) -> StatusList:
-        """Delete objects; with ``force`` even locked ones."""
+        """Delete objects; with ``force`` even locked ones.
+
+        A forced delete drops a locked key at once (it is unreadable, and
+        writable again under a new block), but its old block is held until
+        every holder of its lock has let go: a writer's finish_write then
+        answers WRITE_DELETED, a reader's finish_read OK. The held bytes
+        count in the stats' quarantined bytes.
+        """
         kb = self._keys(keys)
         return self._statuses(_MT.DELETE, kb, timeout,
                               flags=Flag.FORCE if force else 0)
