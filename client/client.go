@@ -112,7 +112,11 @@ type Client struct {
 // Dial connects to the daemon at path ("" means wire.DefaultSocketPath),
 // says hello, receives the pool's memfd and maps it. A peer the daemon does
 // not allow gets the daemon's message in an error wrapping
-// wire.ErrNotAllowed.
+// wire.ErrNotAllowed; one past the daemon's caps on connections, or that
+// came when it was out of descriptors, an error wrapping
+// wire.ErrTooManyConnections. (A call the daemon answers BUSY, its frame
+// buffers spent, returns an error wrapping wire.ErrBusy; nothing changed
+// and the Client stays usable.)
 func Dial(path string, opts Options) (*Client, error) {
 	if path == "" {
 		path = wire.DefaultSocketPath()

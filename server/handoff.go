@@ -258,6 +258,7 @@ func (s *Server) drainAndExport() ([]byte, error) {
 		c.shutdown()
 	}
 	s.mu.Unlock()
+	s.bufs.shut()                       // a request waiting for frame buffers ends now
 	_ = s.ln.ln.SetDeadline(time.Now()) // Serve's accept returns; it sees closing
 	s.wg.Wait()
 	if s.http != nil {

@@ -83,6 +83,9 @@ func TestConnReadLocksAtTheLimit(t *testing.T) {
 	results(t, "the 11th lock", res, err, wire.StatusOverLimit)
 	res, n, err := r.ReserveReadPrefix(ks[6:9], 1)
 	results(t, "a prefix at the limit", res, err, wire.StatusOverLimit, wire.StatusSkipped, wire.StatusSkipped)
+	if n := metric(t, s, "kvalloc_daemon_over_limit_keys_total"); n != 4 {
+		t.Fatalf("over_limit_keys_total %v, want 4 (1 key, then 3 of a prefix)", n)
+	}
 	if n != 0 {
 		t.Fatalf("prefix %d at the limit, want 0", n)
 	}

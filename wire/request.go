@@ -166,9 +166,10 @@ type Decoder struct {
 	// no key of a lookup, and their ledgers copy what they keep.
 	Borrow bool
 
-	keys     []l1.ObjectKey
-	strs     []string
-	interned map[string]string
+	keys        []l1.ObjectKey
+	strs        []string
+	interned    map[string]string
+	internedLen int // bytes of the interned strings
 }
 
 // DecodeRequest decodes the request frame (header included, exactly the

@@ -174,18 +174,29 @@ const (
 	// allowlist. Sent at once after accept, before any request. Closes.
 	CodeNotAllowed Code = 9
 	// CodeTimeout: a frame was begun and not finished within the daemon's
-	// frame timeout. Closes.
+	// frame timeout, or a connection sent no whole hello within its hello
+	// timeout. Closes.
 	CodeTimeout Code = 10
 	// CodeInternal: the daemon failed in a way the request did not cause.
 	// The connection stays open.
 	CodeInternal Code = 11
+	// CodeTooManyConnections: the daemon is at its cap on connections, in
+	// total or for the peer's uid, or out of file descriptors. Sent at once
+	// after accept, before any request, as a hello answer. Closes.
+	CodeTooManyConnections Code = 12
+	// CodeBusy: the daemon's budget for frame buffers, shared by every
+	// connection, stayed spent for the frame timeout: the request was read
+	// and dropped, nothing changed, and it may be sent again. The
+	// connection stays open.
+	CodeBusy Code = 13
 )
 
 var codeNames = [...]string{
 	CodeOK: "OK", CodeBadFrame: "BAD_FRAME", CodeTooLarge: "TOO_LARGE", CodeUnknownType: "UNKNOWN_TYPE",
 	CodeBadVersion: "BAD_VERSION", CodeNoHello: "NO_HELLO", CodeWrongEpoch: "WRONG_EPOCH",
 	CodeInvalidArgument: "INVALID_ARGUMENT", CodeClosed: "CLOSED", CodeNotAllowed: "NOT_ALLOWED",
-	CodeTimeout: "TIMEOUT", CodeInternal: "INTERNAL",
+	CodeTimeout: "TIMEOUT", CodeInternal: "INTERNAL", CodeTooManyConnections: "TOO_MANY_CONNECTIONS",
+	CodeBusy: "BUSY",
 }
 
 // String returns the code's name, e.g. "BAD_FRAME".
@@ -200,7 +211,8 @@ func (c Code) String() string {
 // with this code.
 func (c Code) Closes() bool {
 	switch c {
-	case CodeBadFrame, CodeTooLarge, CodeUnknownType, CodeBadVersion, CodeNoHello, CodeClosed, CodeNotAllowed, CodeTimeout:
+	case CodeBadFrame, CodeTooLarge, CodeUnknownType, CodeBadVersion, CodeNoHello, CodeClosed, CodeNotAllowed, CodeTimeout,
+		CodeTooManyConnections:
 		return true
 	}
 	return false

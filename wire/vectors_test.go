@@ -203,10 +203,16 @@ func answers() []struct {
 		{"hello_not_allowed", with(a(wire.TypeHello, 0), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeNotAllowed, "peer uid 65534 gid 65534 (pid 4242) is not allowed; allowed uids [0] gids []"
 		})},
+		{"hello_too_many_connections", with(a(wire.TypeHello, 0), func(x *wire.Answer) {
+			x.Code, x.Message = wire.CodeTooManyConnections, "uid 1000 has 512 connections open, the most this kvallocd serves one uid (flag -max-conns-per-uid)"
+		})},
 		{"hello_bad_version", with(a(wire.TypeHello, 1), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeBadVersion, "protocol version 9; this daemon speaks 1"
 		})},
 		{"ping_answer", a(wire.TypePing, 2)},
+		{"reserve_read_busy", with(a(wire.TypeReserveRead, 13), func(x *wire.Answer) {
+			x.Code, x.Message = wire.CodeBusy, "no frame buffer of 1048576 bytes within 10s: the daemon's 268435456 bytes of frame buffers are in use; nothing was done, send the request again"
+		})},
 		{"stats_answer", with(a(wire.TypeStats, 3), func(x *wire.Answer) { x.Stats = stats })},
 		{"reserve_write_answer", with(a(wire.TypeReserveWrite, 4), func(x *wire.Answer) {
 			x.Results = []wire.Result{ok(0, 1, 100), ok(mib8, 2, 101), {Status: wire.StatusOutOfMemory}}

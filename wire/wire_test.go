@@ -309,7 +309,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("type %#x: %q", uint16(typ), typ)
 		}
 	}
-	for c := wire.CodeOK; c <= wire.CodeInternal; c++ {
+	for c := wire.CodeOK; c <= wire.CodeBusy; c++ {
 		if strings.HasPrefix(c.String(), "Code(") {
 			t.Errorf("code %d unnamed", c)
 		}

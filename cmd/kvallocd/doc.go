@@ -37,6 +37,18 @@
 // send anything, that the process serving the socket runs as root or as
 // their own uid (SO_PEERCRED; configurable in each client).
 //
+// What a peer can make it hold is bounded (wire/PROTOCOL.md, "Limits"): a
+// connection past -max-conns, or past -max-conns-per-uid for its uid, or
+// accepted when the daemon is out of file descriptors (it keeps a spare
+// one for that), is answered TOO_MANY_CONNECTIONS and closed; one that
+// says no hello within -hello-timeout is answered TIMEOUT and closed; an
+// idle connection keeps two 16 KiB buffers, and larger frames and answers
+// borrow from -buffer-budget bytes all connections share (a request that
+// finds none within -frame-timeout is answered BUSY); each log message is
+// written at most 20 times a second, the rest counted. Logging never ends
+// the daemon: it ignores SIGPIPE, and a log line its stderr does not take
+// (a reader gone) is counted in kvalloc_daemon_log_write_errors_total.
+//
 // With -metrics it serves /metrics (Prometheus) on that loopback address:
 // the allocator's, the pool's, the manager's, per-connection gauges, and the Go
 // runtime's.
@@ -48,6 +60,8 @@
 // was present (see server.Config.DebugVerify); make soak runs the daemon
 // so. SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
 // every connection, closes the pool and removes the socket, and exits 0.
+// SIGHUP (its terminal or session going away) is logged and ignored, and
+// so is SIGPIPE (see the limits above).
 //
 // Restarting without losing the cache: with -takeover, a new kvallocd
 // asks the one serving -socket for its pool over the handoff socket
@@ -103,6 +117,10 @@
 //	-conn-read-locks n    read locks one connection may hold (default 16384)
 //	-conn-write-bytes n   bytes one connection's write reservations may ask for (default 64GiB)
 //	-max-frame n          the largest request frame, 4KiB to 16MiB (default 16MiB)
+//	-hello-timeout d      time from accept to the end of a connection's hello (default 10s)
+//	-max-conns n          connections open at once, at most (default 1024)
+//	-max-conns-per-uid n  connections open at once from one peer uid, at most (default 512)
+//	-buffer-budget size   bytes of frame buffers all connections share, at least 20MiB (default 256MiB)
 //	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
 //	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
 //	                      count out-of-memory answers that left an evictable object (serializes reserve_write)

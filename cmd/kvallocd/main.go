@@ -22,13 +22,22 @@ import (
 )
 
 func main() {
+	// A write to a stderr (or stdout) whose reader is gone must fail with
+	// EPIPE, which the daemon's logger counts, and never kill the daemon:
+	// Go exits on SIGPIPE from fd 1 or 2 unless SIGPIPE is handled.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+	// A hangup (the terminal or session it was started from going away)
+	// must not end the node's cache either: it is logged and ignored.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, hup))
 }
 
-// run parses args, starts the daemon, and serves until ctx ends.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+// run parses args, starts the daemon, and serves until ctx ends; a value
+// on hup is logged and ignored.
+func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Signal) int {
 	cfg, level, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -46,13 +55,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down on a signal")
-		err = s.Close()
-		<-done
-	case err = <-done:
-		s.Close()
+	for stopped := false; !stopped; {
+		select {
+		case <-hup:
+			log.Warn("SIGHUP ignored: kvallocd stops on SIGTERM or SIGINT")
+		case <-ctx.Done():
+			log.Info("shutting down on a signal")
+			err = s.Close()
+			<-done
+			stopped = true
+		case err = <-done:
+			s.Close()
+			stopped = true
+		}
 	}
 	if err != nil {
 		log.Error("kvallocd stopped", "err", err)
@@ -90,6 +105,10 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	fs.Int64Var(&cfg.ConnReadLocks, "conn-read-locks", server.DefaultConnReadLocks, "read locks one connection may hold; a call past it is cut, its tail answered OVER_LIMIT")
 	connWrite := fs.String("conn-write-bytes", "64GiB", "bytes one connection's write reservations may ask for; a reserve_write past it is cut, its tail answered OVER_LIMIT")
 	maxFrame := fs.String("max-frame", "16MiB", "the largest request frame, header included (4KiB to 16MiB); a larger one is answered TOO_LARGE and closed")
+	fs.DurationVar(&cfg.HelloTimeout, "hello-timeout", server.DefaultHelloTimeout, "time from accept to the end of a connection's hello")
+	fs.IntVar(&cfg.MaxConns, "max-conns", server.DefaultMaxConns, "connections open at once, at most")
+	fs.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "connections open at once from one peer uid, at most")
+	budget := fs.String("buffer-budget", "256MiB", "bytes of frame buffers all connections share, at least 20MiB")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve /metrics on this loopback address, e.g. 127.0.0.1:9464")
 	fs.BoolVar(&cfg.DebugVerify, "debug-verify", false, "serve /debug/verify with -metrics, and judge out-of-memory answers against the evictable objects left; for soaks, it serializes reserve_write")
 	fs.BoolVar(&cfg.Takeover, "takeover", false, "take the pool and its finished objects over from the kvallocd serving -socket (its handoff socket, -socket + \".handoff\"); start cold, and say why, when that fails")
@@ -133,6 +152,12 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	cfg.MaxFrame = int(mf)
 	if cfg.ConnReadLocks < 1 {
 		return bad("-conn-read-locks %d: want at least 1", cfg.ConnReadLocks)
+	}
+	if cfg.BufferBudget, err = size(*budget); err != nil {
+		return bad("-buffer-budget: %v", err)
+	}
+	if cfg.MaxConns <= 0 || cfg.MaxConnsPerUID <= 0 || cfg.HelloTimeout <= 0 {
+		return bad("-max-conns %d, -max-conns-per-uid %d, -hello-timeout %v: each must be positive", cfg.MaxConns, cfg.MaxConnsPerUID, cfg.HelloTimeout)
 	}
 	if cfg.L1.Placement, err = allocator.ParsePlacement(*placement); err != nil {
 		return bad("-placement: %v", err)

@@ -18,9 +18,10 @@ socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
 
 from .client import Client
 from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
-from .errors import (ConnectionLostError, DaemonClosedError, DaemonError,
-                     DeadlineExceededError, FrameError, InvalidArgumentError,
-                     KvallocError, NotAllowedError, UntrustedDaemonError,
+from .errors import (BusyError, ConnectionLostError, DaemonClosedError,
+                     DaemonError, DeadlineExceededError, FrameError,
+                     InvalidArgumentError, KvallocError, NotAllowedError,
+                     TooManyConnectionsError, UntrustedDaemonError,
                      WrongEpochError)
 from .keys import KeyBatch, ObjectKey
 from .limits import MAX_KEYS, VERSION, default_socket_path
@@ -31,7 +32,9 @@ __all__ = [
     "Client", "ObjectKey", "KeyBatch", "Result", "Results", "StatusList",
     "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
-    "WrongEpochError", "NotAllowedError", "ConnectionLostError",
+    "WrongEpochError", "NotAllowedError", "TooManyConnectionsError",
+    "BusyError", "ConnectionLostError",
     "DeadlineExceededError", "DaemonClosedError", "FrameError",
-    "UntrustedDaemonError", "default_socket_path", "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
+    "UntrustedDaemonError", "default_socket_path", "MAX_KEYS", "VERSION",
+    "as_numpy", "as_tensor",
 ]

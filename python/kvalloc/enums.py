@@ -85,6 +85,8 @@ class Code(enum.IntEnum):
     NOT_ALLOWED = 9
     TIMEOUT = 10
     INTERNAL = 11
+    TOO_MANY_CONNECTIONS = 12
+    BUSY = 13
 
     @property
     def closes(self) -> bool:
@@ -95,6 +97,7 @@ class Code(enum.IntEnum):
 CLOSING_CODES = frozenset({
     Code.BAD_FRAME, Code.TOO_LARGE, Code.UNKNOWN_TYPE, Code.BAD_VERSION,
     Code.NO_HELLO, Code.CLOSED, Code.NOT_ALLOWED, Code.TIMEOUT,
+    Code.TOO_MANY_CONNECTIONS,
 })
 
 
