@@ -113,6 +113,18 @@
 //   - DaemonClients/clients=N: N connections at once, each cycling 32-key
 //     batches (five calls) on keys of its own. Reports calls/s;
 //     clients=8 ÷ clients=1 is reported, without a bound.
+//   - DaemonFairness/flood=F/op=O: one connection's one-key calls
+//     (ReserveRead and FinishRead in turn, each timed) while another sends
+//     F-key frames back to back: op=read, a ReserveRead of 10,000 objects
+//     and its FinishRead; op=write, a ReserveWrite of 10,000 new 4 KiB
+//     objects and its AbortWrite (flood=0: no other connection). Reports
+//     p50-ms and p99-ms, and the flood's frames/s; flood=10000's p99 is
+//     held to 10 ms, and op=read's ratio to flood=0's is reported.
+//   - DaemonManyClients/procs=P/clients=N: N connections from P processes
+//     (this test binary again, see TestMain), each making one-key calls on
+//     a key of its own, all at once. Reports p50-us and p99-us over every
+//     call; procs=8/clients=64 ÷ procs=1/clients=1 at p99 is reported,
+//     without a bound.
 //   - PythonClient/client=C/op=X: the Python client (python/kvalloc, driven
 //     by python/bench/driver.py in a process of its own) and the Go client
 //     (C=python, go) on one daemon served in the benchmark's process, with

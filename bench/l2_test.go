@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -34,12 +33,12 @@ var (
 	clusterErr  error
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// closeL2Cluster stops the shared cluster, if a benchmark started one
+// (TestMain, after the run).
+func closeL2Cluster() {
 	if cluster != nil {
 		cluster.Close()
 	}
-	os.Exit(code)
 }
 
 // l2URL is the shared cluster's seeds; the benchmark fails (never skips)

@@ -67,8 +67,13 @@ type Block struct {
 	allocator.Block
 }
 
-// Status is one key's outcome: l1's statuses, and the daemon's NOT_OWNER
-// and OVER_RELEASE (see package wire).
+// Status is one key's outcome: l1's statuses, and the daemon's NOT_OWNER,
+// OVER_RELEASE and OVER_LIMIT (see package wire). OVER_LIMIT is a key
+// past the cut of a call that would have taken this connection over one of
+// the daemon's per-connection limits (read locks held, write bytes
+// reserved): the keys before the cut were carried out, it and the keys
+// after it were not sent on, and nothing changed for them (see
+// OverLimitAt).
 type Status = wire.Status
 
 // Result is one key's outcome of a call that hands out memory or locks;
@@ -261,6 +266,25 @@ func (c *Client) PoolSize() int64 { return c.hello.PoolSize }
 
 // Align is the block alignment.
 func (c *Client) Align() int64 { return c.hello.Align }
+
+// MaxFrame is the largest request frame the daemon accepts, from its
+// hello: a call whose frame would be larger is refused before it is sent.
+func (c *Client) MaxFrame() int { return int(c.hello.MaxFrame) }
+
+// OverLimitAt returns the index of the first key of a call's results that
+// the daemon cut for its per-connection limits (wire.StatusOverLimit), or
+// -1 when it cut none. The keys before it were carried out as without the
+// limit; that key and every later one were not (for ReserveReadPrefix the
+// ones after it are SKIPPED). Give back what the connection holds
+// (FinishRead, FinishWrite, AbortWrite) and send the rest again.
+func OverLimitAt(res []Result) int {
+	for i := range res {
+		if res[i].Status == wire.StatusOverLimit {
+			return i
+		}
+	}
+	return -1
+}
 
 // Bytes returns the block's memory in this process's mapping of the pool:
 // write an object between ReserveWrite and FinishWrite, read it while

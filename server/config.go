@@ -84,6 +84,18 @@ type Config struct {
 	// budget within FrameTimeout is answered BUSY, and nothing changes.
 	BufferBudget int64
 
+	// ConnReadLocks bounds the read locks one connection holds, and
+	// ConnWriteBytes the bytes its write reservations ask for; 0 means
+	// DefaultConnReadLocks (16,384) and DefaultConnWriteBytes (64 GiB). A
+	// call that would pass one is cut: its first keys are carried out, the
+	// rest answered OVER_LIMIT (quota.go).
+	ConnReadLocks, ConnWriteBytes int64
+	// MaxFrame bounds a request frame, header included, in bytes; 0 means
+	// wire.MaxFrame (16 MiB), and it may be no less than MinMaxFrame. The
+	// hello answer announces it; a larger frame is answered TOO_LARGE and
+	// the connection closed.
+	MaxFrame int
+
 	// MetricsAddr, when set, serves /metrics on this loopback address
 	// (e.g. 127.0.0.1:9464); any other address is refused.
 	MetricsAddr string
@@ -172,6 +184,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BufferBudget < int64(maxLoan) {
 		return c, fmt.Errorf("%w: buffer budget %d is less than one largest frame and its answer (%d bytes)", l1.ErrInvalidArgument, c.BufferBudget, maxLoan)
+	}
+	if err := c.limitsWithDefaults(); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -156,6 +156,11 @@ func (c *conn) readFrame() ([]byte, string) {
 			h, err = wire.ParseHeader(buf)
 		}
 		if err == nil {
+			if we := c.overFrame(h.Size); we != nil { // Config.MaxFrame (quota.go)
+				err = we
+			}
+		}
+		if err == nil {
 			var busy bool
 			if buf, busy, err = c.borrow(h, buf); busy {
 				if why := c.dropBusy(h); why != "" {
@@ -374,7 +379,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	switch {
 	case q.Type == wire.TypeHello && !c.hello:
 		c.hello = true
-		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame,
+		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: uint32(c.s.cfg.MaxFrame),
 			PoolSize: int64(len(c.s.pool.Bytes())), Align: c.s.alloc.Align()}
 		if !c.writeHello(a) {
 			return true, "hello answer not delivered"
@@ -407,7 +412,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		if c.stop.Load() {
 			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
 		} else if err = bugRequest(q); err == nil && !bugServe(q, a) {
-			if err = c.dispatch(q, a); err == nil {
+			if err = c.dispatchLimited(q, a); err == nil {
 				bugAnswer(q, a)
 			}
 		}

@@ -27,7 +27,7 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			return err
 		}
 		c.l1res = res
-		c.own.writes.addAll(q.Keys, res, 1)
+		c.own.writes.addAll(q.Keys, res, q.Size) // counted in bytes, for ConnWriteBytes
 		a.Results = appendResults(a.Results, res)
 	case wire.TypeFinishWrite, wire.TypeAbortWrite:
 		keys, leases, idx := c.ownedWrites(q)

@@ -45,6 +45,13 @@
 //     daemon is out of them, the time to say hello (TIMEOUT), the frame
 //     buffers all connections share (BUSY), and log lines per message per
 //     second. A log write that fails is counted, never fatal.
+//   - So is what one connection holds and sends (quota.go): its read
+//     locks (Config.ConnReadLocks), the bytes its write reservations ask
+//     for (ConnWriteBytes) and its frames (MaxFrame, TOO_LARGE and
+//     closed). A call that would pass a hold limit is cut in request
+//     order: the first keys are carried out as without the limit, the
+//     rest answered OVER_LIMIT and not passed to l1, so nothing changes
+//     for them, and the connection stays open.
 //   - Lock TTLs stay, as the backstop for a client alive but stuck.
 //   - Every request carries the pool's epoch, new at each start; a request
 //     with another (leases from an earlier daemon) is refused with

@@ -42,7 +42,9 @@ func touchOfSize(size int, epoch uint64) *wire.Request {
 // limitsDaemon starts a daemon with a bystander client that holds 2 write
 // reservations, which every refusal must leave alone.
 func limitsDaemon(t *testing.T) (*server.Server, func()) {
-	s := start(t, server.Config{PoolSize: 256 << 20})
+	// Read locks up to MaxKeys a call: a lookup is counted against the
+	// connection's read-lock limit at its full length (quota.go).
+	s := start(t, server.Config{PoolSize: 256 << 20, ConnReadLocks: wire.MaxKeys})
 	by := dial(t, s)
 	bk := keys("bystander", 2)
 	bres, err := by.ReserveWrite(bk, nil, 4096, l1.ModeAll)

@@ -24,8 +24,10 @@ import (
 // it is given may alias a frame that the next read overwrites (see
 // wire.Decoder.Borrow): it copies what it keeps.
 type ledger struct {
-	writes holdSet // count 1 per reservation
+	writes holdSet // the bytes asked, per reservation
 	reads  holdSet // read locks per (key, lease)
+	// nwrites is the reservations held, as of the last publish.
+	nwrites atomic.Int64
 }
 
 func newLedger() *ledger { return &ledger{} }
@@ -43,12 +45,14 @@ func (l *ledger) dropRead(lease l1.Lease)           { l.reads.drop(lease) }
 func (l *ledger) publish() {
 	l.writes.publish()
 	l.reads.publish()
+	l.nwrites.Store(int64(l.writes.len()))
 }
 
 // clear forgets everything, once released.
 func (l *ledger) clear() {
 	l.writes.clear()
 	l.reads.clear()
+	l.nwrites.Store(0)
 }
 
 // holdSet maps leases to holds: a key and a count. It is built for the

@@ -43,6 +43,7 @@ import (
 //	kvalloc_daemon_connection_buffer_bytes             gauge    bytes the open connections keep between requests: own buffers and scratch
 //	kvalloc_daemon_log_write_errors_total              counter  log records the log's writer failed to take (a closed stderr)
 //	kvalloc_daemon_log_suppressed_total                counter  log records dropped by the rate limit of repeated messages
+//	kvalloc_daemon_over_limit_keys_total               counter  keys cut by a per-connection limit (-conn-read-locks, -conn-write-bytes): OVER_LIMIT, or SKIPPED after it in a prefix
 //	kvalloc_daemon_connection_write_reservations{conn,pid,uid}  gauge  write reservations each connection holds
 //	kvalloc_daemon_connection_read_locks{conn,pid,uid}          gauge  read locks each connection holds
 //	kvalloc_daemon_connection_age_seconds{conn,pid,uid}         gauge  time since each connection was accepted
@@ -74,7 +75,8 @@ var (
 	descConnBuf  = prometheus.NewDesc("kvalloc_daemon_connection_buffer_bytes", "Bytes the open connections keep between requests: their own buffers and scratch.", nil, nil)
 	descLogErrs  = prometheus.NewDesc("kvalloc_daemon_log_write_errors_total", "Log records the log's writer failed to take (a closed stderr); the daemon goes on.", nil, nil)
 	descLogSupp  = prometheus.NewDesc("kvalloc_daemon_log_suppressed_total", "Log records dropped by the rate limit of repeated messages.", nil, nil)
-	limitDescs   = []*prometheus.Desc{descOverCap, descNoFDs, descHelloTO, descBusy, descBufUsed, descBufKept, descBufPeak, descBudget, descConnBuf, descLogErrs, descLogSupp}
+	descOverLim  = prometheus.NewDesc("kvalloc_daemon_over_limit_keys_total", "Keys cut by a per-connection limit (-conn-read-locks, -conn-write-bytes): answered OVER_LIMIT, or SKIPPED after it in a prefix lookup.", nil, nil)
+	limitDescs   = []*prometheus.Desc{descOverCap, descNoFDs, descHelloTO, descBusy, descBufUsed, descBufKept, descBufPeak, descBudget, descConnBuf, descLogErrs, descLogSupp, descOverLim}
 	connLabels   = []string{"conn", "pid", "uid"}
 	descConnW    = prometheus.NewDesc("kvalloc_daemon_connection_write_reservations", "Write reservations a connection holds.", connLabels, nil)
 	descConnR    = prometheus.NewDesc("kvalloc_daemon_connection_read_locks", "Read locks a connection holds.", connLabels, nil)
@@ -125,6 +127,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	g(descConnBuf, float64(s.ConnectionBufferBytes()))
 	k(descLogErrs, s.logs.writeErrors.Load())
 	k(descLogSupp, s.logs.suppressed.Load())
+	k(descOverLim, s.overLimit.Load())
 	if s.cfg.DebugVerify {
 		s.collectDebug(ch)
 	}

@@ -57,6 +57,7 @@ type Server struct {
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
 	dbg                                     debugCounts
+	overLimit                               atomic.Uint64 // keys answered OVER_LIMIT (quota.go)
 
 	// restart is the handoff socket and how the daemon started (handoff.go).
 	restart restartState
@@ -348,7 +349,7 @@ func (s *Server) Connections() []ConnInfo {
 	defer s.mu.Unlock()
 	out := make([]ConnInfo, 0, len(s.conns))
 	for c := range s.conns {
-		out = append(out, ConnInfo{ID: c.id, Peer: c.peer, Opened: c.opened, Writes: c.own.writes.total.Load(), ReadLocks: c.own.reads.total.Load()})
+		out = append(out, ConnInfo{ID: c.id, Peer: c.peer, Opened: c.opened, Writes: c.own.nwrites.Load(), ReadLocks: c.own.reads.total.Load()})
 	}
 	return out
 }

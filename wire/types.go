@@ -258,19 +258,27 @@ const (
 	// StatusOverRelease: finish_read would release more read locks than
 	// this connection holds on the key under that lease. Nothing changed.
 	StatusOverRelease Status = 33
+	// StatusOverLimit: granting the key would take the connection past one
+	// of the daemon's per-connection limits (read locks held, write bytes
+	// reserved). The key, and every key after it in the request, was not
+	// passed to l1: nothing changed for them (PROTOCOL.md, "Limits").
+	StatusOverLimit Status = 34
 )
 
 // l1Statuses is the boundary: below it a Status is an l1.Status.
 const l1Statuses = 32
 
 // String returns the status's name: l1's for l1's statuses (e.g.
-// "KEY_NOT_EXIST"), "NOT_OWNER" and "OVER_RELEASE" for the daemon's.
+// "KEY_NOT_EXIST"), "NOT_OWNER", "OVER_RELEASE" and "OVER_LIMIT" for the
+// daemon's.
 func (s Status) String() string {
 	switch {
 	case s == StatusNotOwner:
 		return "NOT_OWNER"
 	case s == StatusOverRelease:
 		return "OVER_RELEASE"
+	case s == StatusOverLimit:
+		return "OVER_LIMIT"
 	case s < l1Statuses:
 		return l1.Status(s).String()
 	}

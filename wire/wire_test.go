@@ -324,7 +324,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("code %d unnamed", c)
 		}
 	}
-	for _, s := range []wire.Status{wire.StatusOK, wire.StatusSkipped, wire.StatusNotOwner, wire.StatusOverRelease} {
+	for _, s := range []wire.Status{wire.StatusOK, wire.StatusSkipped, wire.StatusNotOwner, wire.StatusOverRelease, wire.StatusOverLimit} {
 		if strings.HasPrefix(s.String(), "Status(") {
 			t.Errorf("status %d unnamed", s)
 		}

@@ -108,6 +108,9 @@ func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.L
 	fs.DurationVar(&cfg.L1.ReadTTL, "read-ttl", l1.DefaultReadTTL, "read-lock lifetime")
 	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", server.DefaultFrameTimeout, "time from a frame's first byte to its last")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time to write one answer")
+	fs.Int64Var(&cfg.ConnReadLocks, "conn-read-locks", server.DefaultConnReadLocks, "read locks one connection may hold; a call past it is cut, its tail answered OVER_LIMIT")
+	connWrite := fs.String("conn-write-bytes", "64GiB", "bytes one connection's write reservations may ask for; a reserve_write past it is cut, its tail answered OVER_LIMIT")
+	maxFrame := fs.String("max-frame", "16MiB", "the largest request frame, header included (4KiB to 16MiB); a larger one is answered TOO_LARGE and closed")
 	fs.DurationVar(&cfg.HelloTimeout, "hello-timeout", server.DefaultHelloTimeout, "time from accept to the end of a connection's hello")
 	fs.IntVar(&cfg.MaxConns, "max-conns", server.DefaultMaxConns, "connections open at once, at most")
 	fs.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "connections open at once from one peer uid, at most")
@@ -144,6 +147,17 @@ func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.L
 	}
 	if cfg.Pool.SegmentSize, err = size(*seg); err != nil {
 		return bad("-segment-size: %v", err)
+	}
+	if cfg.ConnWriteBytes, err = size(*connWrite); err != nil {
+		return bad("-conn-write-bytes: %v", err)
+	}
+	mf, err := size(*maxFrame)
+	if err != nil || mf < server.MinMaxFrame || mf > wire.MaxFrame {
+		return bad("-max-frame %q: want a size from %d to %d bytes", *maxFrame, server.MinMaxFrame, wire.MaxFrame)
+	}
+	cfg.MaxFrame = int(mf)
+	if cfg.ConnReadLocks < 1 {
+		return bad("-conn-read-locks %d: want at least 1", cfg.ConnReadLocks)
 	}
 	if cfg.BufferBudget, err = size(*budget); err != nil {
 		return bad("-buffer-budget: %v", err)

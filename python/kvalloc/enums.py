@@ -129,6 +129,11 @@ class Status(enum.IntEnum):
     WRITE_DELETED = 10
     NOT_OWNER = 32
     OVER_RELEASE = 33
+    #: the key would take this connection past a per-connection limit of
+    #: the daemon (read locks held, write bytes reserved); it and every key
+    #: after it in the call were not passed on: nothing changed for them.
+    #: Release what the connection holds, then ask again.
+    OVER_LIMIT = 34
 
 
 class Mode(enum.IntEnum):

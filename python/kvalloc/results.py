@@ -169,6 +169,19 @@ class Results(Sequence[Result]):
         """The positions of the ``OK`` keys, in order."""
         return self.statuses.indices(Status.OK)
 
+    def over_limit_at(self) -> int:
+        """The position of the first key the daemon cut for its
+        per-connection limits (``Status.OVER_LIMIT``), or -1 when none.
+
+        The keys before it were carried out as without the limit; that key
+        and every later one were not passed on and nothing changed for them
+        (after a ``reserve_read_prefix`` cut, the later ones are
+        ``SKIPPED``). Give back what the connection holds, then send the
+        rest again.
+        """
+        i = self.statuses.indices(Status.OVER_LIMIT)
+        return i[0] if i else -1
+
     def select(self, indices: Iterable[int]) -> "Results":
         """The results at ``indices``, in that order (prefix 0).
 

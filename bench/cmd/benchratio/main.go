@@ -342,6 +342,17 @@ var targets = []target{
 	{num: m("L2Get/path=daemon/size=64KiB", "GB/s"), den: m("L2Get/path=plain/size=64KiB", "GB/s"), report: true, note: "64 KiB blocks"},
 	{num: m("L2Put/path=daemon/size=1MiB", "GB/s"), den: m("L2Put/path=plain/size=1MiB", "GB/s"), report: true, note: "1 MiB blocks"},
 	{num: m("L2Put/path=daemon/size=64KiB", "GB/s"), den: m("L2Put/path=plain/size=64KiB", "GB/s"), report: true, note: "64 KiB blocks"},
+	// Many engines on one daemon: a one-key call's p99 (ms) while another
+	// connection sends 10,000-key frames back to back, and its growth with
+	// 64 connections from 8 processes.
+	{num: m("DaemonFairness/flood=10000/op=read", "p99-ms"), op: "<=", bound: 10,
+		note: "a one-key call's p99 in ms, another connection flooding 10,000-key reads"},
+	{num: m("DaemonFairness/flood=10000/op=write", "p99-ms"), op: "<=", bound: 10,
+		note: "the same, flooding 10,000-key writes"},
+	{num: m("DaemonFairness/flood=10000/op=read", "p99-ms"), den: m("DaemonFairness/flood=0", "p99-ms"), report: true,
+		note: "the same p99 against no flood"},
+	{num: m("DaemonManyClients/procs=8/clients=64", "p99-us"), den: m("DaemonManyClients/procs=1/clients=1", "p99-us"), report: true,
+		note: "a one-key call's p99, 64 connections from 8 processes against 1"},
 	// Contention: ops/s on two cores ÷ on one, one manager or allocator
 	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
 	// "Contention").
