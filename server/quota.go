@@ -95,7 +95,7 @@ func (c *conn) fit(q *wire.Request) int {
 	n := len(q.Keys)
 	var room, cost int64
 	switch q.Type {
-	case wire.TypeReserveRead, wire.TypeReserveReadPrefix, wire.TypeFinishWriteAndReserveRead:
+	case wire.TypeReserveRead, wire.TypeReserveReadPrefix, wire.TypeReserveReadPrefixWait, wire.TypeFinishWriteAndReserveRead:
 		if q.Locks < 1 || q.Locks > l1.MaxReadLocks {
 			return n
 		}
@@ -145,7 +145,7 @@ func (c *conn) dispatchLimited(q *wire.Request, a *wire.Answer) error {
 	c.s.overLimit.Add(uint64(n - k))
 	for i := range n - k {
 		st := wire.StatusOverLimit
-		if q.Type == wire.TypeReserveReadPrefix && (i > 0 || int(a.Prefix) < k) {
+		if prefix := q.Type == wire.TypeReserveReadPrefix || q.Type == wire.TypeReserveReadPrefixWait; prefix && (i > 0 || int(a.Prefix) < k) {
 			st = wire.StatusSkipped
 		}
 		a.Results = append(a.Results, wire.Result{Status: st})

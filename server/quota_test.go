@@ -5,6 +5,7 @@ package server_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/l1"
@@ -88,6 +89,11 @@ func TestConnReadLocksAtTheLimit(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("prefix %d at the limit, want 0", n)
+	}
+	res, n, err = r.ReserveReadPrefixWait(ks[6:9], 1, time.Millisecond)
+	results(t, "a waiting prefix at the limit", res, err, wire.StatusOverLimit, wire.StatusSkipped, wire.StatusSkipped)
+	if n != 0 {
+		t.Fatalf("waiting prefix %d at the limit, want 0", n)
 	}
 	res, err = r.FinishWriteAndReserveRead(ks[6:7], []client.Lease{{Epoch: s.Epoch(), ID: 1}}, 1)
 	results(t, "finish_write_and_reserve_read at the limit", res, err, wire.StatusOverLimit)
