@@ -271,6 +271,7 @@ func TestInvariantsNameTheCall(t *testing.T) {
 		{"FinishWriteAndReserveRead", "FinishWriteAndReserveRead", func(e *invEnv) { e.m.FinishWriteAndReserveRead([]int{5}, []Lease{e.w5}, 1) }},
 		{"AbortWrite", "AbortWrite", func(e *invEnv) { e.m.AbortWrite([]int{5}, []Lease{e.w5}) }},
 		{"ReserveRead", "ReserveRead", func(e *invEnv) { e.m.ReserveRead([]int{1}, 1) }},
+		{"AppendReserveRead", "AppendReserveRead", func(e *invEnv) { e.m.AppendReserveRead(nil, []int{1}, 1) }},
 		{"ReserveReadPrefix", "ReserveReadPrefix", func(e *invEnv) { e.m.ReserveReadPrefix([]int{1}, 1) }},
 		{"AppendReadPrefix", "AppendReadPrefix", func(e *invEnv) { e.m.AppendReadPrefix(nil, []int{1}, 1) }},
 		{"UnsafeRead", "UnsafeRead", func(e *invEnv) { e.m.UnsafeRead([]int{6}) }},

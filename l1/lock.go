@@ -107,8 +107,17 @@ const endOfTime = math.MaxInt64
 // differently, and an expiry computed as the last reading plus the time
 // left would move with their difference. A backward jump, and a forward
 // one that saturates, move base so that base + now is the reading again.
-func (m *Manager[K]) tick() int64 {
-	t := m.cfg.Now()
+//
+// t is the reading. The system clock's is taken before the lock (see
+// lock), and its readings step by their monotonic part, which never goes
+// back: one behind m.last is a caller's that waited for the lock behind a
+// later reading, not a jump, and counts as no step, leaving last and base
+// alone (a stale reading taken as a jump back would move base, and the
+// next reading would count the same interval again).
+func (m *Manager[K]) tick(t time.Time) int64 {
+	if m.systemClock && t.Before(m.last) {
+		return m.now
+	}
 	if d := t.Sub(m.last); d > 0 {
 		if n := satAdd(m.now, int64(d)); n < endOfTime-1 {
 			m.now = n

@@ -1,6 +1,9 @@
 package l1
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // checkLocks validates a read-lock count.
 func checkLocks(locks int) error {
@@ -20,6 +23,15 @@ func checkLocks(locks int) error {
 // changes. A key repeated in one call is locked once per occurrence. After
 // Close it returns ErrClosed.
 func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
+	return m.AppendReserveRead(nil, keys, locks)
+}
+
+// AppendReserveRead is ReserveRead appending its Results, one per key in
+// key order, to dst and returning the extended slice; it allocates no
+// result slice when dst has room (the daemon's read path reuses one per
+// connection). On an error it returns nil and the error, as ReserveRead
+// does, and dst's contents are unchanged.
+func (m *Manager[K]) AppendReserveRead(dst []Result, keys []K, locks int) ([]Result, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
 	}
@@ -28,7 +40,10 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
-	out := make([]Result, len(keys))
+	base := len(dst)
+	dst = slices.Grow(dst, len(keys))[:base+len(keys)]
+	out := dst[base:]
+	clear(out)
 	var ok []K
 	hits := 0
 	m.beginHints(len(keys))
@@ -49,7 +64,7 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 	}
 	m.countLookupsLocked(LookupRead, hits, len(keys)-hits, 0)
 	m.emitLocked(EventReadReserved, ok)
-	return out, nil
+	return dst, nil
 }
 
 // readLockLocked adds read holds to o, starting a new epoch when the lock

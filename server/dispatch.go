@@ -72,7 +72,10 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 		var res []l1.Result
 		var err error
 		if q.Type == wire.TypeReserveRead {
-			res, err = m.ReserveRead(q.Keys, int(q.Locks))
+			res, err = m.AppendReserveRead(c.l1res[:0], q.Keys, int(q.Locks))
+			if err == nil {
+				c.l1res = res
+			}
 		} else {
 			var n int
 			res, n, err = m.ReserveReadPrefix(q.Keys, int(q.Locks))
