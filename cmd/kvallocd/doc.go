@@ -79,7 +79,12 @@
 //	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
 //	                      count out-of-memory answers that left an evictable object (serializes reserve_write)
 //	-log-level level      debug, info, warn or error (default info)
+//	-version              print the module version (and the checkout's revision when built from one),
+//	                      the Go toolchain and the protocol version, and exit
 //
-// Exit status: 0 after a clean shutdown, 1 when the daemon cannot start
+// It installs with go install github.com/kvalloc/kvalloc/cmd/kvallocd@latest
+// (Linux only); kvallocd -version then names the module version installed.
+//
+// Exit status: 0 after a clean shutdown or -version, 1 when the daemon cannot start
 // or stops on an error, 2 for bad flags.
 package main

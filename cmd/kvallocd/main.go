@@ -33,6 +33,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprint(stdout, versionText())
+		return 0
+	}
 	if err != nil {
 		return 2
 	}
@@ -59,6 +63,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// stdout is where -version prints.
+var stdout io.Writer = os.Stdout
+
+// errVersion is parse's answer to -version: print versionText and exit 0.
+var errVersion = errors.New("-version")
 
 // parse reads the flags into a server configuration.
 func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
@@ -90,8 +100,12 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	fs.BoolVar(&cfg.DebugVerify, "debug-verify", false, "serve /debug/verify with -metrics, and judge out-of-memory answers against the evictable objects left; for soaks, it serializes reserve_write")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	version := fs.Bool("version", false, "print the module version and the protocol version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, level, err
+	}
+	if *version {
+		return cfg, level, errVersion
 	}
 	bad := func(format string, a ...any) (server.Config, slog.Level, error) {
 		err := fmt.Errorf(format, a...)
