@@ -132,7 +132,9 @@ func (c *Client) reserveRead(t wire.Type, keys []l1.ObjectKey, locks int) ([]Res
 	return c.results(), int(c.ans.Prefix), nil
 }
 
-// Delete removes objects: l1's Delete.
+// Delete removes objects: l1's Delete. With force a locked object's key
+// goes at once, whoever holds the lock, but its block waits for its
+// holders (wire/PROTOCOL.md, "What a connection owns").
 func (c *Client) Delete(keys []l1.ObjectKey, force bool) ([]Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

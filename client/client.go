@@ -205,6 +205,8 @@ func (c *Client) hello1() (int, error) {
 		return fail(c.disconnected("the hello answer carried no memfd"))
 	case a.Hello.PoolSize <= 0 || a.Hello.Align <= 0 || a.Epoch == 0:
 		return fail(c.disconnected("hello answer with pool size %d, alignment %d, epoch %d", a.Hello.PoolSize, a.Hello.Align, a.Epoch))
+	case a.Hello.MaxFrame < wire.HeaderSize:
+		return fail(c.disconnected("hello answer with MaxFrame %d, under a header's %d bytes", a.Hello.MaxFrame, wire.HeaderSize))
 	}
 	c.hello, c.epoch = a.Hello, a.Epoch
 	return fd, nil
@@ -294,20 +296,32 @@ func (c *Client) Close() error {
 }
 
 // call sends c.req and reads its answer into c.ans, within the deadline.
-// It holds c.mu. A transport failure, or an answer whose code closes the
-// connection, breaks the client.
+// It holds c.mu. What the daemon would refuse by its hello's limits (more
+// keys than its MaxKeys, a frame over its MaxFrame) is refused before
+// anything is sent, as the encoder refuses what no frame can carry: an
+// *wire.Error with CodeInvalidArgument, and the client goes on. Once the
+// first byte is sent, any failure (of the transport, a malformed answer,
+// one whose results or statuses are not one per key, or a code that
+// closes the connection) breaks the client: the connection's next answer
+// could be this request's.
 func (c *Client) call() error {
 	if c.broken != nil {
 		return c.broken
 	}
-	c.id++
 	q := &c.req
-	q.ID, q.Epoch = c.id, c.epoch
+	if n := len(q.Keys); n > int(c.hello.MaxKeys) {
+		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%d keys exceed the daemon's limit %d", n, c.hello.MaxKeys)}
+	}
+	q.ID, q.Epoch = c.id+1, c.epoch
 	out, err := c.enc.AppendRequest(c.out[:0], q)
 	if err != nil {
 		return err
 	}
 	c.out = out
+	if len(out) > int(c.hello.MaxFrame) {
+		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%v of %d keys is a frame of %d bytes, over the daemon's limit %d", q.Type, len(q.Keys), len(out), c.hello.MaxFrame)}
+	}
+	c.id++
 	_ = c.c.SetDeadline(time.Now().Add(c.timeout))
 	if _, err := c.c.Write(out); err != nil {
 		return c.lost("sending %v: %w", q.Type, err)
@@ -332,6 +346,15 @@ func (c *Client) call() error {
 			return c.broken
 		}
 		return err
+	}
+	if q.Type.Keyed() && q.Type != wire.TypeTouch {
+		got, what := len(a.Statuses), "statuses"
+		if q.Type.HasResults() {
+			got, what = len(a.Results), "results"
+		}
+		if got != len(q.Keys) {
+			return c.lost("a %v answer with %d %s for %d keys", q.Type, got, what, len(q.Keys))
+		}
 	}
 	return nil
 }

@@ -20,6 +20,12 @@
 //     stopped answering, makes the call fail with an error wrapping
 //     ErrDisconnected within it, never hang; the Client is then broken, and
 //     Dial connects to the next daemon.
+//   - Arguments a frame cannot carry, or that exceed the limits of the
+//     daemon's hello (its MaxKeys, its MaxFrame), are refused before
+//     anything is sent, and the Client goes on. Once a request's first
+//     byte is sent, any failure breaks the Client (ErrDisconnected): a
+//     transport error, a malformed answer, or one that is not one result
+//     or status per key.
 //   - The locks a call takes belong to the connection. Closing the Client,
 //     or the death of its process at any instant, releases them all in the
 //     daemon at once. Its leases are refused on any other connection.

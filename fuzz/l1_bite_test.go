@@ -90,7 +90,7 @@ func TestFuzzL1LifecycleBites(t *testing.T) {
 		{"prefix read locks past the miss", everywhere(mutant.VariantReadPrefixLocksAll), "ReserveReadPrefix"},
 	})
 	bitesFirst(t, "FuzzL1Lifecycle", "quarantine", checkL1Lifecycle, []l1Bite{
-		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "writes quarantined"},
+		{"quarantine frees the block at lapse", everywhere(mutant.VariantQuarantineFreesAtLapse), "blocks quarantined"},
 		{"quarantined blocks evicted under pressure", everywhere(mutant.VariantQuarantineEvicted), "quarantine: key"},
 	})
 	bitesFirst(t, "FuzzL1Lifecycle", "lookups", checkL1Lifecycle, []l1Bite{

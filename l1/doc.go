@@ -59,8 +59,30 @@
 //
 // A lock is a count and one expiry: every lock call on it moves the
 // expiry for all its holders, and a lapse drops every hold at once.
-// Delete and Clear with force remove an object whatever its locks, and
-// free memory a holder may still be using.
+//
+// # Forced deletes
+//
+// No block is freed, reissued or evicted while a lease on it is live.
+// Delete and Clear with force remove an object whatever its locks: the key
+// is gone at once (KeyNotExist; writable again, under a new block), but a
+// locked object's block is held, like a lapsed write's in the quarantine
+// and counted in Stats.QuarantinedBytes, until every holder of its live
+// lease has let go:
+//
+//	t0  A: ReserveWrite(k)           → OK, block b, lease 7
+//	t1  C: Delete(k, force)          → OK: k is gone, b held for lease 7
+//	t2  B: ReserveWrite(k)           → OK, block c ≠ b, lease 8
+//	t3  A: FinishWrite(k, lease 7)   → WriteDeleted: nothing published, b freed
+//	t4  B: FinishWrite(k, lease 8)   → OK: readers see B's bytes
+//
+// A writer's AbortWrite answers OK, its FinishWrite and
+// FinishWriteAndReserveRead WriteDeleted; each frees the block. Readers'
+// FinishRead calls answer OK, each releasing its holds; the last frees the
+// block. UnsafeRead and State answer for the key, which is gone: the
+// holders keep the block their lock call returned. A held lease also ends
+// when its lock lapses, at the expiry it had when the key was deleted, and
+// the block is freed then (a write under Config.QuarantineLapsedWrites
+// waits for its owner instead).
 //
 // # Quarantine
 //
@@ -70,8 +92,9 @@
 // again, under a new block) but its block stays allocated, never freed,
 // reissued or evicted, until its owner presents the lease to AbortWrite
 // (OK) or FinishWrite (WriteLapsed: the write is dropped), or Close runs.
-// Stats.QuarantinedBytes counts those bytes: over a memory only the
-// manager uses, Used == Held + QuarantinedBytes.
+// Stats.QuarantinedBytes counts those bytes, and those of blocks held for
+// the holders of deleted keys' locks: over a memory only the manager uses,
+// Used == Held + QuarantinedBytes.
 //
 // # Time
 //
@@ -101,7 +124,8 @@
 //	│          │ ◀────────────────────────────── │  (count n)   │ ◀──┐ ReserveRead,
 //	└──────────┘                                 └──────────────┘ ───┘ FinishRead to n > 0
 //
-// Delete(force) and Clear(force) remove an object in any state.
+// Delete(force) and Clear(force) remove an object in any state; a locked
+// one's block waits for its holders (see "Forced deletes").
 //
 // An object is readable when it is not write-locked: a write is invisible
 // until FinishWrite. It is writable again (modes ModeAll and ModeUpdate)

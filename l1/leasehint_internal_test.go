@@ -41,9 +41,9 @@ func TestLeaseGuess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Status{KeyInWrongState}, st)
 
-	// b[1] deleted and reserved again: its old lease guesses a record
+	// b[1] aborted and reserved again: its old lease guesses a record
 	// that now holds b[1] under a new lease (or another key): StaleLease.
-	_, err = m.Delete(b[1:2], true)
+	_, err = m.AbortWrite(b[1:2], lb[1:2])
 	require.NoError(t, err)
 	_, err = m.ReserveWrite(b[1:2], nil, 4096, ModeAll)
 	require.NoError(t, err)

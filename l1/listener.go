@@ -24,7 +24,10 @@ const (
 	// the keys and locked them for reading.
 	EventWriteFinishedReadReserved
 	// EventRemoved: the manager dropped the keys and freed their memory
-	// (but for CauseQuarantined, which keeps it); Event.Cause says why.
+	// (but for CauseQuarantined, which keeps it, and for a forced
+	// CauseDeleted or CauseCleared of a locked object, whose block waits
+	// for its holders: see "Forced deletes" in the package doc);
+	// Event.Cause says why.
 	EventRemoved
 	// EventAccessed: Touch marked the keys as recently used.
 	EventAccessed

@@ -1,6 +1,9 @@
 package l1
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // Lock counts and their lifetimes.
 //
@@ -95,10 +98,26 @@ const endOfTime = math.MaxInt64
 // ordered; a jump forward by any amount saturates. The manager's time stops
 // one nanosecond before endOfTime, so a lock whose expiry saturated never
 // lapses.
+//
+// It also keeps base, the clock's reading at manager time 0, from which
+// State and Snapshot report expiries: base + now is the clock's last
+// reading. A forward step leaves base alone, so an expiry reported twice
+// across calls that did not change its lock reads the same, to the bit: a
+// reading of the clock carries a wall and a monotonic time, which step
+// differently, and an expiry computed as the last reading plus the time
+// left would move with their difference. A backward jump, and a forward
+// one that saturates, move base so that base + now is the reading again.
 func (m *Manager[K]) tick() int64 {
 	t := m.cfg.Now()
 	if d := t.Sub(m.last); d > 0 {
-		m.now = min(satAdd(m.now, int64(d)), endOfTime-1)
+		if n := satAdd(m.now, int64(d)); n < endOfTime-1 {
+			m.now = n
+		} else {
+			m.now = endOfTime - 1
+			m.base = t.Add(-time.Duration(m.now))
+		}
+	} else if d < 0 {
+		m.base = t.Add(-time.Duration(m.now))
 	}
 	m.last = t
 	return m.now
@@ -116,6 +135,9 @@ func (l *ttlLock) unlock(n int) {
 // temporary object whose read lock has lapsed. The queues are ordered by
 // expiry, so it stops at the first live lock.
 func (m *Manager[K]) sweepLocked(now int64) {
+	if now >= m.qnext {
+		m.sweepQuarantineLocked(now)
+	}
 	for o := m.frontLocked(writeQueue); o != nil && o.write.lapsed(now); o = m.frontLocked(writeQueue) {
 		m.expireWriteLocked(o)
 	}

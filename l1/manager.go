@@ -94,10 +94,10 @@ type Manager[K comparable] struct {
 	held        int64 // bytes in the objects' blocks
 	lastFreeErr error
 	// The manager's time (see tick): now is nanoseconds since New, last
-	// the clock's last reading.
-	now  int64
-	last time.Time
-	gen  uint64 // the last lease handed out
+	// the clock's last reading, base the reading at time 0.
+	now        int64
+	last, base time.Time
+	gen        uint64 // the last lease handed out
 
 	// Scratch space, reused under the lock so that the hot paths allocate
 	// little beyond the slices they return.
@@ -116,10 +116,14 @@ type Manager[K comparable] struct {
 	listeners []Listener[K]
 	delivery  delivery[K] // events waiting for delivery (see listener.go)
 
-	// quarantine holds the lapsed writes' blocks by lease, and qbytes
-	// their bytes (see quarantine.go); nil until the first.
+	// quarantine holds, by lease, the blocks of lapsed writes and of keys
+	// deleted under live locks, and qbytes their bytes (see
+	// quarantine.go); nil until the first.
+	// qnext is the earliest expiry of a held lease in it, endOfTime when
+	// none lapses.
 	quarantine map[Lease]quarantined[K]
 	qbytes     int64
+	qnext      int64
 }
 
 // New returns a manager over mem. The manager does not own mem: Close frees
@@ -143,6 +147,7 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 		rttl:     int64(cfg.ReadTTL),
 		align:    mem.Align(),
 		capacity: mem.Capacity(),
+		qnext:    endOfTime,
 	}
 	if m.align <= 0 {
 		return nil, fmt.Errorf("%w: memory alignment %d must be positive (%T)", ErrInvalidArgument, m.align, mem)
@@ -150,6 +155,7 @@ func New[K comparable](mem Memory, cfg Config) (*Manager[K], error) {
 	if usable := mem.Stats().Capacity; usable < 0 || m.capacity < usable {
 		return nil, fmt.Errorf("%w: memory capacity %d, but %d usable now (%T)", ErrInvalidArgument, m.capacity, usable, mem)
 	}
+	m.base = m.last
 	m.objects.init()
 	m.ev.init(&m.objects, cfg.Eviction)
 	m.delivery.init(&m.mu)
@@ -263,11 +269,15 @@ func (m *Manager[K]) flushLocked() {
 }
 
 // Delete removes the keys and frees their memory. Without force a locked
-// object is left alone (KeyIsLocked); with force it is removed anyway, and a
-// reader or writer still using its block then races with the block's next
-// owner, as in LMCache (the holder's lease is then stale: its finishing
-// call answers KeyNotExist, or StaleLease once the key is reserved again).
-// After Close it returns ErrClosed.
+// object is left alone (KeyIsLocked). With force it is removed anyway: the
+// key is gone at once (KeyNotExist to every later lookup, writable again
+// under a new block), but the block of an object under a live lock is not
+// freed until the lock's holders let go of it (see quarantine.go): a
+// writer's AbortWrite answers OK and its FinishWrite WriteDeleted, each
+// freeing the block; readers' FinishRead calls answer OK, and the last
+// frees it; a lapse of the lock frees it too. LMCache freed it at once,
+// and the holder then raced with the block's next owner. After Close it
+// returns ErrClosed.
 func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 	now := m.lock()
 	defer m.unlock()
@@ -284,7 +294,7 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 		case !force && (o.write.held(now) || o.read.held(now)):
 			out[i] = KeyIsLocked
 		default:
-			m.removeLocked(o, CauseDeleted)
+			m.deleteLocked(o, CauseDeleted, now)
 			m.setHint(i, nil)
 		}
 	}
@@ -293,7 +303,8 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]Status, error) {
 
 // Clear removes every unlocked object, or every object with force, and
 // returns how many it removed. Expired objects are reclaimed first (and not
-// counted).
+// counted). With force, a locked object's block waits for its holders, as
+// for Delete.
 func (m *Manager[K]) Clear(force bool) int {
 	now := m.lock()
 	defer m.unlock()
@@ -304,7 +315,7 @@ func (m *Manager[K]) clearLocked(now int64, force bool) int {
 	n := 0
 	for _, o := range m.byRecencyLocked() {
 		if force || (!o.write.held(now) && !o.read.held(now)) {
-			m.removeLocked(o, CauseCleared)
+			m.deleteLocked(o, CauseCleared, now)
 			n++
 		}
 	}

@@ -131,6 +131,9 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 	var gone []K
 	m.beginHints(len(keys))
 	for i := range keys {
+		if len(m.quarantine) > 0 && m.releaseHeldReadLocked(&keys[i], leases[i], locks) {
+			continue // OK: a hold of a deleted key's block, freed with the last
+		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
 		case o == nil:

@@ -28,8 +28,11 @@ type ObjectState struct {
 	Evictable bool
 	// WriteExpiry and ReadExpiry are when the locks lapse, by the clock's
 	// last reading plus the time the lock has left; zero when the lock is
-	// not held. A lock that never lapses (NoExpiry) reports the clock's
-	// reading plus about 292 years.
+	// not held. They are computed from the manager's stored time, not from
+	// a fresh reading, so a lock that no call changed reports the same
+	// expiry, to the bit, until the clock jumps back (see tick). A lock
+	// that never lapses (NoExpiry) reports the manager's start plus about
+	// 292 years.
 	WriteExpiry, ReadExpiry time.Time
 	// WriteLease and ReadLease are the current holders' leases; 0 when
 	// the lock is not held. They are for observers and tests: a holder
@@ -82,12 +85,12 @@ func (m *Manager[K]) stateLocked(o *object[K], now int64) ObjectState {
 	}
 	if o.write.held(now) {
 		s.WriteLocked = true
-		s.WriteExpiry = m.last.Add(time.Duration(o.write.expiry - now))
+		s.WriteExpiry = m.base.Add(time.Duration(o.write.expiry))
 		s.WriteLease = o.wlease
 	}
 	if o.read.held(now) {
 		s.ReadLocks = int(o.read.count)
-		s.ReadExpiry = m.last.Add(time.Duration(o.read.expiry - now))
+		s.ReadExpiry = m.base.Add(time.Duration(o.read.expiry))
 		s.ReadLease = o.rlease
 	}
 	return s

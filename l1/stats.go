@@ -48,11 +48,12 @@ type Stats struct {
 	// Used and Capacity are the memory's. Used exceeds Held +
 	// QuarantinedBytes only when others allocate from the same memory.
 	Held, Used, Capacity int64
-	// QuarantinedObjects and QuarantinedBytes are the lapsed writes whose
-	// blocks are quarantined, and their blocks' bytes (see
-	// Config.QuarantineLapsedWrites): allocated, in no object, waiting for
-	// their writers' AbortWrite or FinishWrite. A quarantined write is not
-	// in Objects.
+	// QuarantinedObjects and QuarantinedBytes are the blocks held in no
+	// object, and their bytes: the lapsed writes' (see
+	// Config.QuarantineLapsedWrites), waiting for their writers'
+	// AbortWrite or FinishWrite, and those of keys deleted with force under
+	// a live lock, waiting for its holders (see the package doc, "Forced
+	// deletes"). None is in Objects.
 	QuarantinedObjects int
 	QuarantinedBytes   int64
 	// PendingEvents is the number of events waiting for delivery to

@@ -51,6 +51,13 @@ const (
 	// readable, and the block the caller was writing, quarantined since
 	// the lapse, is freed now. The caller may reserve the key again.
 	WriteLapsed
+	// WriteDeleted means the caller's key was deleted with force (Delete
+	// or Clear) while its write was reserved, before its FinishWrite or
+	// FinishWriteAndReserveRead: the write was dropped, never made
+	// readable, and its block, held from every other writer since the
+	// delete, is freed now (see quarantine.go). The caller may reserve the
+	// key again.
+	WriteDeleted
 )
 
 var statusNames = [...]string{
@@ -64,6 +71,7 @@ var statusNames = [...]string{
 	StaleLease:      "STALE_LEASE",
 	Skipped:         "SKIPPED",
 	WriteLapsed:     "WRITE_LAPSED",
+	WriteDeleted:    "WRITE_DELETED",
 }
 
 // String returns LMCache's name for the status, e.g. "KEY_NOT_EXIST"; OK

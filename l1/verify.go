@@ -40,7 +40,10 @@ import (
 //     key's; each key is found from its hash (the probe run is unbroken,
 //     and no two records hold equal keys); it counts the live records;
 //   - the lookup hints name record numbers that exist;
-//   - the quarantine: its bytes are its blocks' sum;
+//   - the quarantine: its bytes are its blocks' sum; a lapsed write never
+//     lapses again; a deleted key's held read lease has holds left and a
+//     write none; no held lease has lapsed at the call's time, or lapses
+//     before the sweep's next check;
 //   - blocks: no two objects' or quarantined writes' blocks overlap;
 //   - expiry queues: entries in expiry order, each live entry naming a
 //     record in that queue with the record's sequence number and its
@@ -267,6 +270,18 @@ func (m *Manager[K]) verifyLeasesLocked(v *verifier) error {
 		}
 		if q.block.Size <= 0 {
 			return fmt.Errorf("quarantined write %d (key %v) holds block %+v", l, q.key, q.block)
+		}
+		switch {
+		case q.read && (!q.deleted || q.count <= 0):
+			return fmt.Errorf("held read lease %d (key %v): deleted %v, %d holds", l, q.key, q.deleted, q.count)
+		case !q.read && q.count != 0:
+			return fmt.Errorf("held write lease %d (key %v) counts %d holds", l, q.key, q.count)
+		case !q.deleted && q.expiry != endOfTime:
+			return fmt.Errorf("quarantined lapsed write %d (key %v) lapses at %d", l, q.key, q.expiry)
+		case q.expiry <= m.now:
+			return fmt.Errorf("held lease %d (key %v) lapsed at %d, before %d, and is still held", l, q.key, q.expiry, m.now)
+		case q.expiry < m.qnext:
+			return fmt.Errorf("held lease %d (key %v) lapses at %d, before the sweep's next check at %d", l, q.key, q.expiry, m.qnext)
 		}
 		qbytes += q.block.Size
 		v.leases = append(v.leases, l)

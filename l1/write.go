@@ -37,9 +37,11 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	var ok []K
 	m.beginHints(len(keys))
 	for i := range keys {
-		if len(m.quarantine) > 0 && m.releaseQuarantinedLocked(&keys[i], leases[i]) {
-			out[i] = WriteLapsed
-			continue
+		if len(m.quarantine) > 0 {
+			if found, deleted := m.releaseQuarantinedLocked(&keys[i], leases[i]); found {
+				out[i] = heldWriteStatus(deleted)
+				continue
+			}
 		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
@@ -59,6 +61,15 @@ func (m *Manager[K]) FinishWrite(keys []K, leases []Lease) ([]Status, error) {
 	}
 	m.emitLocked(EventWriteFinished, ok)
 	return out, nil
+}
+
+// heldWriteStatus is what finishing a held write answers: WriteDeleted
+// when its key was deleted with force, WriteLapsed when its lock lapsed.
+func heldWriteStatus(deleted bool) Status {
+	if deleted {
+		return WriteDeleted
+	}
+	return WriteLapsed
 }
 
 func (m *Manager[K]) finishWriteLocked(o *object[K]) {
@@ -95,9 +106,11 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []Lease, locks i
 	var ok []K
 	m.beginHints(len(keys))
 	for i := range keys {
-		if len(m.quarantine) > 0 && m.releaseQuarantinedLocked(&keys[i], leases[i]) {
-			out[i].Status = WriteLapsed
-			continue
+		if len(m.quarantine) > 0 {
+			if found, deleted := m.releaseQuarantinedLocked(&keys[i], leases[i]); found {
+				out[i].Status = heldWriteStatus(deleted)
+				continue
+			}
 		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {
@@ -146,8 +159,10 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []Lease) ([]Status, error) {
 	out := make([]Status, len(keys))
 	m.beginHints(len(keys))
 	for i := range keys {
-		if len(m.quarantine) > 0 && m.releaseQuarantinedLocked(&keys[i], leases[i]) {
-			continue // OK: the quarantined block is freed
+		if len(m.quarantine) > 0 {
+			if found, _ := m.releaseQuarantinedLocked(&keys[i], leases[i]); found {
+				continue // OK: the quarantined block is freed
+			}
 		}
 		o := m.lookupLeaseLocked(i, &keys[i], leases[i], now)
 		switch {

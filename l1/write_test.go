@@ -422,7 +422,7 @@ func TestDuplicateKeysAllocateOnce(t *testing.T) {
 			if mode != l1.ModeUpdate {
 				assert.False(t, e.state(t, 1).Temporary, "the first occurrence's flag wins")
 			}
-			e.m.Clear(true)
+			require.NoError(t, e.m.Close(), "Close frees the blocks, locked or not")
 			assert.Zero(t, e.used())
 		})
 	}

@@ -82,7 +82,7 @@ func New(opts Options) *Collector {
 	c.expiries = d("l1_lock_expiries_total", "Objects reclaimed because a write lock, or a temporary object's read lock, lapsed.")
 	c.objects = d("l1_objects", "Objects held, by state.", "state")
 	c.held = d("l1_held_bytes", "Bytes in the objects' blocks.")
-	c.quarantined = d("l1_quarantined_bytes", "Bytes in the blocks of lapsed writes, kept until their writers finish, abort or disconnect.")
+	c.quarantined = d("l1_quarantined_bytes", "Bytes in blocks held in no object: lapsed writes and keys deleted with force under a live lock, kept until their holders finish, abort, release or disconnect.")
 	c.quarantines = d("l1_quarantines_total", "Lapsed writes whose blocks were quarantined.")
 	c.reservations = d("l1_write_reservations_total", "Keys ReserveWrite granted.")
 	c.l1Partial = d("l1_partial_grants_total", "ReserveWrite calls that allocated some, but not all, of their keys.")

@@ -169,7 +169,7 @@ kvalloc_l1_objects{pool="p0",state="write_locked"} 3
 # HELP kvalloc_l1_oom_keys_total Keys answered OutOfMemory.
 # TYPE kvalloc_l1_oom_keys_total counter
 kvalloc_l1_oom_keys_total{pool="p0"} 6
-# HELP kvalloc_l1_quarantined_bytes Bytes in the blocks of lapsed writes, kept until their writers finish, abort or disconnect.
+# HELP kvalloc_l1_quarantined_bytes Bytes in blocks held in no object: lapsed writes and keys deleted with force under a live lock, kept until their holders finish, abort, release or disconnect.
 # TYPE kvalloc_l1_quarantined_bytes gauge
 kvalloc_l1_quarantined_bytes{pool="p0"} 3.145728e+06
 # HELP kvalloc_l1_quarantines_total Lapsed writes whose blocks were quarantined.
@@ -285,7 +285,7 @@ kvalloc_l1_write_reservations_total 4
 # HELP kvalloc_l1_held_bytes Bytes in the objects' blocks.
 # TYPE kvalloc_l1_held_bytes gauge
 kvalloc_l1_held_bytes 2.097152e+06
-# HELP kvalloc_l1_quarantined_bytes Bytes in the blocks of lapsed writes, kept until their writers finish, abort or disconnect.
+# HELP kvalloc_l1_quarantined_bytes Bytes in blocks held in no object: lapsed writes and keys deleted with force under a live lock, kept until their holders finish, abort, release or disconnect.
 # TYPE kvalloc_l1_quarantined_bytes gauge
 kvalloc_l1_quarantined_bytes 2.097152e+06
 # HELP kvalloc_allocator_used_bytes Bytes in live blocks.

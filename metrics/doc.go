@@ -54,7 +54,7 @@
 //	kvalloc_l1_lock_expiries_total          counter  objects reclaimed because a write lock or a temporary object's read lock lapsed
 //	kvalloc_l1_objects{state}               gauge    objects by state
 //	kvalloc_l1_held_bytes                   gauge    bytes in the objects' blocks
-//	kvalloc_l1_quarantined_bytes            gauge    bytes of lapsed writes' blocks kept from other writers until their writers let go
+//	kvalloc_l1_quarantined_bytes            gauge    bytes of blocks kept from other writers until their holders let go: lapsed writes', force-deleted locked objects'
 //	kvalloc_l1_quarantines_total            counter  lapsed writes quarantined
 //	kvalloc_l1_write_reservations_total     counter  keys ReserveWrite granted
 //	kvalloc_l1_partial_grants_total         counter  ReserveWrite calls that allocated some but not all keys
@@ -71,7 +71,8 @@
 // is a read-locked key) and "write" (ReserveWrite: a hit is a key already
 // present, which a store need not have sent). The object states are
 // write_locked, temporary_read_locked, other and quarantined (lapsed
-// writes, which l1 does not count among its objects); over a memory only
+// writes and blocks of keys deleted with force under a live lock, which
+// l1 does not count among its objects); over a memory only
 // the manager uses, kvalloc_allocator_used_bytes = kvalloc_l1_held_bytes
 // + kvalloc_l1_quarantined_bytes.
 //

@@ -18,9 +18,10 @@ type L1Stats struct {
 	Objects []L1Objects
 	// HeldBytes is the bytes in the objects' blocks.
 	HeldBytes int64
-	// QuarantinedBytes is the bytes of lapsed writes' quarantined blocks
-	// (l1.Config.QuarantineLapsedWrites); Quarantines counts the writes
-	// quarantined.
+	// QuarantinedBytes is the bytes of the blocks l1 holds in no object:
+	// lapsed writes' (l1.Config.QuarantineLapsedWrites) and those of keys
+	// deleted with force under a live lock; Quarantines counts the writes
+	// quarantined at a lapse.
 	QuarantinedBytes int64
 	Quarantines      uint64
 	// The reservation counters of l1.Counters.

@@ -97,5 +97,6 @@ func TestPropL1StateMachineBites(t *testing.T) {
 		{"quarantine frees the block at lapse", commands.Prop(l1Commands(mutant.VariantQuarantineFreesAtLapse))},
 		{"quarantined blocks evicted under pressure", commands.Prop(l1Commands(mutant.VariantQuarantineEvicted))},
 		{"write-locked keys counted as read hits", commands.Prop(l1Commands(mutant.VariantReadHitOnFind))},
+		{"forced delete frees a locked block at once", commands.Prop(l1Commands(mutant.VariantForceDeleteFreesAtOnce))},
 	}, 150, 60)
 }

@@ -30,6 +30,14 @@
 //     read locks at once, before it closes the socket, and counts the
 //     connection closed and what the release freed. No heartbeat: an idle
 //     connection is never reaped, and a dead one is found by the kernel.
+//   - No block is freed, reissued or evicted while a lease on it is live.
+//     A delete with force, from any connection, drops the keys at once,
+//     but a locked object's block stays allocated (in the quarantined
+//     bytes) until every connection holding a lock on it has finished,
+//     aborted, released or disconnected: a force-deleted write's
+//     finish_write answers WRITE_DELETED and publishes nothing, a
+//     force-deleted read's finish_read answers OK, and either way the
+//     connection's record goes.
 //   - Lock TTLs stay, as the backstop for a client alive but stuck.
 //   - Every request carries the pool's epoch, new at each start; a request
 //     with another (leases from an earlier daemon) is refused with

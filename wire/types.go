@@ -223,6 +223,7 @@ const (
 	StatusStaleLease      = Status(l1.StaleLease)
 	StatusSkipped         = Status(l1.Skipped)
 	StatusWriteLapsed     = Status(l1.WriteLapsed)
+	StatusWriteDeleted    = Status(l1.WriteDeleted)
 
 	// StatusNotOwner: the lease is not one this connection holds (another
 	// connection's, or one it already gave back). Nothing changed.

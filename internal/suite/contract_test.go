@@ -201,19 +201,27 @@ func TestTemporary(t *testing.T) {
 	})
 }
 
-// TestDeleteLocked: a locked object survives a Delete without force.
+// TestDeleteLocked: a locked object survives a Delete without force; with
+// force its key goes at once, and its block when its holders let go.
 func TestDeleteLocked(t *testing.T) {
 	each(t, l1check.Setup{Units: 16}, func(t *testing.T, s *l1check.System) {
 		ks := keys(0, 2)
 		res, _ := s.M.ReserveWrite(ks, nil, 64, l1.ModeAll)
 		s.M.FinishWrite(ks[:1], leasesOf(res[:1]))
-		s.M.ReserveRead(ks[:1], 1)
+		rr, _ := s.M.ReserveRead(ks[:1], 1)
 		sts, err := s.M.Delete(append(ks, 9), false)
 		want(t, "delete", sts, err, l1.KeyIsLocked, l1.KeyIsLocked, l1.KeyNotExist)
 		sts, err = s.M.Delete(ks, true)
 		want(t, "delete with force", sts, err, l1.OK, l1.OK)
+		if _, ok := s.M.State(ks[0]); ok || s.A.Stats().Used != 2*64 {
+			t.Fatalf("after a forced delete: key present %v, %d bytes used; want the key gone, the blocks held", ok, s.A.Stats().Used)
+		}
+		sts, err = s.M.FinishWrite(ks[1:], leasesOf(res[1:]))
+		want(t, "the writer finishes late", sts, err, l1.WriteDeleted)
+		sts, err = s.M.FinishRead(ks[:1], leasesOf(rr), 1)
+		want(t, "the reader releases", sts, err, l1.OK)
 		if s.A.Stats().Used != 0 {
-			t.Fatal("memory left after a forced delete")
+			t.Fatal("memory left after the holders of a forced delete let go")
 		}
 	})
 }

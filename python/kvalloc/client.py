@@ -10,7 +10,10 @@ locks. A client is not fork-safe: a child process must make its own (a
 call from another process than the one that connected raises).
 """
 
+import math
 import mmap
+import numbers
+import operator
 import os
 import threading
 import time
@@ -29,7 +32,7 @@ from .protocol import (Answer, decode_answer, keyed_request, pack_array,
                        simple_request)
 from .results import Hello, Results, Stats, StatusList
 
-__all__ = ["Client", "Leases"]
+__all__ = ["Client", "Leases", "MAX_TIMEOUT"]
 
 #: What a finishing call accepts as leases: one per key, in key order. A
 #: :class:`Results` gives its ``leases``.
@@ -37,18 +40,29 @@ Leases = Union[Results, array, Sequence[int]]
 
 _MT = MessageType
 
+#: The longest deadline a call or a connect takes, in seconds: the longest
+#: wait ``poll`` can express (2^31 - 1 ms), about 24.8 days.
+MAX_TIMEOUT = (2 ** 31 - 1) // 1000
+
 
 class Client:
     """A connection to kvallocd, with the daemon's pool mapped.
 
     Every call is one request frame, answered per key in request order
     (``wire/PROTOCOL.md``), and has a deadline: ``timeout`` seconds (the
-    client's default, 10 s, unless the call is given its own). Arguments
-    are checked before anything is sent; a bad one raises
-    :class:`InvalidArgumentError` and nothing changes. A daemon that dies
-    or stalls raises :class:`ConnectionLostError` (a
-    :class:`DeadlineExceededError` for a stall) within the deadline, and
-    the client is closed: :meth:`reconnect` connects to the next daemon.
+    client's default, 10 s, unless the call is given its own), a finite
+    number in ``(0, MAX_TIMEOUT]``. Arguments, timeouts included, are
+    checked before anything is sent; a bad one raises
+    :class:`InvalidArgumentError`, nothing changes and the client stays
+    open. A daemon that dies or stalls raises :class:`ConnectionLostError`
+    (a :class:`DeadlineExceededError` for a stall) within the deadline,
+    and the client is closed: :meth:`reconnect` connects to the next
+    daemon. Any failure once a request's first byte has been sent, the
+    client's own included, closes the client too, since the connection's
+    next answer could be this request's: the failure is raised as a
+    :class:`ConnectionLostError` (from the original), or as it is for a
+    ``KeyboardInterrupt`` or another ``BaseException`` that is not an
+    ``Exception``.
 
     Everything the connection reserved or read-locked is the
     connection's: when it ends, however, the daemon aborts its writes and
@@ -66,11 +80,10 @@ class Client:
         uid raises :class:`~kvalloc.errors.UntrustedDaemonError` at connect,
         before anything is sent.
         """
-        if not timeout > 0:
-            raise InvalidArgumentError(f"timeout {timeout!r} must be > 0")
-        self.path = path or default_socket_path()
+        self.timeout = _timeout(timeout)
+        self.path = _path(path) if path is not None else \
+            default_socket_path()
         self._trusted = trusted_uids(daemon_uids)
-        self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None
         self._map: Optional[mmap.mmap] = None
@@ -90,6 +103,8 @@ class Client:
 
         Closes the current connection first, if any.
         """
+        if timeout is not None:
+            _timeout(timeout)  # a bad one leaves the connection as it is
         with self._lock:
             self._close_locked()
             deadline = self._deadline(timeout)
@@ -232,10 +247,26 @@ class Client:
         """Each result's block (:meth:`view`), None where not ``OK``."""
         self._same_epoch(results)
         pool = self.pool
+        n = len(pool)
         raw, offs, sizes = results.statuses.raw, results.offsets, \
             results.sizes
-        return [pool[offs[i]:offs[i] + sizes[i]] if raw[i] == 0 else None
-                for i in range(len(raw))]
+        if raw and raw.count(0) == len(raw) and min(offs) >= 0 and \
+                min(sizes) >= 0 and max(map(operator.add, offs, sizes)) <= n:
+            # Every block OK and inside the pool, checked in C: the common
+            # batch.
+            return [pool[o:o + s] for o, s in zip(offs, sizes)]
+        out: List[Optional[memoryview]] = []
+        for i in range(len(raw)):
+            if raw[i]:
+                out.append(None)
+                continue
+            o, s = offs[i], sizes[i]
+            if not (0 <= o and 0 <= s and o + s <= n):
+                raise InvalidArgumentError(
+                    f"result {i}: block [{o}, {o}+{s}) is outside the pool "
+                    f"of {n} bytes")
+            out.append(pool[o:o + s])
+        return out
 
     # ---- calls ----------------------------------------------------------
 
@@ -267,6 +298,8 @@ class Client:
         n = len(kb)
         size = _size(size)
         try:
+            if isinstance(mode, bool) or not isinstance(mode, int):
+                raise ValueError
             mode = Mode(mode)
         except ValueError:
             raise InvalidArgumentError(
@@ -404,11 +437,23 @@ class Client:
             id_ = self._id = (self._id % 0xFFFFFFFF) + 1
             data = frame(id_, self.epoch) if frame is not None else \
                 simple_request(t, id_, self.epoch)
+            # From the first byte sent, any failure leaves the connection
+            # out of step (a half frame, an answer nobody read): close.
             try:
                 conn.send(data, deadline)
                 raw, _ = conn.recv(deadline)
                 a = decode_answer(raw)
             except (ConnectionLostError, FrameError):
+                self._close_locked()
+                raise
+            except Exception as e:
+                self._close_locked()
+                raise ConnectionLostError(
+                    f"kvalloc: {t.wire_name} failed once its request was "
+                    f"being sent ({type(e).__name__}: {e}); the client is "
+                    "closed"
+                ) from e
+            except BaseException:
                 self._close_locked()
                 raise
             if a.code is not Code.OK:
@@ -428,10 +473,42 @@ class Client:
         return FrameError(Code.BAD_FRAME, f"kvallocd sent {what}")
 
     def _deadline(self, timeout: Optional[float]) -> float:
-        t = self.timeout if timeout is None else timeout
-        if not t > 0:
-            raise InvalidArgumentError(f"timeout {t!r} must be > 0")
-        return time.monotonic() + t
+        return time.monotonic() + _timeout(
+            self.timeout if timeout is None else timeout)
+
+
+def _timeout(t: float) -> float:
+    """``t`` as seconds, refused unless a finite number in (0,
+    MAX_TIMEOUT]: inf or a huge value would overflow the socket's wait."""
+    if type(t) is float or type(t) is int:  # the usual case, fast
+        if 0 < t <= MAX_TIMEOUT:
+            return float(t)
+    elif isinstance(t, bool) or not isinstance(t, numbers.Real):
+        raise InvalidArgumentError(
+            f"timeout {t!r} is not a number of seconds")
+    try:
+        f = float(t)
+    except OverflowError:
+        f = math.inf
+    if not 0 < f <= MAX_TIMEOUT:  # also nan
+        raise InvalidArgumentError(
+            f"timeout {t!r} outside (0, {MAX_TIMEOUT}] seconds")
+    return f
+
+
+def _path(path) -> str:
+    """A socket path: a str, bytes or os.PathLike without NUL bytes."""
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"socket path {path!r} is not a str or a path") from None
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    if not p or "\x00" in p:
+        raise InvalidArgumentError(f"socket path {path!r} is empty or holds "
+                                   "a NUL byte")
+    return p
 
 
 def _one_per_key(values: Sequence, n: int, what: str) -> None:

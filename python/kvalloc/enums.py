@@ -113,6 +113,9 @@ class Status(enum.IntEnum):
     #: finish_write of a write whose lock lapsed: dropped, never readable;
     #: its quarantined block is freed now. Reserve the key again.
     WRITE_LAPSED = 9
+    #: finish_write of a write whose key was deleted with force while it was
+    #: reserved: dropped, never readable; its held block is freed now.
+    WRITE_DELETED = 10
     NOT_OWNER = 32
     OVER_RELEASE = 33
 

@@ -152,7 +152,16 @@ class KeyBatch(Sequence[ObjectKey]):
                  "_block")
 
     def __init__(self, keys: Iterable[ObjectKey]) -> None:
-        self._keys: Tuple[ObjectKey, ...] = tuple(keys)
+        if isinstance(keys, (str, bytes, bytearray, memoryview, ObjectKey)):
+            raise InvalidArgumentError(
+                f"keys are a {type(keys).__name__}, not a sequence of "
+                "ObjectKey")
+        try:
+            self._keys: Tuple[ObjectKey, ...] = tuple(keys)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"keys of type {type(keys).__name__} are not a sequence of "
+                "ObjectKey") from None
         if len(self._keys) > MAX_KEYS:
             raise InvalidArgumentError(
                 f"{len(self._keys)} keys exceed the protocol's limit "

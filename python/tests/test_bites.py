@@ -100,6 +100,9 @@ class TestBadInputBites(test_bad_input.TestBadInput):
     test_frame_over_the_limit = test_a_block_of_no_key = None
     test_refused_by_the_daemon = None
     test_a_malformed_frame_closes_only_its_connection = None
+    test_timeouts = test_timeouts_at_connect = None
+    test_keys_not_a_sequence = test_other_arguments = None
+    test_views_check_every_block = None
 
 
 if __name__ == "__main__":

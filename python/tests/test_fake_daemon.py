@@ -189,6 +189,26 @@ class TestFakeDaemon(unittest.TestCase):
         e = self.run_case(script, FrameError)
         self.assertEqual(e.code, Code.TOO_LARGE)
 
+    def test_an_answer_at_max_frame(self):
+        # A frame of MAX_FRAME bytes is read whole and its body judged (no
+        # answer can fill it: its zeros are trailing bytes); one byte more
+        # is refused from the header.
+        from kvalloc.limits import MAX_FRAME
+        for size, code in ((MAX_FRAME - 1, Code.BAD_FRAME),
+                           (MAX_FRAME, Code.BAD_FRAME),
+                           (MAX_FRAME + 1, Code.TOO_LARGE)):
+            def script(s, size=size):
+                q = decode_request(_recv_frame(s))
+                head = struct.pack("<IHHIIQ", size, 0x8002, 0, q.id, 0,
+                                   EPOCH)
+                s.sendall(head + bytes(min(size, MAX_FRAME) - len(head)))
+                _stall()
+            with self.subTest(size=size):
+                e = self.run_case(script, FrameError)
+                self.assertEqual(e.code, code, e)
+                if code is Code.BAD_FRAME:
+                    self.assertIn(f"{size - 24} trailing", str(e))
+
     def test_a_garbled_body(self):
         def script(s):
             q = decode_request(_recv_frame(s))
@@ -228,6 +248,8 @@ class TestFakeDaemon(unittest.TestCase):
             res = c.reserve_write(KB, 4096)
             with self.assertRaises(ValueError):
                 c.view(res, 0)
+            with self.assertRaises(ValueError):
+                c.views(res)
 
 
 if __name__ == "__main__":

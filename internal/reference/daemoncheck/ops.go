@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
 // OpKind names a call on a connection, a clock advance, or a disconnect.
@@ -153,6 +154,9 @@ func (s *System) apply(op Op) error {
 			return e
 		}
 		s.record(op, got, true)
+		if err := s.notHeld(got); err != nil {
+			return err
+		}
 		return sameResults(got, want)
 	case OpFinishWrite, OpAbortWrite:
 		cl, ml := s.leases(op, true)
@@ -203,7 +207,13 @@ func (s *System) apply(op Op) error {
 		}
 		return sameStatuses(got, want)
 	case OpDelete:
-		got, err := c.Delete(keys, op.Force)
+		del := c.Delete
+		if s.v.Delete != nil {
+			del = func(keys []l1.ObjectKey, force bool) ([]wire.Status, error) {
+				return s.v.Delete(s, op.Conn, keys, force)
+			}
+		}
+		got, err := del(keys, op.Force)
 		want, wantErr := mm.Delete(op.Keys, op.Force)
 		if e := sameErr(err, wantErr); e != nil || err != nil {
 			return e

@@ -28,7 +28,15 @@ import (
 //     others are taken off and passed to the manager in one call; a lease
 //     the manager no longer honours drops what is left under it;
 //   - a disconnect aborts every write reservation the connection holds and
-//     releases every read lock, in one call per lock count.
+//     releases every read lock, in one call per lock count;
+//   - a delete with force, from any connection, drops the keys at once but
+//     never takes a block from under a live lock: the manager model holds
+//     the block under the lock's lease (l1ref's quarantine) until its
+//     holders let go. The ledgers need no rule of their own for it: the
+//     holder's finish_write answers WriteDeleted and its finish_read OK,
+//     abort_write and the disconnect's release OK, and the record goes as
+//     for any answer. System checks that the daemon holds the same blocks
+//     (Compare) and grants none of them to a writer (apply).
 
 // The daemon's own statuses, in the l1.Status field of a result as the
 // daemon's answer carries them: wire's values, above l1's.

@@ -10,9 +10,10 @@
 // random calls on random connections, random disconnects and clock
 // advances.
 //
-// A Variant replaces how a connection ends, which is how the broken
-// daemon of package mutant (a disconnect that forgets the read locks) is
-// put in, to prove the comparison catches it.
+// A Variant replaces how a connection ends, or how its delete is carried
+// out, which is how the broken daemons of package mutant (a disconnect
+// that forgets the read locks, a forced delete that frees a locked block
+// at once) are put in, to prove the comparison catches them.
 package daemoncheck
 
 import (
@@ -58,6 +59,8 @@ type Variant struct {
 	// Disconnect ends connection i of s and opens a new one in its place;
 	// nil means Close and Dial (System.Reconnect).
 	Disconnect func(s *System, i int) error
+	// Delete sends connection i's delete; nil means the client's Delete.
+	Delete func(s *System, i int, keys []l1.ObjectKey, force bool) ([]wire.Status, error)
 }
 
 // System is one daemon, its connections and the model.
@@ -272,8 +275,10 @@ func sameResults(got []client.Result, want []l1.Result) error {
 	return nil
 }
 
-// Compare compares every object's state, in LRU order, and runs the
-// daemon's Check. Both sides reclaim expired objects first.
+// Compare compares every object's state, in LRU order, and the blocks
+// held in no object (lapsed writes, and keys deleted with force under a
+// live lock), and runs the daemon's Check. Both sides reclaim expired
+// objects first.
 func (s *System) Compare() error {
 	if err := s.Server.Check(); err != nil {
 		return fmt.Errorf("daemon check: %w", err)
@@ -281,6 +286,10 @@ func (s *System) Compare() error {
 	got := s.Server.Manager().Snapshot()
 	s.Model.M.Sweep()
 	want := s.Model.M.Snapshot()
+	st := s.Server.Manager().Stats()
+	if qn, qb := s.Model.M.Quarantine(); st.QuarantinedObjects != qn || st.QuarantinedBytes != qb {
+		return fmt.Errorf("the daemon holds %d blocks of %d bytes in no object, model %d of %d", st.QuarantinedObjects, st.QuarantinedBytes, qn, qb)
+	}
 	if len(got) != len(want) {
 		return fmt.Errorf("%d objects, model %d: %v vs %v", len(got), len(want), describe(got), want)
 	}
@@ -312,4 +321,24 @@ func describe(es []l1.Entry[l1.ObjectKey]) string {
 		out += fmt.Sprintf(" %d(w%v r%d)", k, e.WriteLocked, e.ReadLocks)
 	}
 	return out + " ]"
+}
+
+// notHeld checks the rule of forced deletes and lapsed writes on a
+// reserve_write's grants: no block under a live lease is reissued, so no
+// granted block overlaps one the model holds for a holder that has not
+// let go.
+func (s *System) notHeld(got []client.Result) error {
+	held := s.Model.M.QuarantinedWrites()
+	for i, r := range got {
+		if r.Status != wire.StatusOK {
+			continue
+		}
+		for l, q := range held {
+			if r.Block.Offset < q.Block.End() && q.Block.Offset < r.Block.Offset+r.Block.Size {
+				return fmt.Errorf("key #%d got %+v, over the block %+v held for lease %d of key %v (deleted %v, read %v)",
+					i, r.Block, q.Block, l, q.Key, q.Deleted, q.Read)
+			}
+		}
+	}
+	return nil
 }

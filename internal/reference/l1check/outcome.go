@@ -214,7 +214,7 @@ func CompareOutcome(got, want Outcome) error {
 		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
 			got.Objects, got.WriteLocked, got.TempReadLocked, want.Objects, want.WriteLocked, want.TempReadLocked)
 	case got.Quarantined != want.Quarantined || got.QuarantinedBytes != want.QuarantinedBytes:
-		return fmt.Errorf("Stats: %d writes quarantined in %d bytes, model %d in %d", got.Quarantined, got.QuarantinedBytes, want.Quarantined, want.QuarantinedBytes)
+		return fmt.Errorf("Stats: %d blocks quarantined in %d bytes, model %d in %d", got.Quarantined, got.QuarantinedBytes, want.Quarantined, want.QuarantinedBytes)
 	case got.Counters != want.Counters:
 		return fmt.Errorf("Stats counters %+v, model %+v", got.Counters, want.Counters)
 	case !slices.EqualFunc(got.States, want.States, sameEntry):

@@ -557,9 +557,11 @@ func (s *System) CheckReserveWithModel(o *Observation) error {
 }
 
 // checkQuarantineKept checks the quarantine's contract on a ReserveWrite:
-// no key is granted memory of a block a lapsed writer still holds (the
-// model's quarantine after the call, which the call's own lapses joined
-// before it allocated).
+// no block under a live lease is reissued. No key is granted memory of a
+// block that a lapsed writer, or a holder of a live lock on a key deleted
+// with force, still holds (the model's quarantine after the call, which
+// the call's own lapses joined before it allocated, and from which the
+// holds that lapsed by then left).
 func (s *System) checkQuarantineKept(o *Observation) error {
 	q := s.Model.QuarantinedWrites()
 	if len(q) == 0 || o.Err != nil {
@@ -571,8 +573,8 @@ func (s *System) checkQuarantineKept(o *Observation) error {
 		}
 		for l, w := range q {
 			if r.Block.Offset < w.Block.End() && w.Block.Offset < r.Block.End() {
-				return fmt.Errorf("key %d got %+v, memory of the block %+v that the lapsed write of key %d (lease %d) still holds",
-					o.Keys[i], r.Block, w.Block, w.Key, l)
+				return fmt.Errorf("key %d got %+v, memory of the block %+v that %s of key %d (lease %d) still holds",
+					o.Keys[i], r.Block, w.Block, heldBy(w), w.Key, l)
 			}
 		}
 	}
@@ -605,7 +607,7 @@ func (s *System) compareQuiet() error {
 	case st.Used != st.Held+st.QuarantinedBytes:
 		return fmt.Errorf("Stats: memory used %d, but the objects hold %d and the quarantine %d", st.Used, st.Held, st.QuarantinedBytes)
 	case st.QuarantinedObjects != qn || st.QuarantinedBytes != qb:
-		return fmt.Errorf("Stats: %d writes quarantined in %d bytes, model %d in %d", st.QuarantinedObjects, st.QuarantinedBytes, qn, qb)
+		return fmt.Errorf("Stats: %d blocks quarantined in %d bytes, model %d in %d", st.QuarantinedObjects, st.QuarantinedBytes, qn, qb)
 	case st.Objects != md.Len() || st.WriteLocked != md.WriteLocked() || st.TemporaryReadLocked != md.TemporaryReadLocked():
 		return fmt.Errorf("Stats: %d objects, %d write-locked, %d temporary read-locked; model %d, %d, %d",
 			st.Objects, st.WriteLocked, st.TemporaryReadLocked, md.Len(), md.WriteLocked(), md.TemporaryReadLocked())
@@ -674,10 +676,12 @@ func (s *System) Run(ops []Op) error {
 	return s.Drain()
 }
 
-// Drain clears everything with force and checks that the allocator is back
-// to one free extent spanning its capacity. Under quarantine every actor
-// first aborts every write it reserved, as a node pool's owner does when
-// the actor's connection ends: Clear leaves quarantined blocks alone.
+// Drain clears everything with force, closes the manager and checks that
+// the allocator is back to one free extent spanning its capacity. Under
+// quarantine every actor first aborts every write it reserved, as a node
+// pool's owner does when the actor's connection ends: Clear leaves
+// quarantined blocks alone, and holds the blocks of locked objects for
+// their holders (both compared with the model); Close frees them.
 func (s *System) Drain() error {
 	if s.Setup.Quarantine {
 		for actor, ws := range s.Book.Writes {
@@ -688,6 +692,9 @@ func (s *System) Drain() error {
 	}
 	if err := s.Apply(Op{Kind: OpClear, Force: true, Observe: true}); err != nil {
 		return fmt.Errorf("final clear: %w", err)
+	}
+	if err := s.Apply(Op{Kind: OpClose, Observe: true}); err != nil {
+		return fmt.Errorf("final close: %w", err)
 	}
 	st := s.A.Stats()
 	if st.Used != 0 || st.FreeExtents != 1 || st.LargestFree != st.Capacity {
@@ -728,3 +735,14 @@ func Keys(start, n int) []Key {
 
 // containsKey reports whether keys holds k.
 func containsKey(keys []Key, k Key) bool { return slices.Contains(keys, k) }
+
+// heldBy names what holds a quarantined block.
+func heldBy(q l1ref.Quarantined[Key]) string {
+	switch {
+	case !q.Deleted:
+		return "the lapsed write"
+	case q.Read:
+		return fmt.Sprintf("the %d read holds of the deleted key", q.Count)
+	}
+	return "the write reserved on the deleted key"
+}

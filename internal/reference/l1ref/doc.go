@@ -24,6 +24,10 @@
 // answers StaleLease and changes nothing; now+ttl saturates; the manager's
 // time is the sum of the clock's forward steps, read at each call;
 // finished temporary objects are evictable; a re-lock keeps the object's
-// temporary flag; after Close every call that names keys returns
-// l1.ErrClosed.
+// temporary flag; a forced Delete or Clear of a locked object drops the
+// key but keeps its block taken, under the lock's lease, until the holders
+// let go (a write's finish answers WriteDeleted, its abort OK; each read
+// release OK, the last freeing it) or the lock's expiry passes (a write
+// under QuarantineLapsedWrites: never); after Close every call that names
+// keys returns l1.ErrClosed.
 package l1ref

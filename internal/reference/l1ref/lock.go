@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/kvalloc/kvalloc/allocator"
 )
 
 // lock is a hold count and one expiry: LMCache's TTLLock. An expiry of
@@ -78,17 +80,25 @@ func (m *Manager[K]) observe() {
 // Usage begins with it. A dropped read lock counts as a release: the
 // object becomes most recently used, the earliest expiry first, ties in
 // the order the locks were last taken. Under QuarantineLapsedWrites a
-// lapsed write drops its key and keeps its block taken, by lease.
+// lapsed write drops its key and keeps its block taken, by lease. A block
+// held for a deleted key's lease is freed once that lease's expiry has
+// passed.
 func (m *Manager[K]) Sweep() {
 	m.syncPolicy() // the last call's changes, at the clock they saw
 	m.observe()
 	m.opN++
 	defer m.syncPolicy()
+	for l, q := range m.quarantine {
+		if q.Expiry <= m.Now { // a deleted key's holder's lock lapsed
+			m.Mem.Release([]allocator.Block{q.Block})
+			delete(m.quarantine, l)
+		}
+	}
 	var lapsed []K
 	for k, o := range m.objects {
 		switch {
 		case o.write.lapsed(m.Now) && m.Cfg.QuarantineLapsedWrites:
-			m.quarantine[o.wlease] = Quarantined[K]{k, o.block}
+			m.quarantine[o.wlease] = Quarantined[K]{Key: k, Block: o.block, Expiry: math.MaxInt64}
 			delete(m.objects, k)
 			m.Counters.Expired++
 			m.Counters.Quarantines++

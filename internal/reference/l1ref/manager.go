@@ -14,7 +14,7 @@ func (m *Manager[K]) Delete(keys []K, force bool) ([]l1.Status, error) {
 		case !force && (o.write.held(m.Now) || o.read.held(m.Now)):
 			return l1.KeyIsLocked
 		}
-		m.remove(k)
+		m.forceRemove(k, o)
 		return l1.OK
 	})
 }
@@ -25,7 +25,7 @@ func (m *Manager[K]) Clear(force bool) int {
 	n := 0
 	for _, k := range m.lru() {
 		if o := m.objects[k]; force || !o.write.held(m.Now) && !o.read.held(m.Now) {
-			m.remove(k)
+			m.forceRemove(k, o)
 			n++
 		}
 	}

@@ -41,8 +41,9 @@ type Manager[K comparable] struct {
 	pol      policyState[K]
 	gen      l1.Lease
 	closed   bool
-	// quarantine holds the blocks of lapsed writes, by lease, under
-	// Cfg.QuarantineLapsedWrites: still taken in Mem, in no object.
+	// quarantine holds, by lease, the blocks of lapsed writes (under
+	// Cfg.QuarantineLapsedWrites) and of keys deleted with force under a
+	// live lock: still taken in Mem, in no object.
 	quarantine map[l1.Lease]Quarantined[K]
 }
 
@@ -68,10 +69,19 @@ type object struct {
 	wlease, rlease l1.Lease
 }
 
-// Quarantined is one lapsed write of the quarantine: its key and block.
+// Quarantined is one held block of the quarantine: its key and block, and
+// what holds it. A lapsed write waits for its owner for ever (Expiry
+// math.MaxInt64); a deleted key's lease until its holders let go or its
+// lock's expiry.
 type Quarantined[K comparable] struct {
 	Key   K
 	Block allocator.Block
+	// Deleted: the key was deleted with force under a live lock.
+	Deleted bool
+	// Read: a read lease with Count holds left; otherwise a write's.
+	Read   bool
+	Count  int64
+	Expiry time.Duration
 }
 
 // New models a fresh manager over mem, which must model an empty

@@ -85,6 +85,9 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]l1.Result, error) {
 // its last hold; a release counts as a use.
 func (m *Manager[K]) FinishRead(keys []K, leases []l1.Lease, locks int) ([]l1.Status, error) {
 	return perKey(m, badLocks(locks) || len(leases) != len(keys), keys, func(i int, k K, o *object) l1.Status {
+		if m.releaseHeld(k, leases[i], locks) {
+			return l1.OK // a deleted key's hold: the last frees the block
+		}
 		switch {
 		case o == nil:
 			return l1.KeyNotExist

@@ -71,8 +71,9 @@ func (m *Manager[K]) TemporaryReadLocked() int {
 	return n
 }
 
-// Quarantine returns the number of quarantined writes and their bytes,
-// like Stats.QuarantinedObjects and QuarantinedBytes.
+// Quarantine returns the number of held blocks (lapsed writes, and keys
+// deleted under live locks) and their bytes, like Stats.QuarantinedObjects
+// and QuarantinedBytes.
 func (m *Manager[K]) Quarantine() (objects int, bytes int64) {
 	for _, q := range m.quarantine {
 		bytes += q.Block.Size
@@ -80,7 +81,8 @@ func (m *Manager[K]) Quarantine() (objects int, bytes int64) {
 	return len(m.quarantine), bytes
 }
 
-// QuarantinedWrites returns the quarantine, by lease.
+// QuarantinedWrites returns the quarantine, by lease: every block held for
+// a lapsed write or a deleted key's live lease.
 func (m *Manager[K]) QuarantinedWrites() map[l1.Lease]Quarantined[K] { return maps.Clone(m.quarantine) }
 
 // Counted returns the counters of c that the model keeps, the others

@@ -1,6 +1,8 @@
 package l1ref
 
 import (
+	"math"
+
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/l1"
 )
@@ -25,13 +27,18 @@ func (m *Manager[K]) FinishWriteAndReserveRead(keys []K, leases []l1.Lease, lock
 }
 
 // finish commits the write of key k (object o, nil for none) that lease l
-// reserved: the quarantined write of that lease lets go (WriteLapsed);
-// otherwise the key must exist, be write-locked and not read-locked, and
-// l must be its write lease.
+// reserved: the held write of that lease lets go (WriteLapsed after a
+// lapse, WriteDeleted after a forced delete); otherwise the key must
+// exist, be write-locked and not read-locked, and l must be its write
+// lease.
 func (m *Manager[K]) finish(k K, o *object, l l1.Lease) l1.Status {
-	switch {
-	case m.unquarantine(k, l):
+	if found, deleted := m.unquarantine(k, l); found {
+		if deleted {
+			return l1.WriteDeleted
+		}
 		return l1.WriteLapsed
+	}
+	switch {
 	case o == nil:
 		return l1.KeyNotExist
 	case !o.write.held(m.Now) || o.read.held(m.Now):
@@ -47,9 +54,10 @@ func (m *Manager[K]) finish(k K, o *object, l l1.Lease) l1.Status {
 // AbortWrite models l1.Manager.AbortWrite.
 func (m *Manager[K]) AbortWrite(keys []K, leases []l1.Lease) ([]l1.Status, error) {
 	return perKey(m, len(leases) != len(keys), keys, func(i int, k K, o *object) l1.Status {
-		switch {
-		case m.unquarantine(k, leases[i]):
+		if found, _ := m.unquarantine(k, leases[i]); found {
 			return l1.OK
+		}
+		switch {
 		case o == nil:
 			return l1.KeyNotExist
 		case !o.write.held(m.Now):
@@ -62,15 +70,53 @@ func (m *Manager[K]) AbortWrite(keys []K, leases []l1.Lease) ([]l1.Status, error
 	})
 }
 
-// unquarantine releases the quarantined write that lease l names, if it is
-// key's, and reports whether there was one: the owner of a lapsed write
-// lets go, whatever the key holds now.
-func (m *Manager[K]) unquarantine(key K, l l1.Lease) bool {
+// unquarantine releases the held write that lease l names, if it is key's,
+// and reports whether there was one and whether its key was deleted: the
+// owner of a lapsed or deleted write lets go, whatever the key holds now.
+func (m *Manager[K]) unquarantine(key K, l l1.Lease) (found, deleted bool) {
 	q, ok := m.quarantine[l]
-	if !ok || q.Key != key {
+	if !ok || q.Read || q.Key != key {
+		return false, false
+	}
+	m.Mem.Release([]allocator.Block{q.Block})
+	delete(m.quarantine, l)
+	return true, q.Deleted
+}
+
+// releaseHeld releases locks holds of the deleted key's read lease l, if
+// it is key's, freeing the block with the last, and reports whether there
+// was one.
+func (m *Manager[K]) releaseHeld(key K, l l1.Lease, locks int) bool {
+	q, ok := m.quarantine[l]
+	if !ok || !q.Read || q.Key != key {
 		return false
+	}
+	if q.Count -= int64(locks); q.Count > 0 {
+		m.quarantine[l] = q
+		return true
 	}
 	m.Mem.Release([]allocator.Block{q.Block})
 	delete(m.quarantine, l)
 	return true
+}
+
+// forceRemove drops key k (object o) for a forced Delete or Clear: the
+// block of an object under a live lock stays taken, held under the lock's
+// lease until its holders let go or the lock lapses (a write under
+// QuarantineLapsedWrites: until its owner lets go); any other is freed.
+func (m *Manager[K]) forceRemove(k K, o *object) {
+	switch {
+	case o.write.held(m.Now):
+		exp := o.write.expiry
+		if m.Cfg.QuarantineLapsedWrites {
+			exp = math.MaxInt64
+		}
+		m.quarantine[o.wlease] = Quarantined[K]{Key: k, Block: o.block, Deleted: true, Expiry: exp}
+	case o.read.held(m.Now):
+		m.quarantine[o.rlease] = Quarantined[K]{Key: k, Block: o.block, Deleted: true, Read: true, Count: o.read.n, Expiry: o.read.expiry}
+	default:
+		m.remove(k)
+		return
+	}
+	delete(m.objects, k)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kvalloc/kvalloc/internal/reference/daemoncheck"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
 // VariantDisconnectForgetsReads ends a connection as a daemon that forgets
@@ -48,3 +49,22 @@ func (r reversedAnswers) ReserveWrite(keys []l1check.Key, temporary []bool, size
 	slices.Reverse(res)
 	return res, err
 }
+
+// VariantDaemonForceDeleteFreesAtOnce is a daemon whose delete with force
+// frees a locked object's block at once, whoever holds the lock: the
+// delete goes through, then the daemon's manager lets go of the deleted
+// locks' leases on their holders' behalf (ForceDeleteFreesAtOnce), so the
+// block goes to the next writer while another connection still writes or
+// reads it, and that connection's late finish finds nothing of its own.
+var VariantDaemonForceDeleteFreesAtOnce = daemoncheck.Variant{Delete: func(s *daemoncheck.System, i int, keys []l1.ObjectKey, force bool) ([]wire.Status, error) {
+	m := s.Server.Manager()
+	var locked []l1.Entry[l1.ObjectKey]
+	if force {
+		locked = lockedEntries(m, keys)
+	}
+	sts, err := s.Clients[i].Delete(keys, force)
+	if err == nil {
+		FreeHeldAtOnce(m, locked)
+	}
+	return sts, err
+}}

@@ -61,6 +61,11 @@ var (
 	VariantReadHitOnFind = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return NewReadHitOnFind(m)
 	}}
+	// VariantForceDeleteFreesAtOnce wraps the manager in
+	// ForceDeleteFreesAtOnce.
+	VariantForceDeleteFreesAtOnce = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
+		return ForceDeleteFreesAtOnce[l1check.Key]{Manager: m}
+	}}
 	// VariantSharedKeys wraps the manager in SharedKeys.
 	VariantSharedKeys = l1check.Variant{Manager: func(m *l1.Manager[l1check.Key], _ *allocator.Allocator) l1check.Manager {
 		return NewSharedKeys(m)
