@@ -4,18 +4,41 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants kill-harness kill-soak python-test python-install-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: redis test vet unit unit-invariants kill-harness handoff-harness kill-soak python-test python-install-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+
+## redis: redis-server and redis-cli, which the L2 tier's tests run for
+## real (internal/rediscluster starts clusters of them): when either is
+## missing and apt-get is at hand as root, installs Debian's redis-server
+## and redis-tools (apt-get update first only if the install fails
+## without); otherwise says what to install and fails.
+redis:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "redis: installing Debian's redis-server and redis-tools"; \
+	    inst() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server redis-tools; }; \
+	    log=$$(mktemp); { inst || { apt-get update -q && inst; }; } >$$log 2>&1 || \
+	      { tail -n 20 $$log; rm -f $$log; echo "redis: apt-get install redis-server redis-tools failed" >&2; exit 3; }; \
+	    rm -f $$log; \
+	  else \
+	    echo "redis: redis-server or redis-cli is missing; on Debian: apt-get install redis-server redis-tools" >&2; exit 3; \
+	  fi; \
+	fi; redis-server --version
 
 ## test: go vet, the whole suite with the race detector, the suites of
 ## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
-## (verbose, for its counts), the Python client's tests, its install into a
-## fresh venv, then a short run of every fuzz target, in that order (also
-## under make -j).
+## (verbose, for its counts), the handoff harness and the L2 tier's fault
+## tests on real Redis (the same), the Python client's tests and its install
+## into a fresh venv, then a short run of every fuzz target, in that order
+## (also under make -j); first it installs redis-server when missing (make
+## redis).
 test:
+	@$(MAKE) --no-print-directory redis
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory kill-harness
+	@$(MAKE) --no-print-directory handoff-harness
+	@$(MAKE) --no-print-directory l2-faults
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory python-install-test
 	@$(MAKE) --no-print-directory fuzz-smoke
@@ -24,10 +47,21 @@ vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags invariants $(PKGS)
 
-# unit runs the kill harness short (20 kills) under the race detector;
-# kill-harness runs it in full on its own, so that its counts are printed.
-unit:
-	KVALLOC_KILL_KILLS=20 $(GO) test -race -count=1 $(PKGS)
+# unit runs the kill harness short (20 kills) and the handoff harness
+# short (4 handoffs) under the race detector; kill-harness and
+# handoff-harness run them in full on their own, so that their counts are
+# printed.
+unit: redis systemd-tools
+	KVALLOC_KILL_KILLS=20 KVALLOC_HANDOFF_HANDOFFS=4 $(GO) test -race -count=1 $(PKGS)
+
+.PHONY: systemd-tools
+# systemd-tools: systemd-socket-activate, which cmd/kvallocd's
+# TestSocketActivation runs kvallocd under, from Debian's systemd package,
+# installed when missing (as root, with apt-get).
+systemd-tools:
+	@command -v systemd-socket-activate >/dev/null 2>&1 || { \
+	  echo "installing Debian's systemd package for systemd-socket-activate"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
 
 # KILLS is the number of client kills of kill-harness (at least 200) and
 # SOAK_KILLS kill-soak's.
@@ -49,6 +83,36 @@ endef
 ## short harness under it).
 kill-harness:
 	$(call KILL_RUN,$(KILLS),^TestKillHarness)
+
+# HANDOFFS is the number of handoffs of handoff-harness (20 by default).
+HANDOFFS ?= 20
+
+## handoff-harness: kvallocd's handoff harness (server/handoff_harness_test.go):
+## 8 client processes, HANDOFFS handoffs in a row from one daemon process
+## to the next, one of them by SIGKILL of the old daemon mid-handoff; every
+## finished object read back after each; prints the counts and the time
+## from handoff start to the first call served, p50 and p99 (about 15 s).
+## Without the race detector, as kill-harness.
+handoff-harness:
+	@out=$$(mktemp); status=0; \
+	KVALLOC_HANDOFF_HANDOFFS=$(HANDOFFS) $(GO) test -count=1 -timeout 10m -run '^TestHandoffHarness' -v ./server/ >$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|handoff harness|caught|started cold' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
+
+## l2-faults: the L2 tier's fault tests on real Redis, verbose for their
+## counts: server's TestL2ClusterFaults (two daemons over a Redis Cluster of
+## 3 masters and 3 replicas; a master SIGSTOPped past the timeouts, a
+## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
+## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
+## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
+## mid-put, then its hits per request recovering from L2). About 30 s.
+.PHONY: l2-faults
+l2-faults: redis
+	@out=$$(mktemp); status=0; \
+	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
 ## the counts and the time from kill to release, p50 and p99.
@@ -191,7 +255,7 @@ bench:
 ## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
 ## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
 ## (bench/run.sh).
-bench-run:
+bench-run: redis
 	GO=$(GO) BENCH_OUT=$(BENCH_OUT) BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME) BENCH_RE='$(BENCH_RE)' sh bench/run.sh
 
 ## bench-report: the benchstat summary of bench/out/bench.txt and the
@@ -369,7 +433,10 @@ LIBFUZZER_TARGETS ?=
 libfuzzer:
 	LIBFUZZER_TIME=$(LIBFUZZER_TIME) bash .clusterfuzzlite/libfuzzer.sh $(LIBFUZZER_TARGETS)
 
-## cflite-check: the build half of make libfuzzer: build.sh and the check of
-## the seed zips' layout against the built harness; runs nothing.
+## cflite-check: the build half of make libfuzzer: build.sh (one binary per
+## target, or a failure naming the target that did not build), the proof
+## that build.sh fails on a target that does not build, and the check of
+## the seed zips' layout against the built harness; runs nothing. .ci/run
+## runs it.
 cflite-check:
 	bash .clusterfuzzlite/libfuzzer.sh -build-only

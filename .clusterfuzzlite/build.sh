@@ -39,6 +39,12 @@
 #     go.mod's toolchain into GOMODCACHE when the image's Go is older,
 #     whose files are read-only: that toolchain is copied to a writable
 #     directory and pinned with GOTOOLCHAIN=local.
+#
+# It stops at the first target that does not build, naming it (exit 1),
+# and checks that each target it built left its binary in $OUT: the count
+# it prints is of binaries made. The shebang's -eu is not enough, as
+# libfuzzer.sh runs it with `bash build.sh`, which ignores the shebang.
+set -euo pipefail
 cd "$SRC/kvalloc"
 
 FUZZBUILD=github.com/AdamKorcz/go-118-fuzz-build
@@ -69,14 +75,39 @@ GOFLAGS=-mod=mod go get "$FUZZBUILD/testing@$FUZZBUILD_VERSION"
 # Arguments, if any, name the targets to build (libfuzzer.sh's self-test);
 # ClusterFuzzLite passes none. KVALLOC_FUZZ_TAGS adds build tags.
 targets=$(bash fuzz/targets.sh)
+for t in "$@"; do
+	echo "$targets" | awk -v t="$t" '$2 == t {found = 1} END {exit !found}' || {
+		echo "build.sh: no fuzz target $t" >&2
+		exit 1
+	}
+done
 work=${WORK:-$(mktemp -d)}
-echo "$targets" | while read -r dir t; do
+# fail names the target that did not build and stops the build.
+fail() {
+	echo "build.sh: $t ($dir) did not build: $*" >&2
+	exit 1
+}
+# The loop reads the targets on stdin; the commands in it read none.
+want=0 built=0
+while read -r dir t; do
 	if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$t"; then
 		continue
 	fi
+	want=$((want + 1))
 	echo "build.sh: $t ($dir)"
-	"$bin/go-118-fuzz-build" -tags "gofuzz${KVALLOC_FUZZ_TAGS:+,$KVALLOC_FUZZ_TAGS}" -o "$work/$t.a" -func "$t" "$PWD/$dir"
+	rm -f "$work/$t.a" "$OUT/$t"
+	"$bin/go-118-fuzz-build" -tags "gofuzz${KVALLOC_FUZZ_TAGS:+,$KVALLOC_FUZZ_TAGS}" -o "$work/$t.a" -func "$t" "$PWD/$dir" </dev/null ||
+		fail "go-118-fuzz-build failed (above)"
+	[ -s "$work/$t.a" ] || fail "go-118-fuzz-build made no archive $work/$t.a"
 	# shellcheck disable=SC2086 # the flags are lists
-	$CXX $CXXFLAGS $LIB_FUZZING_ENGINE "$work/$t.a" -o "$OUT/$t"
-	go run ./internal/seedzip -layout consumer -o "$OUT/${t}_seed_corpus.zip" "$dir/testdata/fuzz/$t"
-done
+	$CXX $CXXFLAGS $LIB_FUZZING_ENGINE "$work/$t.a" -o "$OUT/$t" </dev/null || fail "$CXX failed to link it (above)"
+	[ -x "$OUT/$t" ] || fail "$CXX made no binary $OUT/$t"
+	go run ./internal/seedzip -layout consumer -o "$OUT/${t}_seed_corpus.zip" "$dir/testdata/fuzz/$t" </dev/null ||
+		fail "its seed corpus $dir/testdata/fuzz/$t did not zip"
+	built=$((built + 1))
+done <<<"$targets"
+if [ "$built" -ne "$want" ] || [ "$built" -eq 0 ]; then
+	echo "build.sh: built $built binaries of $want targets" >&2
+	exit 1
+fi
+echo "build.sh: built $built binaries, one per target"

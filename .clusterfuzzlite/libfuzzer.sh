@@ -15,15 +15,22 @@
 # Steps:
 #  1. What it needs: clang++ with libFuzzer's runtime, probed by linking a
 #     one-line fuzzer. When it is missing and apt-get is at hand as root,
-#     it installs Debian's clang and libclang-rt-dev (the runtime), with
-#     apt-get update only if the install fails without; otherwise it says
-#     exactly what to install and exits 3.
+#     it runs apt-get update and installs Debian's clang and
+#     libclang-rt-dev (the runtime); otherwise it says exactly what to
+#     install and exits 3.
 #     The builder, go-118-fuzz-build, comes from the Go module proxy in
 #     build.sh.
 #  2. The build: a copy of the working tree (the builder edits its source
 #     tree) as $SRC/kvalloc, the OSS-Fuzz image's variables for the address
 #     sanitizer (CXX=clang++, the image's CXXFLAGS, LIB_FUZZING_ENGINE=
-#     -fsanitize=fuzzer), and build.sh unchanged.
+#     -fsanitize=fuzzer), and build.sh unchanged. Then every target
+#     fuzz/targets.sh lists must have its binary and seed zip in $OUT:
+#     the count printed is of binaries found, not of targets listed.
+#  2b. The build's check, proved: in another copy with a target added
+#     whose file uses a helper of another _test.go file (which go test
+#     compiles and the builder does not), build.sh must fail naming that
+#     target and build nothing; and with a CXX that links nothing, it must
+#     fail naming the binary it did not make.
 #  3. The seed layout: internal/seedzip's layout_test.go, behind the
 #     libfuzzer_layout tag, runs in the copy against the builder's own
 #     testing package and fails unless every committed seed reaches the
@@ -89,9 +96,9 @@ if ! probe; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		echo "libfuzzer: installing clang from Debian's packages (apt-get install clang libclang-rt-dev)"
 		start=$(date +%s)
-		install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang libclang-rt-dev; }
-		{ install || { apt-get update -q && install; }; } >"$work/apt.log" 2>&1 ||
-			{ tail -n 20 "$work/apt.log"; echo "libfuzzer: apt-get install clang libclang-rt-dev failed" >&2; exit 3; }
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang libclang-rt-dev; } \
+			>"$work/apt.log" 2>&1 ||
+			{ tail -n 20 "$work/apt.log"; echo "libfuzzer: apt-get update; apt-get install clang libclang-rt-dev failed" >&2; exit 3; }
 		echo "libfuzzer: clang installed in $(($(date +%s) - start))s"
 	fi
 	if ! probe; then
@@ -104,23 +111,90 @@ fi
 clang++ --version | head -n 1
 
 # 2. build.sh on a copy, with the image's variables.
-mkdir -p "$work/src/kvalloc" "$work/out" "$work/work"
-git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
-	[ -e "$f" ] && printf '%s\0' "$f"
-done | xargs -0 cp --parents -t "$work/src/kvalloc"
+# copy_tree copies the working tree (tracked and untracked, not ignored) to $1.
+copy_tree() {
+	mkdir -p "$1"
+	git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+		[ -e "$f" ] && printf '%s\0' "$f"
+	done | xargs -0 cp --parents -t "$1"
+}
+copy_tree "$work/src/kvalloc"
+mkdir -p "$work/out" "$work/work"
 flags="-O1 -fno-omit-frame-pointer -gline-tables-only -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -fsanitize=address -fsanitize-address-use-after-scope -fsanitize=fuzzer-no-link"
+# build runs build.sh with the image's variables: SRC=$1, OUT=$2, WORK=$3,
+# then the rest as build.sh's arguments; cxx (default clang++) is its CXX.
+build() {
+	(
+		export SRC="$1" OUT="$2" WORK="$3" SANITIZER=address FUZZING_ENGINE=libfuzzer \
+			CC=clang CXX="${cxx:-clang++}" CFLAGS="$flags" CXXFLAGS="$flags" LIB_FUZZING_ENGINE=-fsanitize=fuzzer
+		shift 3
+		bash .clusterfuzzlite/build.sh "$@"
+	)
+}
 start=$(date +%s)
-(
-	export SRC="$work/src" OUT="$work/out" WORK="$work/work" SANITIZER=address FUZZING_ENGINE=libfuzzer \
-		CC=clang CXX=clang++ CFLAGS="$flags" CXXFLAGS="$flags" LIB_FUZZING_ENGINE=-fsanitize=fuzzer
-	bash .clusterfuzzlite/build.sh
-) >"$work/build.log" 2>&1 || {
+build "$work/src" "$work/out" "$work/work" >"$work/build.log" 2>&1 || {
 	keep=true
 	tail -n 40 "$work/build.log"
 	echo "libfuzzer: build.sh failed; its log is $work/build.log" >&2
 	exit 1
 }
-echo "libfuzzer: build.sh built $(echo "$targets" | wc -l) targets in $(($(date +%s) - start))s"
+listed=$(echo "$targets" | wc -l) found=0 missing=""
+while read -r dir t; do
+	if [ -x "$work/out/$t" ] && [ -s "$work/out/${t}_seed_corpus.zip" ]; then
+		found=$((found + 1))
+	else
+		missing="$missing $t"
+	fi
+done <<<"$targets"
+if [ -n "$missing" ]; then
+	keep=true
+	tail -n 40 "$work/build.log"
+	echo "libfuzzer: build.sh exited 0 but made $found binaries for $listed targets; no binary or seed zip for:$missing; its log is $work/build.log" >&2
+	exit 1
+fi
+echo "libfuzzer: build.sh made $found binaries for the $listed targets in $(($(date +%s) - start))s"
+
+# 2b. The build's check, proved on a broken target and a linker that links
+# nothing, in another copy (the builder edits its tree).
+start=$(date +%s)
+bite="$work/bite"
+copy_tree "$bite/src/kvalloc"
+mkdir -p "$bite/out" "$bite/work"
+bite_fail() {
+	keep=true
+	echo "libfuzzer: the build's check did not bite: $*; work directory $bite" >&2
+	exit 1
+}
+# The broken target sorts first and uses a helper of another _test.go file:
+# go test compiles it, the builder does not.
+broken=FuzzABrokenTarget
+printf '%s\n' 'package fuzz' '' 'func brokenTargetHelper(data []byte) int { return len(data) }' \
+	>"$bite/src/kvalloc/fuzz/zz_broken_helper_test.go"
+printf '%s\n' 'package fuzz' '' 'import "testing"' '' "func $broken(f *testing.F) {" \
+	'	f.Fuzz(func(t *testing.T, data []byte) { _ = brokenTargetHelper(data) })' '}' \
+	>"$bite/src/kvalloc/fuzz/zz_broken_fuzz_test.go"
+# The two files type-check together, as go test compiles them, and the
+# target's alone does not, as the builder compiles it.
+(cd "$bite/src/kvalloc/fuzz" && go vet zz_broken_helper_test.go zz_broken_fuzz_test.go) >"$bite/vet.log" 2>&1 || {
+	cat "$bite/vet.log" >&2
+	bite_fail "the broken target does not compile with its helper's file"
+}
+(cd "$bite/src/kvalloc/fuzz" && go vet zz_broken_fuzz_test.go) >>"$bite/vet.log" 2>&1 &&
+	bite_fail "the broken target compiles without its helper's file"
+build "$bite/src" "$bite/out" "$bite/work" >"$bite/broken.log" 2>&1 &&
+	bite_fail "build.sh passed with $broken, which the builder cannot compile"
+grep -q "^build.sh: $broken (fuzz) did not build" "$bite/broken.log" ||
+	bite_fail "build.sh failed without naming $broken; log $bite/broken.log"
+grep -q 'undefined: brokenTargetHelper' "$bite/broken.log" ||
+	bite_fail "build.sh did not show the compiler's error; log $bite/broken.log"
+[ -z "$(ls "$bite/out")" ] || bite_fail "build.sh went on past $broken: $(ls "$bite/out" | tr '\n' ' ')"
+# The builder left its rewritten copy of the broken file (zz_broken_fuzz_test.go_fuzz.go).
+rm -f "$bite/src/kvalloc/fuzz/zz_broken_"*
+cxx=true build "$bite/src" "$bite/out" "$bite/work" FuzzAllocator >"$bite/nolink.log" 2>&1 &&
+	bite_fail "build.sh passed with a CXX that made no binary"
+grep -q '^build.sh: FuzzAllocator (fuzz) did not build: true made no binary' "$bite/nolink.log" ||
+	bite_fail "build.sh did not name the binary it did not make; log $bite/nolink.log"
+echo "libfuzzer: the build's check bites: build.sh stopped at $broken and at a binary not made, naming each ($(($(date +%s) - start))s)"
 
 # 3. The seed layout, against the builder's testing package.
 (cd "$work/src/kvalloc" && go test -count=1 -tags libfuzzer_layout -run '^TestLayoutMatchesBuilder$' ./internal/seedzip/) || {
@@ -133,12 +207,8 @@ $build_only && exit 0
 # the kvalloc_fuzz_mutant tag (fuzz/mutant_build.go) must crash, and the
 # input written back must fail go test with the tag and pass without it.
 mkdir -p "$work/self/out" "$work/self/work" "$work/self/crash" "$work/self/corpus"
-(
-	export SRC="$work/src" OUT="$work/self/out" WORK="$work/self/work" SANITIZER=address FUZZING_ENGINE=libfuzzer \
-		CC=clang CXX=clang++ CFLAGS="$flags" CXXFLAGS="$flags" LIB_FUZZING_ENGINE=-fsanitize=fuzzer \
-		KVALLOC_FUZZ_TAGS=kvalloc_fuzz_mutant
-	bash .clusterfuzzlite/build.sh FuzzAllocator
-) >"$work/self/build.log" 2>&1 || {
+KVALLOC_FUZZ_TAGS=kvalloc_fuzz_mutant build "$work/src" "$work/self/out" "$work/self/work" FuzzAllocator \
+	>"$work/self/build.log" 2>&1 || {
 	keep=true
 	tail -n 40 "$work/self/build.log"
 	echo "libfuzzer: self-test: build.sh failed; log: $work/self/build.log" >&2

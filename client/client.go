@@ -107,7 +107,11 @@ type Client struct {
 // Dial connects to the daemon at path ("" means wire.DefaultSocketPath),
 // says hello, receives the pool's memfd and maps it. A peer the daemon does
 // not allow gets the daemon's message in an error wrapping
-// wire.ErrNotAllowed.
+// wire.ErrNotAllowed; one past the daemon's caps on connections, or that
+// came when it was out of descriptors, an error wrapping
+// wire.ErrTooManyConnections. (A call the daemon answers BUSY, its frame
+// buffers spent, returns an error wrapping wire.ErrBusy; nothing changed
+// and the Client stays usable.)
 func Dial(path string, opts Options) (*Client, error) {
 	if path == "" {
 		path = wire.DefaultSocketPath()
@@ -349,8 +353,11 @@ func (c *Client) call() error {
 	}
 	if q.Type.Keyed() && q.Type != wire.TypeTouch {
 		got, what := len(a.Statuses), "statuses"
-		if q.Type.HasResults() {
+		switch {
+		case q.Type.HasResults():
 			got, what = len(a.Results), "results"
+		case q.Type == wire.TypeLookup:
+			got, what = int(a.Lookup.N), "keys counted"
 		}
 		if got != len(q.Keys) {
 			return c.lost("a %v answer with %d %s for %d keys", q.Type, got, what, len(q.Keys))

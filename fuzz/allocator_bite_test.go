@@ -82,7 +82,7 @@ func TestFuzzAllocatorLargeSeeds(t *testing.T) {
 	}
 	for _, s := range seeds {
 		a := newLarge(t)
-		err := checkAllocatorOpsIn(mutant.NewStaleAccepted(a), largeGeometry, decodeAllocOps(s.data))
+		err := checkAllocatorOpsIn(mutant.NewStaleAccepted(a), largeGeometry, decodeAllocOpsIn(s.data, largeGeometry))
 		if err != nil && strings.Contains(err.Error(), "want one wrapping allocator: invalid block") {
 			t.Logf("stale handle accepted caught by seed %s: %v", s.name, err)
 			return

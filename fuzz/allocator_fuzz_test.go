@@ -25,14 +25,17 @@ const (
 type geometry struct {
 	align, capacity int64
 	large           bool // production scale: sizes around 1-16 MiB, batches up to 6016
+	maxOps          int  // records decoded at most; the rest of an input is ignored
 }
 
 var (
 	// smallGeometry is FuzzAllocator's pool.
-	smallGeometry = geometry{align: fzAlign, capacity: fzCapacity}
+	smallGeometry = geometry{align: fzAlign, capacity: fzCapacity, maxOps: 256}
 	// largeGeometry is FuzzAllocatorLarge's: 5700 × 8 MiB = 44.5 GiB at the
 	// default 4 KiB alignment, over a MAP_NORESERVE mapping.
-	largeGeometry = geometry{align: allocator.DefaultAlign, capacity: 5700 << 23, large: true}
+	// A record costs milliseconds there (1000 took 4 s, which stalls a
+	// fuzz worker), so it takes at most 64, four times the longest seed.
+	largeGeometry = geometry{align: allocator.DefaultAlign, capacity: 5700 << 23, large: true, maxOps: 64}
 )
 
 func (g geometry) units() int64 { return g.capacity / g.align }
@@ -179,9 +182,15 @@ func encodeAllocOps(ops []allocRecord) []byte {
 	return out
 }
 
-func decodeAllocOps(data []byte) []allocRecord {
-	ops := make([]allocRecord, 0, len(data)/allocRecordSize)
-	for ; len(data) >= allocRecordSize; data = data[allocRecordSize:] {
+// decodeAllocOps decodes an input of FuzzAllocator: at most
+// smallGeometry.maxOps records.
+func decodeAllocOps(data []byte) []allocRecord { return decodeAllocOpsIn(data, smallGeometry) }
+
+// decodeAllocOpsIn decodes an input for g: at most g.maxOps records, so
+// that no input costs a worker more than a fraction of a second.
+func decodeAllocOpsIn(data []byte, g geometry) []allocRecord {
+	ops := make([]allocRecord, 0, min(len(data)/allocRecordSize, g.maxOps))
+	for ; len(data) >= allocRecordSize && len(ops) < g.maxOps; data = data[allocRecordSize:] {
 		ops = append(ops, allocRecord{
 			Op: data[0], Place: data[1], N: data[2], Mod: data[3],
 			Size: binary.LittleEndian.Uint16(data[4:]),
@@ -232,7 +241,7 @@ func FuzzAllocatorLarge(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		if err := checkAllocatorOpsIn(a, largeGeometry, decodeAllocOps(data)); err != nil {
+		if err := checkAllocatorOpsIn(a, largeGeometry, decodeAllocOpsIn(data, largeGeometry)); err != nil {
 			t.Fatal(err)
 		}
 	})

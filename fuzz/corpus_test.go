@@ -11,17 +11,6 @@ import (
 	"testing"
 )
 
-// A seed is one named input of a fuzz target, committed under
-// testdata/fuzz/<target>/<name>.
-type seed struct {
-	name string
-	data []byte
-}
-
-// seedSets lists every target's named seeds; each target's file adds its
-// own in an init function.
-var seedSets = map[string][]seed{}
-
 const corpusHeader = "go test fuzz v1\n"
 
 // marshalSeed renders one []byte input in the go test fuzz v1 format.

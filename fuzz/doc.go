@@ -38,7 +38,10 @@
 // Inputs are sequences of fixed-size binary records, decoded with
 // encoding/binary and built by an encode helper that a round-trip test
 // covers, as Go's internal/runtime/maps fuzz test does. Trailing bytes
-// shorter than a record are ignored.
+// shorter than a record are ignored, and so are the records past each
+// target's bound on an input's cost (a cap on records, and for the L1
+// targets a budget of units and keys), so that no input stalls a fuzz
+// worker for more than about a second.
 //
 // Every check is a function over an interface, so the same check runs
 // against the deliberately broken variants in internal/reference/mutant;

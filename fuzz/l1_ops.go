@@ -14,6 +14,18 @@ import (
 // Inputs of the L1 targets are a 6-byte header followed by 12-byte records,
 // little endian. Trailing bytes shorter than a record are ignored; an input
 // shorter than the header is the all-zero header.
+//
+// An input's cost is bounded where it is decoded. Every op is checked
+// against the model, on each of up to nine systems: comparing every object
+// after it costs about the pool's units plus the op's keys, and a
+// ReserveWrite (any record can be FuzzReserveWrite's request) about units
+// times keys. Unbounded, one input stalled a fuzz worker for minutes: a
+// thousand records on the 8192-unit pool took seven. decodeL1 keeps at
+// most l1MaxOps records, and stops before the record that takes the sum
+// over the records of units plus keys past l1Budget, or of units times
+// keys past l1ReserveBudget; the rest is ignored. The budgets admit the
+// largest scenario, 5700 keys into room for 4560 units, whose check takes
+// about a second.
 
 // l1Header configures the system.
 type l1Header struct {
@@ -27,6 +39,13 @@ const (
 	l1HeaderSize = 6
 	l1RecordSize = 12
 	l1Align      = 64
+)
+
+// The bounds on an input's cost (above).
+const (
+	l1MaxOps        = 256
+	l1Budget        = 1 << 14 // units plus keys, summed over the records
+	l1ReserveBudget = 1 << 25 // units times keys, summed over the records
 )
 
 // l1Record is one operation.
@@ -109,15 +128,21 @@ func decodeL1(data []byte) (l1Header, []l1Record) {
 	} else {
 		data = nil
 	}
-	recs := make([]l1Record, 0, len(data)/l1RecordSize)
-	for ; len(data) >= l1RecordSize; data = data[l1RecordSize:] {
-		recs = append(recs, l1Record{
+	recs := make([]l1Record, 0, min(len(data)/l1RecordSize, l1MaxOps))
+	for cost, reserve := 0, 0; len(data) >= l1RecordSize && len(recs) < l1MaxOps; data = data[l1RecordSize:] {
+		r := l1Record{
 			Op: data[0], Arg: data[1], Stride: data[2], Flags: data[3],
 			Start: binary.LittleEndian.Uint16(data[4:]),
 			Count: binary.LittleEndian.Uint16(data[6:]),
 			Size:  binary.LittleEndian.Uint16(data[8:]),
 			Temp:  binary.LittleEndian.Uint16(data[10:]),
-		})
+		}
+		cost += h.units() + r.count()
+		reserve += h.units() * r.count()
+		if cost > l1Budget || reserve > l1ReserveBudget {
+			break
+		}
+		recs = append(recs, r)
 	}
 	return h, recs
 }

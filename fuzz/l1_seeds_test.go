@@ -429,20 +429,27 @@ func TestEncodeDecodeL1(t *testing.T) {
 		if len(data) != l1HeaderSize+len(recs)*l1RecordSize {
 			t.Fatalf("encoded %d records into %d bytes", len(recs), len(data))
 		}
+		want := withinL1Budget(h, recs)
 		for _, in := range [][]byte{data, append(slices.Clone(data), 9, 9)} {
 			gh, grecs := decodeL1(in)
-			if gh != h || !slices.Equal(grecs, recs) {
-				t.Fatalf("round trip: got %+v %v, want %+v %v", gh, grecs, h, recs)
+			if gh != h || !slices.Equal(grecs, want) {
+				t.Fatalf("round trip: got %+v %v, want %+v %v", gh, grecs, h, want)
 			}
 		}
 	}
 	if h, recs := decodeL1([]byte{1, 2, 3}); h != (l1Header{}) || len(recs) != 0 {
 		t.Fatalf("a short input decodes to %+v %v", h, recs)
 	}
-	setup, ops := decodeL1Ops(encodeL1(hdr5700.evict().prefix(baseline.None).ttl(1), []l1Record{
+	// Decoded one by one: on this pool the input budget (l1Budget) keeps
+	// only the first two records.
+	h := hdr5700.evict().prefix(baseline.None).ttl(1)
+	setup, ops := h.setup(), []l1check.Op{}
+	for _, r := range []l1Record{
 		req5700.temp(0b10), adv(605 * time.Second), adv(1500 * time.Millisecond), rr(3, 2, 128), tooLarge, closeRec(),
 		rw(0, 3, 256, l1.ModeAll).stride(0), evictTo(0.5),
-	}))
+	} {
+		ops = append(ops, r.op(h))
+	}
 	want := l1check.Setup{Units: 4560, Align: l1Align, Placement: allocator.ContiguousFirst, Prefix: baseline.None,
 		EvictOnDemand: true, WriteTTL: 10 * time.Second, ReadTTL: 5 * time.Second}
 	if setup != want {

@@ -15,9 +15,12 @@
 #             A target or file that does not exist fails (exit 2): go test
 #             -run with a pattern that matches nothing would pass.
 #
-# A failing target stops the run with go test's exit status; go test has
-# then written the minimized input to fuzz/testdata/fuzz/<Target>/ and
-# printed the command that replays it.
+# A failing target stops the run with exit 1, and the last lines say why:
+# the failing input go test wrote (fuzz/testdata/fuzz/<Target>/<hex>) and
+# the command that replays it; or, when go test wrote none (a fuzzing
+# process that hung, was killed or ran out of memory, an internal error),
+# go test's reason and the tail of its output, with the last progress
+# lines, whose execs stop growing when an input stalled a worker.
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -61,16 +64,44 @@ for t in $targets; do
 	check_target "$t"
 done
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.status"' EXIT
+# report_failure says why target $1 failed, from go test's output in $log
+# and the corpus files before ($2) and after ($3) the run.
+report_failure() {
+	# go test names the input relative to the package: testdata/fuzz/T/hex.
+	written=$(sed -n 's/^[[:space:]]*Failing input written to \(.*\)$/\1/p' "$log" | tail -n 1)
+	new=$(printf '%s\n' "$3" | grep -vxF -e "$2" -e '' || true)
+	if [ -z "$written" ] && [ -n "$new" ]; then
+		written=testdata/fuzz/$1/$(printf '%s\n' "$new" | tail -n 1)
+	fi
+	if [ -n "$written" ]; then
+		written=fuzz/${written#./}
+		echo "fuzz: $1 failed; the failing input is $written" >&2
+		echo "fuzz: replay it with: make fuzz-replay NAME=$1/$(basename "$written")" >&2
+		return
+	fi
+	reason=$(grep -E 'fuzzing process|context deadline exceeded|communicating with fuzzing|panic:|signal:|out of memory|timed out' "$log" |
+		sed 's/^[[:space:]]*//' | head -n 5)
+	[ -n "$reason" ] || reason=$(grep -E '^[[:space:]]*--- FAIL' "$log" | sed 's/^[[:space:]]*//' | head -n 5)
+	echo "fuzz: $1 failed and go test wrote no failing input; its last lines:" >&2
+	grep -v '^fuzz: elapsed:' "$log" | tail -n 15 | sed 's/^/    /' >&2
+	echo "fuzz: its last progress lines (execs that stop growing: an input stalled a worker):" >&2
+	grep '^fuzz: elapsed:' "$log" | tail -n 3 | sed 's/^/    /' >&2
+	echo "fuzz: $1 failed without an input; the reason: ${reason:-(go test printed none; see its output above)}" >&2
+}
 summary=""
 for t in $targets; do
 	echo "== $t for $time"
 	corpus=fuzz/testdata/fuzz/$t
 	before=$(ls "$corpus" 2>/dev/null | sort)
-	status=0
-	$GO test -run='^$' -fuzz="^$t\$" -fuzztime="$time" ./fuzz/ 2>&1 | tee "$log" || status=$?
-	# go test's status is lost in the pipe; a failure prints FAIL.
-	if [ $status -ne 0 ] || grep -q '^FAIL' "$log"; then
+	# go test's status would be lost in the pipe (sh has no pipefail).
+	{
+		status=0
+		$GO test -run='^$' -fuzz="^$t\$" -fuzztime="$time" ./fuzz/ 2>&1 || status=$?
+		echo "$status" >"$log.status"
+	} | tee "$log"
+	status=$(cat "$log.status")
+	if [ "$status" -ne 0 ] || grep -q '^FAIL' "$log"; then
 		after=$(ls "$corpus" 2>/dev/null | sort)
 		# Go 1.26's fuzz coordinator can report the -fuzztime deadline
 		# itself as a failure when a busy worker races it
@@ -80,7 +111,7 @@ for t in $targets; do
 			! grep -q 'Failing input written to' "$log"; then
 			echo "fuzz: $t stopped by golang/go#75804 at the -fuzztime deadline (no input failed, none written); not a failure" >&2
 		else
-			echo "fuzz: $t failed" >&2
+			report_failure "$t" "$before" "$after"
 			exit 1
 		fi
 	fi

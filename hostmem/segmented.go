@@ -111,6 +111,16 @@ type MemfdOptions struct {
 	// names HugePages_Total and HugePages_Free. SegmentSize must then be a
 	// multiple of the huge page, and THP must be THPDefault.
 	HugeTLB bool
+	// FD, when positive, is an existing memfd to map instead of creating
+	// one: the pool of a daemon that handed it over, whose bytes must be
+	// kept. Its size must be the region's size rounded up to the page, and
+	// it must be sealed against shrinking and growing; otherwise the
+	// constructor fails with an error wrapping ErrInvalidArgument (and
+	// leaves FD open). Once the constructor succeeds the region owns FD
+	// and Close closes it. Use it with NoReserve: populating writes to
+	// pages on kernels before 5.14, and a failed segment's pages are
+	// punched out of the file.
+	FD int
 }
 
 // SegmentProgress is a snapshot of a segmented region's preparation, and

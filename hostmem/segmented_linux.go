@@ -82,6 +82,9 @@ func (s *segOS) reserve(size int64, align uintptr, opts SegmentedOptions) (hint 
 // address. On failure s.fd is the memfd, if one was created, for unmap to
 // close.
 func (s *segOS) mapMemfd(size int64, m MemfdOptions) error {
+	if m.FD > 0 {
+		return s.adoptMemfd(size, m.FD)
+	}
 	name := m.Name
 	if name == "" {
 		name = "kvalloc"
@@ -113,6 +116,28 @@ func (s *segOS) mapMemfd(size int64, m MemfdOptions) error {
 		}
 		return fmt.Errorf("%w: mapping a %s of %s: mmap: %w%s", mmapErrSentinel(err), what, regionSizeString(size), err, limit)
 	}
+	return nil
+}
+
+// adoptMemfd maps the existing memfd fd (MemfdOptions.FD) over the
+// reservation after checking its size and seals; s.fd is set only once it
+// is mapped, so a refused fd stays the caller's.
+func (s *segOS) adoptMemfd(size int64, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%w: the memfd to map: fstat: %w", ErrInvalidArgument, err)
+	}
+	if st.Size != int64(s.length) {
+		return fmt.Errorf("%w: the memfd to map has %d bytes, a region of %s needs %d", ErrInvalidArgument, st.Size, regionSizeString(size), s.length)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		return fmt.Errorf("%w: the memfd to map is not sealed against shrinking and growing (seals %#x, %v)", ErrInvalidArgument, seals, err)
+	}
+	if _, err := unix.MmapPtr(fd, 0, s.base, s.length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+		return fmt.Errorf("%w: mapping the memfd handed over: mmap: %w", mmapErrSentinel(err), err)
+	}
+	s.fd = fd
 	return nil
 }
 

@@ -18,6 +18,8 @@
 //	    FinishRead(keys, leases, locks)               unlock; temporary objects go
 //	Delete(keys, force), Clear(force), Close()        remove
 //	Touch(keys), EvictTo(ratio)                       recency; eviction, in Config.Eviction's order
+//	Export(), Restore(mem, cfg, saved)                finished objects and their eviction order, out of
+//	                                                  one manager and into a new one (a restart)
 //	State(key), Snapshot(), IsEvictable(key), Len(), Stats(), Usage()
 //
 // The Manager is safe for concurrent use: every call is atomic, and each

@@ -44,6 +44,14 @@ func TestMain(m *testing.M) {
 		os.Exit(killClient())
 	case "killdaemon":
 		os.Exit(killDaemon())
+	case "handoffd":
+		os.Exit(handoffd())
+	case "handoffclient":
+		os.Exit(handoffClient())
+	case "limitdaemon":
+		os.Exit(limitDaemon())
+	case "squatter":
+		os.Exit(squatter(os.Getenv(childSocket)))
 	default:
 		fmt.Println("unknown role", os.Getenv(childRole))
 		os.Exit(2)

@@ -20,6 +20,15 @@ const (
 	DefaultSocketMode   = 0o600
 	DefaultFrameTimeout = 10 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
+	DefaultHelloTimeout = 10 * time.Second
+	// DefaultMaxConns and DefaultMaxConnsPerUID are the caps on open
+	// connections, in all and from one uid.
+	DefaultMaxConns       = 1024
+	DefaultMaxConnsPerUID = 512
+	// DefaultBufferBudget bounds the frame buffers of all connections
+	// together: about a dozen 16 MiB frames at once, or some 250
+	// 10,000-key batches.
+	DefaultBufferBudget = 256 << 20
 )
 
 // Config configures New. The zero Config serves a 1 GiB pool, usable at
@@ -58,6 +67,22 @@ type Config struct {
 	FrameTimeout time.Duration
 	// WriteTimeout bounds writing one answer; 0 means 10 s.
 	WriteTimeout time.Duration
+	// HelloTimeout bounds the time from accept to the end of the hello:
+	// a connection that has not said hello by then is answered TIMEOUT
+	// and closed. 0 means 10 s.
+	HelloTimeout time.Duration
+
+	// MaxConns caps the connections open at once, and MaxConnsPerUID
+	// those of one peer uid (allowed or not); 0 means 1024 and 512. A
+	// connection past a cap, or accepted when the daemon is out of file
+	// descriptors, is answered TOO_MANY_CONNECTIONS at once and closed.
+	MaxConns, MaxConnsPerUID int
+	// BufferBudget bounds, in bytes, the frame buffers all connections
+	// borrow for frames and answers larger than their own 16 KiB buffers
+	// (buffers.go); 0 means 256 MiB, and it must hold at least one
+	// largest frame and its answer (20 MiB). A request that finds no
+	// budget within FrameTimeout is answered BUSY, and nothing changes.
+	BufferBudget int64
 
 	// MetricsAddr, when set, serves /metrics on this loopback address
 	// (e.g. 127.0.0.1:9464); any other address is refused.
@@ -69,8 +94,26 @@ type Config struct {
 	// reserve_write runs: for soaks, not for serving (see debug.go).
 	DebugVerify bool
 
+	// Takeover asks the daemon serving SocketPath for its pool, over its
+	// handoff socket (HandoffPath), before serving: its finished objects
+	// are served on from then on, under a new epoch (handoff.go). When
+	// none answers, or what arrives is doubtful, the daemon starts cold
+	// and logs why (Server.Start).
+	Takeover bool
+
+	// Systemd takes what systemd passes (fdstore.go): a listening socket
+	// in $LISTEN_FDS is served instead of binding SocketPath, and a pool
+	// and index in systemd's fd store are restored; with $NOTIFY_SOCKET
+	// set the daemon reports READY=1 once it serves and keeps its pool
+	// and, at Close, its index in the fd store. Without those variables
+	// it changes nothing. kvallocd sets it.
+	Systemd bool
+
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
+
+	// L2 is the daemon's second tier (l2.go); its zero value is none.
+	L2 L2Config
 }
 
 // Defaults returns the configuration kvallocd runs with when told
@@ -109,8 +152,26 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
 	}
-	if c.FrameTimeout < 0 || c.WriteTimeout < 0 {
-		return c, fmt.Errorf("%w: negative timeout (frame %v, write %v)", l1.ErrInvalidArgument, c.FrameTimeout, c.WriteTimeout)
+	if c.HelloTimeout == 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.FrameTimeout < 0 || c.WriteTimeout < 0 || c.HelloTimeout < 0 {
+		return c, fmt.Errorf("%w: negative timeout (frame %v, write %v, hello %v)", l1.ErrInvalidArgument, c.FrameTimeout, c.WriteTimeout, c.HelloTimeout)
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerUID == 0 {
+		c.MaxConnsPerUID = DefaultMaxConnsPerUID
+	}
+	if c.MaxConns < 0 || c.MaxConnsPerUID < 0 {
+		return c, fmt.Errorf("%w: negative connection cap (%d, per uid %d)", l1.ErrInvalidArgument, c.MaxConns, c.MaxConnsPerUID)
+	}
+	if c.BufferBudget == 0 {
+		c.BufferBudget = DefaultBufferBudget
+	}
+	if c.BufferBudget < int64(maxLoan) {
+		return c, fmt.Errorf("%w: buffer budget %d is less than one largest frame and its answer (%d bytes)", l1.ErrInvalidArgument, c.BufferBudget, maxLoan)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -36,10 +37,17 @@ type conn struct {
 
 	dec wire.Decoder
 	enc wire.Encoder
-	in  []byte
-	out []byte
-	req wire.Request
-	ans wire.Answer
+	// in and out are the connection's own buffers (connBuf); bigIn and
+	// bigOut are lent by the daemon's bufPool for one request whose frame
+	// or answer does not fit them, and given back once it is answered
+	// (buffers.go).
+	in, out       []byte
+	bigIn, bigOut []byte
+	// retained is what the connection keeps between requests, its buffers
+	// and scratch, in bytes, for the metrics.
+	retained atomic.Int64
+	req      wire.Request
+	ans      wire.Answer
 	// dispatch's scratch (dispatch.go)
 	l1res []l1.Result
 	passK []l1.ObjectKey
@@ -51,11 +59,12 @@ type conn struct {
 // credentials, read before the connection is registered, so that the
 // metrics read them without a race.
 func newConn(s *Server, c *net.UnixConn, id uint64, peer Peer, peerErr error) *conn {
-	cn := &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, 64<<10)}
+	cn := &conn{s: s, c: c, id: id, peer: peer, peerErr: peerErr, own: newLedger(), opened: time.Now(), in: make([]byte, 0, connBuf)}
 	// A lookup's keys alias the frame, which is not read over until the
 	// request is done: l1 keeps no key of a lookup, the ledger copies what
 	// it keeps.
 	cn.dec.Borrow = true
+	cn.retained.Store(cn.keeps())
 	return cn
 }
 
@@ -86,54 +95,209 @@ func (c *conn) run() string {
 		return "refused: " + msg
 	}
 	c.s.log.Debug("connected", "conn", c.id, "pid", p.PID, "uid", p.UID, "gid", p.GID)
+	defer c.giveBack()
 	for {
 		frame, why := c.readFrame()
 		if why != "" {
 			return why
 		}
 		closes, why := c.handle(frame)
+		c.giveBack()
 		if closes {
 			return why
 		}
 	}
 }
 
-// readFrame reads one frame. It waits for the first byte without a
-// deadline (a connection may be idle for ever), then gives the rest of the
-// frame FrameTimeout. On a failure it answers what can be answered and
-// returns why the connection ends.
+// readFrame reads one frame. After the hello it waits for the first byte
+// without a deadline (a connection may be idle for ever); before, until
+// HelloTimeout after accept. Then it gives the rest of the frame
+// FrameTimeout (and before the hello no more than HelloTimeout). A frame
+// or an answer too large for the connection's own buffers borrows from
+// the daemon's pool, waiting up to FrameTimeout; one that gets nothing is
+// read and dropped, answered BUSY, and the next frame read. On a failure
+// it answers what can be answered and returns why the connection ends.
 func (c *conn) readFrame() ([]byte, string) {
-	buf := c.in[:wire.HeaderSize]
-	_ = c.c.SetReadDeadline(time.Time{})
-	n, err := c.c.Read(buf)
-	if err != nil || c.stop.Load() {
+	for {
+		buf := c.in[:wire.HeaderSize]
+		helloBy := c.opened.Add(c.s.cfg.HelloTimeout)
+		trim := false
+		switch {
+		case !c.hello:
+			_ = c.c.SetReadDeadline(helloBy)
+		case c.retained.Load() > idleKeep:
+			// Scratch grown by a large request goes once the connection
+			// has been idle for trimAfter; a steady stream of large
+			// requests keeps and reuses it.
+			_ = c.c.SetReadDeadline(time.Now().Add(trimAfter))
+			trim = true
+		default:
+			_ = c.c.SetReadDeadline(time.Time{})
+		}
+		n, err := c.c.Read(buf)
+		if trim && n == 0 && !c.stop.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			c.trim()
+			continue
+		}
+		if err != nil || c.stop.Load() {
+			if !c.hello && !c.stop.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, c.helloLate(wire.Header{Type: wire.TypeHello})
+			}
+			return nil, endReason(err, c.stop.Load())
+		}
+		deadline := time.Now().Add(c.s.cfg.FrameTimeout)
+		if !c.hello && helloBy.Before(deadline) {
+			deadline = helloBy
+		}
+		_ = c.c.SetReadDeadline(deadline)
+		frame := buf
+		var h wire.Header // known once the whole header is in
+		if _, err = io.ReadFull(c.c, buf[n:]); err == nil {
+			h, err = wire.ParseHeader(buf)
+		}
+		if err == nil {
+			var busy bool
+			if buf, busy, err = c.borrow(h, buf); busy {
+				if why := c.dropBusy(h); why != "" {
+					return nil, why
+				}
+				continue
+			}
+		}
+		if err == nil {
+			frame, err = wire.ReadBody(c.c, buf)
+		}
+		var we *wire.Error
+		switch {
+		case err == nil:
+			return frame, ""
+		case errors.As(err, &we):
+			c.refuse(h, we)
+			return nil, "bad frame: " + we.Error()
+		case errors.Is(err, os.ErrDeadlineExceeded) && !c.hello && !time.Now().Before(helloBy):
+			return nil, c.helloLate(h)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			msg := fmt.Sprintf("a frame was begun and not finished within %v", c.s.cfg.FrameTimeout)
+			c.refuse(h, &wire.Error{Code: wire.CodeTimeout, Msg: msg})
+			return nil, "timeout: " + msg
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, "truncated frame: the peer closed mid-frame"
+		}
 		return nil, endReason(err, c.stop.Load())
 	}
+}
+
+// helloLate answers a connection that did not say hello within
+// HelloTimeout, and returns why it ends.
+func (c *conn) helloLate(h wire.Header) string {
+	c.s.helloTimeouts.Add(1)
+	msg := fmt.Sprintf("no hello within %v of connecting", c.s.cfg.HelloTimeout)
+	c.refuse(h, &wire.Error{Code: wire.CodeTimeout, Msg: msg})
+	return "hello timeout: " + msg
+}
+
+// borrow gets the frame's buffers from the daemon's pool when the frame,
+// or its answer, may not fit the connection's own, and returns the buffer
+// to read the frame into, its header copied. busy reports that the pool
+// had nothing for it within FrameTimeout. Before the hello nothing is
+// lent: such a frame is not a hello, and is refused NO_HELLO.
+func (c *conn) borrow(h wire.Header, buf []byte) ([]byte, bool, error) {
+	size := int(h.Size)
+	in, out := 0, 0
+	if size > cap(c.in) {
+		in = size
+	}
+	if b := answerBound(h.Type, size); h.Type.Keyed() && b > connBuf {
+		out = b
+	}
+	if in == 0 && out == 0 {
+		return buf, false, nil
+	}
+	if !c.hello {
+		return buf, false, &wire.Error{Code: wire.CodeNoHello, Msg: fmt.Sprintf("the first request of a connection must be its one hello, not a %d-byte %v", size, h.Type)}
+	}
+	bin, bout, ok := c.s.bufs.get(in, out, time.Now().Add(c.s.cfg.FrameTimeout))
+	if !ok && c.stop.Load() {
+		return buf, false, &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
+	}
+	if !ok {
+		return buf, true, nil
+	}
+	c.bigIn, c.bigOut = bin, bout
+	if bin != nil {
+		buf = bin[:copy(bin, buf[:wire.HeaderSize])]
+	}
+	// The body's time starts once it can be read.
 	_ = c.c.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
-	frame := buf
-	var h wire.Header // known once the whole header is in
-	if _, err = io.ReadFull(c.c, buf[n:]); err == nil {
-		h, _ = wire.ParseHeader(buf)
-		frame, err = wire.ReadBody(c.c, buf)
+	return buf, false, nil
+}
+
+// dropBusy reads and drops the body of a frame the pool had no buffers
+// for, and answers BUSY; it returns why the connection ends, or "".
+func (c *conn) dropBusy(h wire.Header) string {
+	_ = c.c.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	if _, err := io.CopyN(io.Discard, c.c, int64(h.Size)-wire.HeaderSize); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			msg := fmt.Sprintf("a frame was begun and not finished within %v", c.s.cfg.FrameTimeout)
+			c.refuse(h, &wire.Error{Code: wire.CodeTimeout, Msg: msg})
+			return "timeout: " + msg
+		}
+		return "truncated frame: the peer closed mid-frame"
 	}
-	if cap(frame) > cap(c.in) {
-		c.in = frame[:0]
+	c.s.busies.Add(1)
+	msg := fmt.Sprintf("no frame buffers for a %d-byte %v within %v: the %d bytes all connections share (flag -buffer-budget) stayed in use; nothing was done, send the request again",
+		h.Size, h.Type, c.s.cfg.FrameTimeout, c.s.cfg.BufferBudget)
+	c.refuse(h, &wire.Error{Code: wire.CodeBusy, Msg: msg})
+	return ""
+}
+
+// idleKeep is what a connection may keep between requests without being
+// trimmed: its own buffers and some 300 keys' scratch. trimAfter is how
+// long a connection that keeps more must be idle before trim.
+const (
+	idleKeep  = 64 << 10
+	trimAfter = time.Second
+)
+
+// giveBack returns what the request borrowed, after it is answered. The
+// request's borrowed keys alias the lent frame: they are cleared, so that
+// the frame, back in the pool or dropped by it, is not kept alive by them.
+func (c *conn) giveBack() {
+	if c.bigIn != nil || c.bigOut != nil {
+		c.s.bufs.put(c.bigIn, c.bigOut)
+		c.bigIn, c.bigOut = nil, nil
+		clear(c.req.Keys[:cap(c.req.Keys)])
+		clear(c.passK[:cap(c.passK)])
 	}
-	var we *wire.Error
-	switch {
-	case err == nil:
-		return frame, ""
-	case errors.As(err, &we):
-		c.refuse(h, we)
-		return nil, "bad frame: " + we.Error()
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		msg := fmt.Sprintf("a frame was begun and not finished within %v", c.s.cfg.FrameTimeout)
-		c.refuse(h, &wire.Error{Code: wire.CodeTimeout, Msg: msg})
-		return nil, "timeout: " + msg
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, "truncated frame: the peer closed mid-frame"
+	if cap(c.out) > connBuf {
+		c.out = nil
 	}
-	return nil, endReason(err, c.stop.Load())
+	c.retained.Store(c.keeps())
+}
+
+// trim drops the scratch a large request made grow (the decoder's keys and
+// interned strings, the request's and the answer's slices, the l1 call's),
+// so that an idle connection keeps only its own buffers, whatever it sent
+// before.
+func (c *conn) trim() {
+	c.dec = wire.Decoder{Borrow: true}
+	c.req = wire.Request{}
+	c.ans = wire.Answer{}
+	c.l1res, c.passK, c.passL, c.passI = nil, nil, nil, nil
+	if cap(c.out) > connBuf {
+		c.out = nil
+	}
+	c.retained.Store(c.keeps())
+}
+
+// keeps is what the connection holds in buffers and scratch, in bytes
+// (its ledger aside).
+func (c *conn) keeps() int64 {
+	n := cap(c.in) + cap(c.out) + cap(c.bigIn) + cap(c.bigOut) +
+		cap(c.req.Keys)*int(unsafe.Sizeof(l1.ObjectKey{})) + cap(c.req.Leases)*8 + cap(c.req.Temporary) + cap(c.req.Positions)*4 +
+		cap(c.ans.Results)*int(unsafe.Sizeof(wire.Result{})) + cap(c.ans.Statuses) +
+		cap(c.l1res)*int(unsafe.Sizeof(l1.Result{})) + cap(c.passK)*int(unsafe.Sizeof(l1.ObjectKey{})) + cap(c.passL)*8 + cap(c.passI)*8
+	return int64(n)
 }
 
 // endReason names the end of a connection at a frame boundary.
@@ -163,11 +327,17 @@ func (c *conn) refuse(h wire.Header, e *wire.Error) {
 // writeAnswer encodes and writes an answer within WriteTimeout; a failure
 // is left to the next read to find.
 func (c *conn) writeAnswer(a *wire.Answer) bool {
-	out, err := c.enc.AppendAnswer(c.out[:0], a)
-	if err != nil {
-		out, _ = c.enc.AppendAnswer(c.out[:0], &wire.Answer{Type: a.Type, ID: a.ID, Epoch: a.Epoch, Code: wire.CodeInternal, Message: err.Error()})
+	dst := c.out
+	if c.bigOut != nil {
+		dst = c.bigOut
 	}
-	c.out = out
+	out, err := c.enc.AppendAnswer(dst[:0], a)
+	if err != nil {
+		out, _ = c.enc.AppendAnswer(dst[:0], &wire.Answer{Type: a.Type, ID: a.ID, Epoch: a.Epoch, Code: wire.CodeInternal, Message: err.Error()})
+	}
+	if c.bigOut == nil {
+		c.out = out // a lent buffer stays as lent (giveBack returns it)
+	}
 	_ = c.c.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
 	if _, err := c.c.Write(out); err != nil {
 		c.s.log.Debug("write", "conn", c.id, "err", err)
@@ -217,6 +387,12 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	case q.Epoch != c.s.epoch:
 		a.Code = wire.CodeWrongEpoch
 		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
+	case q.Type == wire.TypeLookup:
+		// Outside the gate: it takes the gate around its l1 calls only,
+		// never across L2's network calls (l2read.go).
+		c.s.lookup(q, a)
+	case q.Type == wire.TypeReserveReadPrefixWait && !c.s.l2wait(q, a):
+		// The wait was refused (INVALID_ARGUMENT, in a): nothing changed.
 	default:
 		// With DebugVerify a reserve_write holds every other request off,
 		// so that its OUT_OF_MEMORY keys are judged against the state it

@@ -48,6 +48,9 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			c.own.dropWrite(leases[j])
 			a.Statuses[at(idx, j)] = wire.FromL1(st)
 		}
+		if q.Type == wire.TypeFinishWrite {
+			c.s.l2.finished(keys, sts, nil) // l2.go: queue the copies to L2
+		}
 	case wire.TypeFinishWriteAndReserveRead:
 		keys, leases, idx := c.ownedWrites(q)
 		res, err := m.FinishWriteAndReserveRead(keys, leases, int(q.Locks))
@@ -62,7 +65,10 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			a.Results[at(idx, j)] = wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease}
 		}
 		c.own.reads.addAll(keys, res, int64(q.Locks))
-	case wire.TypeReserveRead, wire.TypeReserveReadPrefix:
+		c.s.l2.finished(keys, nil, res)
+	case wire.TypeReserveRead, wire.TypeReserveReadPrefix, wire.TypeReserveReadPrefixWait:
+		// reserve_read_prefix_wait waited for the prefetch before the
+		// gate (conn.handle, l2wait); here it is reserve_read_prefix.
 		var res []l1.Result
 		var err error
 		if q.Type == wire.TypeReserveRead {

@@ -29,7 +29,8 @@
 //     daemon's shutdown), the daemon aborts its writes and releases its
 //     read locks at once, before it closes the socket, and counts the
 //     connection closed and what the release freed. No heartbeat: an idle
-//     connection is never reaped, and a dead one is found by the kernel.
+//     connection that said hello is never reaped, and a dead one is found
+//     by the kernel.
 //   - No block is freed, reissued or evicted while a lease on it is live.
 //     A delete with force, from any connection, drops the keys at once,
 //     but a locked object's block stays allocated (in the quarantined
@@ -38,6 +39,12 @@
 //     finish_write answers WRITE_DELETED and publishes nothing, a
 //     force-deleted read's finish_read answers OK, and either way the
 //     connection's record goes.
+//   - What a peer can make the daemon hold is bounded (limits.go,
+//     buffers.go, logger.go): connections in all and per uid
+//     (TOO_MANY_CONNECTIONS), a spare descriptor to refuse with when the
+//     daemon is out of them, the time to say hello (TIMEOUT), the frame
+//     buffers all connections share (BUSY), and log lines per message per
+//     second. A log write that fails is counted, never fatal.
 //   - Lock TTLs stay, as the backstop for a client alive but stuck.
 //   - Every request carries the pool's epoch, new at each start; a request
 //     with another (leases from an earlier daemon) is refused with
@@ -51,6 +58,12 @@
 //     its write lease, every read lock is counted by a live connection,
 //     the allocator's invariants hold and its used bytes are the objects'
 //     blocks plus the quarantined ones.
+//   - A restart keeps the cache when asked to: a daemon with Takeover takes
+//     the pool, the socket and the index of finished objects from the one
+//     serving (handoff.go), or with Systemd from systemd's fd store
+//     (fdstore.go); the objects are served under a new epoch, and locks
+//     and leases do not survive. An index it doubts is never served: the
+//     daemon starts cold and says why (Start).
 //
 // wire/PROTOCOL.md is the protocol, byte by byte.
 package server

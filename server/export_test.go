@@ -24,3 +24,8 @@ func MarkStopping(s *Server) {
 		c.stop.Store(true)
 	}
 }
+
+// DropFromHandoffs makes every handoff of this process leave the last
+// hundredth of the finished objects out of its index: the bug the handoff
+// harness's bite test must catch.
+func DropFromHandoffs() { handoffDropBite = true }

@@ -361,20 +361,29 @@ func (s *holdSet) drop(lease l1.Lease) {
 	}
 }
 
+// spareHolds and spareHashes bound the spare's slices (entries, and bytes
+// of chunk hashes): a 5700-key cycle's runs fit and are reused, and one
+// huge batch does not stay with its connection after its holds are gone.
+const (
+	spareHolds  = 8192
+	spareHashes = 256 << 10
+)
+
 // emptied notes that a hold of run r has no holds left; the run goes with
-// its last, its slices kept as the spare when they are bigger.
+// its last, its slices kept as the spare when they are bigger, within
+// spareHolds and spareHashes.
 func (s *holdSet) emptied(r int) {
 	run := &s.runs[r]
 	if run.live--; run.live > 0 {
 		return
 	}
-	if cap(run.h) > cap(s.spare.h) {
+	if cap(run.h) > cap(s.spare.h) && cap(run.h) <= spareHolds {
 		s.spare.h = run.h
 	}
-	if cap(run.hashes) > cap(s.spare.hashes) {
+	if cap(run.hashes) > cap(s.spare.hashes) && cap(run.hashes) <= spareHashes {
 		s.spare.hashes = run.hashes
 	}
-	if cap(run.strs) > cap(s.spare.strs) {
+	if cap(run.strs) > cap(s.spare.strs) && cap(run.strs) <= spareHolds {
 		clear(run.strs[:cap(run.strs)])
 		s.spare.strs = run.strs
 	}

@@ -3,313 +3,333 @@
 package server_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/server"
 	"github.com/kvalloc/kvalloc/wire"
 )
 
-// The daemon at every limit of PROTOCOL.md's Limits table: a request at
-// the limit, and just under it, is carried out; one just over it is
-// answered with its code and closed (a bound of the frame) or refused
-// with INVALID_ARGUMENT (a bound of l1), and the daemon goes on serving
-// everyone else.
-
-// touchOfSize is a touch whose frame is exactly size bytes: keys of empty
-// model and salt (a table of one empty string) and hashes of up to
-// MaxStringLen bytes.
-func touchOfSize(size int, epoch uint64) *wire.Request {
-	const fixed = wire.HeaderSize + 16 + 8 + 2 // header, parameters, keys block head, the table
-	rest := size - fixed
-	var ks []l1.ObjectKey
-	for rest > 0 {
-		hl := min(rest-16, wire.MaxStringLen)
-		if left := rest - 16 - hl; left > 0 && left < 16 {
-			hl -= 16
-		}
-		ks = append(ks, l1.ObjectKey{ChunkHash: fmt.Sprintf("%08d", len(ks)) + strings.Repeat("h", hl-8)})
-		rest -= 16 + hl
-	}
-	return &wire.Request{Type: wire.TypeTouch, ID: 3, Epoch: epoch, Keys: ks}
-}
-
-// limitsDaemon starts a daemon with a bystander client that holds 2 write
-// reservations, which every refusal must leave alone.
-func limitsDaemon(t *testing.T) (*server.Server, func()) {
-	s := start(t, server.Config{PoolSize: 256 << 20})
-	by := dial(t, s)
-	bk := keys("bystander", 2)
-	bres, err := by.ReserveWrite(bk, nil, 4096, l1.ModeAll)
+// metric reads one of the daemon's metrics (the first series of name).
+func metric(t testing.TB, s *server.Server, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector())
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, func() {
-		t.Helper()
-		if err := by.Ping(); err != nil {
-			t.Fatalf("the bystander: %v", err)
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			m := mf.GetMetric()[0]
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
-		if st := s.Stats(); st.WriteLocked != 2 {
-			t.Fatalf("%d write-locked; the bystander's 2 only", st.WriteLocked)
-		}
-		allOK(t, "the bystander finishes")(by.FinishWrite(bk, leasesOf(bres)))
-		check(t, s)
 	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
-// refusedAndClosed sends b on a fresh connection that holds a write
-// reservation, and checks the answer's code, that the connection is closed
-// and that its reservation was released.
-func refusedAndClosed(t *testing.T, s *server.Server, what string, b func(r *rawConn) []byte, code wire.Code) {
+// readAnswer reads one answer from nc before deadline.
+func readAnswer(nc *net.UnixConn, deadline time.Time) (wire.Answer, error) {
+	_ = nc.SetReadDeadline(deadline)
+	f, err := wire.ReadFrame(nc, nil)
+	if err != nil {
+		return wire.Answer{}, err
+	}
+	var a wire.Answer
+	var d wire.Decoder
+	err = d.DecodeAnswer(f, &a)
+	return a, err
+}
+
+// eof checks that the daemon closed nc.
+func eof(t testing.TB, nc *net.UnixConn) {
 	t.Helper()
-	r := raw(t, s, true)
-	r.send(r.frame(wire.Request{Type: wire.TypeReserveWrite, ID: 2, Epoch: r.epoch, Size: 4096, Keys: keys("victim", 1)}))
-	if a := r.answer(); a.Code != wire.CodeOK || a.Results[0].Status != wire.StatusOK {
-		t.Fatalf("%s: reserve: %+v", what, a)
-	}
-	closed := s.Stats().ConnsClosed
-	r.send(b(r))
-	a := r.answer()
-	if a.Code != code || a.Message == "" {
-		t.Fatalf("%s: answered %v %q, want %v and a message", what, a.Code, a.Message, code)
-	}
-	t.Logf("%s: %v: %s", what, a.Code, a.Message)
-	r.closed()
-	waitClosed(t, s, closed+1)
-	if st := s.Stats(); st.WriteLocked != 2 {
-		t.Fatalf("%s: %d write-locked after the refusal; the bystander's 2 only", what, st.WriteLocked)
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err != io.EOF && !errors.Is(err, unix.ECONNRESET) {
+		t.Fatalf("the daemon kept the connection open: read %d, %v", n, err)
 	}
 }
 
-// carriedOut sends q on r and checks the answer is OK, and that r still
-// answers a ping.
-func carriedOut(t *testing.T, r *rawConn, what string, b []byte) wire.Answer {
-	t.Helper()
-	_ = r.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	r.send(b)
-	a := r.answer()
-	if a.Code != wire.CodeOK {
-		t.Fatalf("%s: %v %q", what, a.Code, a.Message)
+// TestConnectionCaps: past -max-conns, and past -max-conns-per-uid, a
+// client is refused at once with TOO_MANY_CONNECTIONS and a message that
+// names the flag; once a connection closes, the next is served.
+func TestConnectionCaps(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		total, perUID int
+		held          int
+		flag          string
+	}{
+		{"total", 3, 100, 3, "-max-conns)"},
+		{"per-uid", 100, 2, 2, "-max-conns-per-uid)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, server.Config{MaxConns: tc.total, MaxConnsPerUID: tc.perUID})
+			var held []*client.Client
+			for range tc.held {
+				held = append(held, dial(t, s))
+			}
+			t0 := time.Now()
+			_, err := client.Dial(s.SocketPath(), client.Options{Timeout: 5 * time.Second})
+			if !errors.Is(err, wire.ErrTooManyConnections) || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("a connection past the cap: %v", err)
+			}
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Fatalf("the refusal took %v", d)
+			}
+			if got := metric(t, s, "kvalloc_daemon_connections_over_cap_total"); got != 1 {
+				t.Fatalf("over_cap_total %v", got)
+			}
+			// A raw connection past the cap reads the refusal as a hello
+			// answer, then EOF.
+			nc, err := net.Dial("unix", s.SocketPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			a, err := readAnswer(nc.(*net.UnixConn), time.Now().Add(10*time.Second))
+			if err != nil || a.Code != wire.CodeTooManyConnections || a.Type != wire.TypeHello.Answer() {
+				t.Fatalf("raw: %v %+v", err, a)
+			}
+			eof(t, nc.(*net.UnixConn))
+			held[0].Close()
+			waitClosed(t, s, 1)
+			c := dial(t, s)
+			if err := c.Ping(); err != nil {
+				t.Fatal(err)
+			}
+			if st := s.Stats(); st.ConnsOpen != uint64(tc.held) {
+				t.Fatalf("%d open", st.ConnsOpen)
+			}
+		})
 	}
-	r.send(r.frame(wire.Request{Type: wire.TypePing, ID: 99, Epoch: r.epoch}))
-	if p := r.answer(); p.Code != wire.CodeOK || p.ID != 99 {
-		t.Fatalf("%s: the ping after: %+v", what, p)
-	}
-	return a
 }
 
-// TestMaxFrameAtTheDaemon: a frame of exactly MaxFrame bytes is carried
-// out, and so is one a byte shorter; MaxFrame+1 is TOO_LARGE.
-func TestMaxFrameAtTheDaemon(t *testing.T) {
-	s, after := limitsDaemon(t)
-	r := raw(t, s, true)
-	var e wire.Encoder
-	for _, size := range []int{wire.MaxFrame - 1, wire.MaxFrame} {
-		for _, ty := range []wire.Type{wire.TypeTouch, wire.TypeReserveRead} {
-			q := touchOfSize(size, r.epoch)
-			q.Type = ty
-			if ty == wire.TypeReserveRead {
-				q.Locks = 1
-			}
-			b, err := e.AppendRequest(nil, q)
-			if err != nil || len(b) != size {
-				t.Fatalf("a %v of %d bytes: %d, %v", ty, size, len(b), err)
-			}
-			a := carriedOut(t, r, fmt.Sprintf("a %v of %d bytes", ty, size), b)
-			if ty == wire.TypeReserveRead && (len(a.Results) != len(q.Keys) || a.Results[0].Status != wire.StatusKeyNotExist) {
-				t.Fatalf("a %v of %d bytes: %d results for %d keys", ty, size, len(a.Results), len(q.Keys))
-			}
+// squatter (role) runs as another uid: it opens clients until the daemon
+// refuses one, prints how many it holds and the refusal, and waits.
+func squatter(path string) int {
+	var held []*client.Client
+	for range 100 {
+		c, err := client.Dial(path, client.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			fmt.Printf("held %d\n", len(held))
+			fmt.Println("refused:", err)
+			time.Sleep(time.Hour)
+			return 0
 		}
+		held = append(held, c)
 	}
-	refusedAndClosed(t, s, "MaxFrame+1", func(r *rawConn) []byte {
-		b, _ := e.AppendRequest(nil, touchOfSize(wire.MaxFrame, r.epoch))
-		binary.LittleEndian.PutUint32(b, wire.MaxFrame+1)
-		return b[:wire.HeaderSize+16] // the daemon judges the header alone
-	}, wire.CodeTooLarge)
-	after()
+	fmt.Println("never refused")
+	return 1
 }
 
-// TestKeyLimitsAtTheDaemon: MaxKeys keys, MaxStrings models and salts,
-// MaxStringLen bytes in a hash, a model and a salt, and the last string
-// index; one past each is BAD_FRAME.
-func TestKeyLimitsAtTheDaemon(t *testing.T) {
-	s, after := limitsDaemon(t)
-	c := dial(t, s)
-	for _, n := range []int{wire.MaxKeys - 1, wire.MaxKeys} {
-		ks := make([]l1.ObjectKey, n)
-		for i := range ks {
-			ks[i].ChunkHash = fmt.Sprint(i)
-		}
-		res, err := c.ReserveRead(ks, 1)
-		if err != nil || len(res) != n || res[n-1].Status != wire.StatusKeyNotExist {
-			t.Fatalf("%d keys: %d results, %v", n, len(res), err)
+// TestCapPerUIDAnotherUser: another allowed uid that opens connections up
+// to its cap is refused past it, and this uid is still served.
+func TestCapPerUIDAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("TestCapPerUIDAnotherUser runs a child as uid 65534 and needs root: run the server tests as root")
+	}
+	dir, err := os.MkdirTemp("", "kvalloc-cap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	bin := filepath.Join(dir, "child.test")
+	copyFile(t, exe, bin)
+	s := start(t, server.Config{SocketPath: filepath.Join(dir, "kvallocd.sock"), SocketMode: 0o666,
+		AllowUIDs: []uint32{uint32(os.Geteuid()), 65534}, MaxConns: 100, MaxConnsPerUID: 3})
+	_, lines := child(t, "squatter", s.SocketPath(), &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}, bin)
+	if l := expect(t, lines, "held "); l != "held 3" {
+		t.Fatalf("squatter: %q", l)
+	}
+	if l := expect(t, lines, "refused: "); !strings.Contains(l, "TOO_MANY_CONNECTIONS") || !strings.Contains(l, "uid 65534 has 3 connections open") {
+		t.Fatalf("squatter: %q", l)
+	}
+	for range 3 {
+		if err := dial(t, s).Ping(); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, n := range []int{wire.MaxStrings - 1, wire.MaxStrings} {
-		ks := make([]l1.ObjectKey, n) // one new string per key
-		for i := range ks {
-			ks[i] = l1.ObjectKey{ChunkHash: "h", Model: fmt.Sprint(i), CacheSalt: fmt.Sprint(i)}
-		}
-		if err := c.Touch(ks); err != nil {
-			t.Fatalf("%d strings: %v", n, err)
-		}
-	}
-	for _, n := range []int{wire.MaxStringLen - 1, wire.MaxStringLen} {
-		k := []l1.ObjectKey{{ChunkHash: strings.Repeat("h", n), Model: strings.Repeat("m", n), CacheSalt: strings.Repeat("s", n)}}
-		res, err := c.ReserveWrite(k, nil, 4096, l1.ModeAll)
-		if err != nil || res[0].Status != wire.StatusOK {
-			t.Fatalf("strings of %d bytes: %v %v", n, res, err)
-		}
-		allOK(t, "finish")(c.FinishWrite(k, leasesOf(res)))
-		rr, err := c.ReserveRead(k, 1)
-		if err != nil || rr[0].Status != wire.StatusOK || rr[0].Block != res[0].Block {
-			t.Fatalf("strings of %d bytes, read back: %v %v", n, rr, err)
-		}
-		allOK(t, "finish_read")(c.FinishRead(k, leasesOf(rr), 1))
-		allOK(t, "delete")(c.Delete(k, false))
-	}
+}
 
-	// One past each, by hand: a touch whose keys block is then edited.
-	var e wire.Encoder
-	touch := func(r *rawConn, ks []l1.ObjectKey) []byte {
-		b, err := e.AppendRequest(nil, &wire.Request{Type: wire.TypeTouch, ID: 5, Epoch: r.epoch, Keys: ks})
+// TestHelloTimeout: connections that say nothing, or half a hello, are
+// answered TIMEOUT at the hello timeout and closed; one that said hello
+// may stay idle past it.
+func TestHelloTimeout(t *testing.T) {
+	const ht = 300 * time.Millisecond
+	s := start(t, server.Config{HelloTimeout: ht})
+	hello := raw(t, s, true)
+	t0 := time.Now()
+	var silent []*net.UnixConn
+	for i := range 2 {
+		nc, err := net.Dial("unix", s.SocketPath())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b
+		t.Cleanup(func() { nc.Close() })
+		if i == 1 {
+			var enc wire.Encoder
+			f, _ := enc.AppendRequest(nil, &wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
+			nc.Write(f[:10])
+		}
+		silent = append(silent, nc.(*net.UnixConn))
 	}
-	const block = wire.HeaderSize + 16 // where the keys block starts
-	refusedAndClosed(t, s, "MaxKeys+1 keys", func(r *rawConn) []byte {
-		b := touch(r, make([]l1.ObjectKey, wire.MaxKeys))
-		b = append(b, make([]byte, 16)...) // one more key record: empty hash, indexes 0
-		binary.LittleEndian.PutUint32(b[block:], wire.MaxKeys+1)
-		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		return b
-	}, wire.CodeBadFrame)
-	refusedAndClosed(t, s, "MaxStrings+1 strings", func(r *rawConn) []byte {
-		b := touch(r, []l1.ObjectKey{{ChunkHash: "h"}}) // table [""]
-		extra := make([]byte, 2*wire.MaxStrings)        // MaxStrings more empty strings
-		b = append(b[:block+10:block+10], append(extra, b[block+10:]...)...)
-		binary.LittleEndian.PutUint16(b[block+4:], wire.MaxStrings+1)
-		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		return b
-	}, wire.CodeBadFrame)
-	refusedAndClosed(t, s, "a hash of MaxStringLen+1 bytes", func(r *rawConn) []byte {
-		b := touch(r, []l1.ObjectKey{{ChunkHash: strings.Repeat("h", wire.MaxStringLen)}})
-		b = append(b, 'h')
-		binary.LittleEndian.PutUint16(b[block+10:], wire.MaxStringLen+1)
-		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		return b
-	}, wire.CodeBadFrame)
-	refusedAndClosed(t, s, "a model of MaxStringLen+1 bytes", func(r *rawConn) []byte {
-		m := strings.Repeat("m", wire.MaxStringLen)
-		b := touch(r, []l1.ObjectKey{{Model: m, CacheSalt: m}}) // table [m]
-		b = append(b[:block+10+len(m):block+10+len(m)], append([]byte{'m'}, b[block+10+len(m):]...)...)
-		binary.LittleEndian.PutUint16(b[block+8:], wire.MaxStringLen+1)
-		binary.LittleEndian.PutUint32(b, uint32(len(b)))
-		return b
-	}, wire.CodeBadFrame)
-	after()
+	for i, nc := range silent {
+		a, err := readAnswer(nc, time.Now().Add(10*time.Second))
+		if err != nil || a.Code != wire.CodeTimeout || !strings.Contains(a.Message, "no hello within 300ms") {
+			t.Fatalf("silent %d: %v %+v", i, err, a)
+		}
+		eof(t, nc)
+	}
+	if d := time.Since(t0); d < ht {
+		t.Fatalf("closed after %v, before the hello timeout", d)
+	}
+	time.Sleep(ht)
+	hello.send(hello.frame(wire.Request{Type: wire.TypePing, ID: 2, Epoch: hello.epoch}))
+	if a := hello.answer(); a.Code != wire.CodeOK {
+		t.Fatalf("idle connection after the hello timeout: %v", a.Err())
+	}
+	if got := metric(t, s, "kvalloc_daemon_hello_timeouts_total"); got != 2 {
+		t.Fatalf("hello_timeouts_total %v", got)
+	}
 }
 
-// TestStringIndexAtTheDaemon: a key naming the table's last string is
-// served; one naming the index equal to the table's length, as model or
-// salt, of the first key or a later one, is BAD_FRAME and closes only its
-// connection: the daemon does not index past the table.
-func TestStringIndexAtTheDaemon(t *testing.T) {
-	s, after := limitsDaemon(t)
-	var e wire.Encoder
-	// Two keys: models "a" and "b", salt "" for both: the table is
-	// ["a", "", "b"]; key i's record is at rec(i).
-	ks := []l1.ObjectKey{{ChunkHash: "k0", Model: "a"}, {ChunkHash: "k1", Model: "b"}}
-	const table = wire.HeaderSize + 16 + 8 + (2 + 1) + 2 + (2 + 1)
-	rec := func(i int) int { return table + i*(16+2) }
-	frame := func(r *rawConn, ty wire.Type, key, field int, idx uint16) []byte {
-		q := wire.Request{Type: ty, ID: 5, Epoch: r.epoch, Keys: ks}
-		switch ty {
-		case wire.TypeReserveWrite:
-			q.Size = 4096
-		case wire.TypeReserveRead:
-			q.Locks = 1
-		}
-		b, err := e.AppendRequest(nil, &q)
+// limitDaemon (role) serves with RLIMIT_NOFILE set to KVALLOC_TEST_NOFILE,
+// caps far above it, and the hello timeout KVALLOC_TEST_HELLO_TIMEOUT,
+// until SIGTERM.
+func limitDaemon() int {
+	n, _ := strconv.ParseUint(os.Getenv("KVALLOC_TEST_NOFILE"), 10, 64)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+		fmt.Println("setrlimit:", err)
+		return 1
+	}
+	ht, _ := time.ParseDuration(os.Getenv("KVALLOC_TEST_HELLO_TIMEOUT"))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := server.New(server.Config{SocketPath: os.Getenv(childSocket), PoolSize: 64 << 20, HelloTimeout: ht, MaxConns: 100000, MaxConnsPerUID: 100000, Logger: log})
+	if err != nil {
+		fmt.Println("new:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	<-sig
+	s.Close()
+	<-done
+	return 0
+}
+
+// TestOutOfDescriptors: a daemon process with 64 descriptors, flooded
+// with silent connections, still answers every connection it cannot take
+// with TOO_MANY_CONNECTIONS (it keeps a spare descriptor for that), so a
+// legitimate client is told why at once instead of timing out; the silent
+// ones are closed at the hello timeout, and then the client is served.
+func TestOutOfDescriptors(t *testing.T) {
+	const ht = 4 * time.Second
+	t.Setenv("KVALLOC_TEST_NOFILE", "64")
+	t.Setenv("KVALLOC_TEST_HELLO_TIMEOUT", ht.String())
+	sock := filepath.Join(t.TempDir(), "k.sock")
+	cmd, lines := child(t, "limitdaemon", sock, nil, "")
+	expect(t, lines, "ready")
+	t0 := time.Now()
+	var conns []*net.UnixConn
+	for range 100 {
+		nc, err := net.Dial("unix", sock)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := binary.LittleEndian.Uint16(b[rec(1)+2:]); got != 2 {
-			t.Fatalf("key 1's model index is %d, want 2: the layout moved", got)
-		}
-		binary.LittleEndian.PutUint16(b[rec(key)+field:], idx)
-		return b
+		t.Cleanup(func() { nc.Close() })
+		conns = append(conns, nc.(*net.UnixConn))
 	}
-	for _, ty := range []wire.Type{wire.TypeReserveWrite, wire.TypeReserveRead, wire.TypeTouch} {
-		r := raw(t, s, true)
-		a := carriedOut(t, r, fmt.Sprintf("%v naming string 2 of 3", ty), frame(r, ty, 0, 4, 2))
-		if ty == wire.TypeReserveWrite {
-			// Key 0 became (k0, "a", salt "b"): abort it by that key.
-			r.send(r.frame(wire.Request{Type: wire.TypeAbortWrite, ID: 6, Epoch: r.epoch,
-				Keys:   []l1.ObjectKey{{ChunkHash: "k0", Model: "a", CacheSalt: "b"}, ks[1]},
-				Leases: []l1.Lease{a.Results[0].Lease, a.Results[1].Lease}}))
-			if ab := r.answer(); ab.Code != wire.CodeOK || ab.Statuses[0] != wire.StatusOK || ab.Statuses[1] != wire.StatusOK {
-				t.Fatalf("abort: %+v", ab)
-			}
-		}
-		r.c.Close()
-		for _, key := range []int{0, 1} {
-			for _, field := range []int{2, 4} { // model, salt
-				for _, idx := range []uint16{3, 4, 1<<16 - 1} {
-					what := fmt.Sprintf("%v, key %d's index at +%d = %d of a table of 3", ty, key, field, idx)
-					refusedAndClosed(t, s, what, func(r *rawConn) []byte { return frame(r, ty, key, field, idx) }, wire.CodeBadFrame)
-				}
-			}
+	// The refused ones have their answer; the others are silent, held.
+	var silent []*net.UnixConn
+	refused := 0
+	type read struct {
+		a   wire.Answer
+		err error
+	}
+	reads := make([]chan read, len(conns))
+	until := time.Now().Add(time.Second)
+	for i, nc := range conns {
+		reads[i] = make(chan read, 1)
+		go func() {
+			a, err := readAnswer(nc, until)
+			reads[i] <- read{a, err}
+		}()
+	}
+	for i, nc := range conns {
+		r := <-reads[i]
+		a, err := r.a, r.err
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			silent = append(silent, nc)
+		case err == nil && a.Code == wire.CodeTooManyConnections && strings.Contains(a.Message, "out of file descriptors"):
+			refused++
+		default:
+			t.Fatalf("a flooding connection read %v %+v", err, a)
 		}
 	}
-	after()
-}
-
-// TestLocksAtTheDaemon: read locks per key per call from 1 to 128; 0 and
-// 129 are INVALID_ARGUMENT, change nothing and keep the connection.
-func TestLocksAtTheDaemon(t *testing.T) {
-	s, after := limitsDaemon(t)
-	c := dial(t, s)
-	k := keys("locks", 1)
-	res, err := c.ReserveWrite(k, nil, 4096, l1.ModeAll)
+	if refused < 36 || len(silent) < 20 {
+		t.Fatalf("%d refused, %d held", refused, len(silent))
+	}
+	t.Logf("%d connections held, %d refused for want of descriptors", len(silent), refused)
+	t1 := time.Now()
+	_, err := client.Dial(sock, client.Options{Timeout: 3 * time.Second})
+	if !errors.Is(err, wire.ErrTooManyConnections) || !strings.Contains(err.Error(), "RLIMIT_NOFILE") {
+		t.Fatalf("a legitimate client, the daemon out of descriptors: %v", err)
+	}
+	if d := time.Since(t1); d > time.Second {
+		t.Fatalf("the refusal took %v", d)
+	}
+	if time.Since(t0) > ht {
+		t.Fatalf("the flood took longer than the hello timeout (%v): the test proves nothing on this machine", time.Since(t0))
+	}
+	for i, nc := range silent {
+		a, err := readAnswer(nc, time.Now().Add(ht+10*time.Second))
+		if err != nil || a.Code != wire.CodeTimeout {
+			t.Fatalf("silent %d: %v %+v", i, err, a)
+		}
+		eof(t, nc)
+	}
+	if d := time.Since(t0); d < ht {
+		t.Fatalf("silent connections closed after %v, before the hello timeout", d)
+	}
+	c, err := client.Dial(sock, client.Options{Timeout: 5 * time.Second})
 	if err != nil {
+		t.Fatalf("after the hello timeout: %v", err)
+	}
+	if _, err := c.ReserveWrite([]l1.ObjectKey{{ChunkHash: "after"}}, nil, 4096, l1.ModeAll); err != nil {
 		t.Fatal(err)
 	}
-	allOK(t, "finish")(c.FinishWrite(k, leasesOf(res)))
-	for _, n := range []int{1, 2, l1.MaxReadLocks - 1, l1.MaxReadLocks} {
-		rr, err := c.ReserveRead(k, n)
-		if err != nil || rr[0].Status != wire.StatusOK {
-			t.Fatalf("%d locks: %v %v", n, rr, err)
-		}
-		allOK(t, fmt.Sprintf("release %d", n))(c.FinishRead(k, leasesOf(rr), n))
+	c.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the daemon after SIGTERM: %v", err)
 	}
-	rr, err := c.ReserveRead(k, l1.MaxReadLocks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := s.Stats()
-	for _, n := range []int{0, l1.MaxReadLocks + 1} {
-		if _, err := c.ReserveRead(k, n); !errors.Is(err, wire.ErrInvalidArgument) {
-			t.Errorf("reserve_read of %d locks: %v", n, err)
-		}
-		if _, err := c.FinishRead(k, leasesOf(rr), n); !errors.Is(err, wire.ErrInvalidArgument) {
-			t.Errorf("finish_read of %d locks: %v", n, err)
-		}
-		if _, err := c.FinishWriteAndReserveRead(k, leasesOf(res), n); !errors.Is(err, wire.ErrInvalidArgument) {
-			t.Errorf("finish_write_and_reserve_read of %d locks: %v", n, err)
-		}
-	}
-	if st := s.Stats(); st.Objects != before.Objects || st.ConnsClosed != before.ConnsClosed {
-		t.Fatalf("the refusals changed the daemon: %+v, then %+v", before, st)
-	}
-	allOK(t, "release 128")(c.FinishRead(k, leasesOf(rr), l1.MaxReadLocks))
-	allOK(t, "delete")(c.Delete(k, false))
-	after()
 }

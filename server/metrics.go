@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,17 @@ import (
 //	kvalloc_daemon_released_writes_total               counter  writes aborted because their connection ended
 //	kvalloc_daemon_released_read_locks_total           counter  read locks released because their connection ended
 //	kvalloc_daemon_released_bytes_total                counter  bytes those releases freed
+//	kvalloc_daemon_connections_over_cap_total          counter  connections refused TOO_MANY_CONNECTIONS at a cap
+//	kvalloc_daemon_connections_out_of_fds_total        counter  connections refused TOO_MANY_CONNECTIONS for want of descriptors
+//	kvalloc_daemon_hello_timeouts_total                counter  connections closed for saying no hello within the hello timeout
+//	kvalloc_daemon_busy_total                          counter  requests dropped and answered BUSY: no frame buffers within the frame timeout
+//	kvalloc_daemon_frame_buffer_bytes                  gauge    bytes of the shared frame buffers, lent and kept for reuse
+//	kvalloc_daemon_frame_buffer_kept_bytes             gauge    of them, kept for reuse
+//	kvalloc_daemon_frame_buffer_peak_bytes             gauge    the most frame_buffer_bytes has been
+//	kvalloc_daemon_frame_buffer_budget_bytes           gauge    the bound on frame_buffer_bytes (-buffer-budget)
+//	kvalloc_daemon_connection_buffer_bytes             gauge    bytes the open connections keep between requests: own buffers and scratch
+//	kvalloc_daemon_log_write_errors_total              counter  log records the log's writer failed to take (a closed stderr)
+//	kvalloc_daemon_log_suppressed_total                counter  log records dropped by the rate limit of repeated messages
 //	kvalloc_daemon_connection_write_reservations{conn,pid,uid}  gauge  write reservations each connection holds
 //	kvalloc_daemon_connection_read_locks{conn,pid,uid}          gauge  read locks each connection holds
 //	kvalloc_daemon_connection_age_seconds{conn,pid,uid}         gauge  time since each connection was accepted
@@ -51,6 +63,18 @@ var (
 	descRelW     = prometheus.NewDesc("kvalloc_daemon_released_writes_total", "Write reservations aborted because their connection ended.", nil, nil)
 	descRelR     = prometheus.NewDesc("kvalloc_daemon_released_read_locks_total", "Read locks released because their connection ended.", nil, nil)
 	descRelB     = prometheus.NewDesc("kvalloc_daemon_released_bytes_total", "Bytes freed by releases of ended connections.", nil, nil)
+	descOverCap  = prometheus.NewDesc("kvalloc_daemon_connections_over_cap_total", "Connections refused TOO_MANY_CONNECTIONS at a cap (-max-conns, -max-conns-per-uid).", nil, nil)
+	descNoFDs    = prometheus.NewDesc("kvalloc_daemon_connections_out_of_fds_total", "Connections refused TOO_MANY_CONNECTIONS for want of file descriptors.", nil, nil)
+	descHelloTO  = prometheus.NewDesc("kvalloc_daemon_hello_timeouts_total", "Connections closed for saying no hello within the hello timeout.", nil, nil)
+	descBusy     = prometheus.NewDesc("kvalloc_daemon_busy_total", "Requests dropped and answered BUSY: no frame buffers within the frame timeout.", nil, nil)
+	descBufUsed  = prometheus.NewDesc("kvalloc_daemon_frame_buffer_bytes", "Bytes of the frame buffers all connections share, lent and kept for reuse.", nil, nil)
+	descBufKept  = prometheus.NewDesc("kvalloc_daemon_frame_buffer_kept_bytes", "Bytes of shared frame buffers kept for reuse.", nil, nil)
+	descBufPeak  = prometheus.NewDesc("kvalloc_daemon_frame_buffer_peak_bytes", "The most bytes of shared frame buffers at once.", nil, nil)
+	descBudget   = prometheus.NewDesc("kvalloc_daemon_frame_buffer_budget_bytes", "The bound on the shared frame buffers (-buffer-budget).", nil, nil)
+	descConnBuf  = prometheus.NewDesc("kvalloc_daemon_connection_buffer_bytes", "Bytes the open connections keep between requests: their own buffers and scratch.", nil, nil)
+	descLogErrs  = prometheus.NewDesc("kvalloc_daemon_log_write_errors_total", "Log records the log's writer failed to take (a closed stderr); the daemon goes on.", nil, nil)
+	descLogSupp  = prometheus.NewDesc("kvalloc_daemon_log_suppressed_total", "Log records dropped by the rate limit of repeated messages.", nil, nil)
+	limitDescs   = []*prometheus.Desc{descOverCap, descNoFDs, descHelloTO, descBusy, descBufUsed, descBufKept, descBufPeak, descBudget, descConnBuf, descLogErrs, descLogSupp}
 	connLabels   = []string{"conn", "pid", "uid"}
 	descConnW    = prometheus.NewDesc("kvalloc_daemon_connection_write_reservations", "Write reservations a connection holds.", connLabels, nil)
 	descConnR    = prometheus.NewDesc("kvalloc_daemon_connection_read_locks", "Read locks a connection holds.", connLabels, nil)
@@ -60,6 +84,9 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.inner.Describe(ch)
 	for _, d := range []*prometheus.Desc{descConns, descAccepted, descClosed, descRefused, descRelW, descRelR, descRelB, descConnW, descConnR, descConnAge} {
+		ch <- d
+	}
+	for _, d := range limitDescs {
 		ch <- d
 	}
 	if c.s.cfg.DebugVerify {
@@ -86,6 +113,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	k(descRelW, s.releasedWrites.Load())
 	k(descRelR, s.releasedReads.Load())
 	k(descRelB, s.relBytes.Load())
+	k(descOverCap, s.overCap.Load())
+	k(descNoFDs, s.noFDs.Load())
+	k(descHelloTO, s.helloTimeouts.Load())
+	k(descBusy, s.busies.Load())
+	bs := s.bufs.stats()
+	g(descBufUsed, float64(bs.used))
+	g(descBufKept, float64(bs.kept))
+	g(descBufPeak, float64(bs.peak))
+	g(descBudget, float64(bs.budget))
+	g(descConnBuf, float64(s.ConnectionBufferBytes()))
+	k(descLogErrs, s.logs.writeErrors.Load())
+	k(descLogSupp, s.logs.suppressed.Load())
 	if s.cfg.DebugVerify {
 		s.collectDebug(ch)
 	}
@@ -112,12 +151,20 @@ func (s *Server) serveMetrics(addr string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.Collector(), collectors.NewGoCollector())
+	reg.MustRegister(l2Collector{&s.l2cnt}) // lookups' L1 and L2 hits (l2metrics.go)
+	if c, ok := s.cfg.L2.Store.(prometheus.Collector); ok {
+		reg.MustRegister(c) // the L2 tier's kvallocd_l2_* (package l2)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if s.cfg.DebugVerify {
 		mux.HandleFunc("/debug/verify", s.serveDebug)
 	}
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Any local user can connect to a loopback port: bound what its
+	// connections can hold (metricsConns at once, each for a bounded time).
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
+	ln = limitListener(ln, metricsConns)
 	s.metricsAddr = ln.Addr().String()
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -125,6 +172,43 @@ func (s *Server) serveMetrics(addr string) error {
 		}
 	}()
 	return nil
+}
+
+// metricsConns caps the connections to /metrics open at once; more wait
+// in the listen backlog.
+const metricsConns = 16
+
+// limitListener returns a listener that has at most n accepted
+// connections open at once: Accept waits for one to close.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &capListener{Listener: ln, sem: make(chan struct{}, n)}
+}
+
+type capListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &capConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type capConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *capConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // MetricsAddr is the address /metrics is served on, or "" when it is not.

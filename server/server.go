@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
+	perUID  map[uint32]int // open connections by peer uid
 	closing bool
 	nextID  uint64
 	closes  []CloseRecord // the most recent, for tests and the kill harness
@@ -55,6 +57,20 @@ type Server struct {
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
 	dbg                                     debugCounts
+
+	// restart is the handoff socket and how the daemon started (handoff.go).
+	restart restartState
+
+	// Limits (limits.go, buffers.go, logger.go).
+	logs                                  *logState
+	bufs                                  *bufPool
+	reserve                               int // the spare descriptor the accept loop frees on EMFILE, or -1; under mu
+	overCap, noFDs, helloTimeouts, busies atomic.Uint64
+	stopTrim                              chan struct{}
+
+	// The L2 tier (l2*.go).
+	l2    *l2tier  // nil without an L2 store (l2.go)
+	l2cnt l2counts // the lookups' figures (l2metrics.go)
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -99,32 +115,31 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, epoch: binary.LittleEndian.Uint64(eb[:]), conns: map[*conn]struct{}{}}
-	p, err := newPool(cfg.PoolSize, cfg.Pool)
-	if err != nil {
-		return nil, err
+	lh := newLogHandler(cfg.Logger.Handler(), time.Now)
+	s := &Server{cfg: cfg, log: slog.New(lh), logs: lh.st, epoch: binary.LittleEndian.Uint64(eb[:]),
+		conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, bufs: newBufPool(cfg.BufferBudget), reserve: -1,
+		stopTrim: make(chan struct{})}
+	// A takeover (handoff.go) sets the pool, the allocator and the
+	// manager when it can, the socket when it arrived.
+	s.openWarm(cfg)
+	if s.mgr == nil {
+		if err := s.openCold(cfg); err != nil {
+			if s.ln != nil {
+				s.ln.close()
+			}
+			return nil, err
+		}
 	}
-	s.pool = p
-	s.alloc, err = allocator.New(p, allocator.Options{Align: cfg.Align})
-	if err != nil {
-		p.Close()
-		return nil, err
+	if s.ln == nil {
+		if s.ln, err = s.listenCold(cfg); err != nil {
+			s.mgr.Close()
+			s.alloc.Close()
+			return nil, err
+		}
 	}
-	// A lapsed write's owner may still be filling its block: keep the
-	// block from every other writer until the owner finishes, aborts or
-	// disconnects.
-	lc := cfg.L1
-	lc.QuarantineLapsedWrites = true
-	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, lc)
-	if err != nil {
-		s.alloc.Close()
-		return nil, err
-	}
-	s.ln, err = listen(cfg.SocketPath, cfg.SocketMode)
-	if err != nil {
-		s.mgr.Close()
-		s.alloc.Close()
-		return nil, err
+	if err := s.listenHandoff(); err != nil {
+		// Serving matters more than a successor's convenience.
+		s.log.Warn("no handoff socket: a successor cannot take this pool over (-takeover)", "err", err)
 	}
 	if cfg.MetricsAddr != "" {
 		if err := s.serveMetrics(cfg.MetricsAddr); err != nil {
@@ -134,33 +149,86 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := s.startL2(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if bug != bugNone {
 		s.log.Warn("this daemon carries a deliberate bug (built with the kvalloc_daemon_bugs tag)", "bug", bug)
 	}
+	s.takeReserve()
+	go s.trimLoop()
 	s.log.Info("kvallocd ready", "socket", cfg.SocketPath, "pool_bytes", cfg.PoolSize, "align", s.alloc.Align(),
-		"epoch", fmt.Sprintf("%#x", s.epoch), "allow_uids", cfg.AllowUIDs, "allow_gids", cfg.AllowGIDs)
+		"epoch", fmt.Sprintf("%#x", s.epoch), "allow_uids", cfg.AllowUIDs, "allow_gids", cfg.AllowGIDs,
+		"metrics", s.metricsAddr, "max_conns", cfg.MaxConns, "max_conns_per_uid", cfg.MaxConnsPerUID,
+		"hello_timeout", cfg.HelloTimeout, "buffer_budget", cfg.BufferBudget)
 	return s, nil
+}
+
+// openCold makes a fresh pool, its allocator and an empty manager.
+func (s *Server) openCold(cfg Config) error {
+	p, err := newPool(cfg.PoolSize, cfg.Pool)
+	if err != nil {
+		return err
+	}
+	s.pool = p
+	s.alloc, err = allocator.New(p, allocator.Options{Align: cfg.Align})
+	if err != nil {
+		p.Close()
+		return err
+	}
+	// A lapsed write's owner may still be filling its block: keep the
+	// block from every other writer until the owner finishes, aborts or
+	// disconnects.
+	lc := cfg.L1
+	lc.QuarantineLapsedWrites = true
+	s.mgr, err = l1.New[l1.ObjectKey](s.alloc, lc)
+	if err != nil {
+		s.alloc.Close()
+		return err
+	}
+	return nil
 }
 
 // Serve accepts connections until Close, serving each on its own
 // goroutine. It returns nil after Close, or the accept error that stopped
-// it.
+// it. A connection past a cap (Config.MaxConns, MaxConnsPerUID), or
+// accepted with the spare descriptor when the daemon is out of them, is
+// answered TOO_MANY_CONNECTIONS and closed here, without a goroutine.
 func (s *Server) Serve() error {
+	s.notifyReady()  // systemd (fdstore.go)
+	pending := false // out of descriptors, a connection was seen waiting
 	for {
 		c, err := s.ln.ln.AcceptUnix()
+		if err == nil || !outOfFDs(err) {
+			pending = false
+		}
 		if err != nil {
 			s.mu.Lock()
 			closing := s.closing
 			s.mu.Unlock()
 			if closing || errors.Is(err, net.ErrClosed) {
-				return nil
+				return s.serveEnd()
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			if outOfFDs(err) {
+				if pending {
+					pending = false
+					if !s.refuseWithReserve() {
+						s.log.Error("accept: out of file descriptors, and no spare one to refuse with", "err", err)
+						time.Sleep(10 * time.Millisecond)
+					}
+				} else {
+					s.waitPending()
+					pending = true
+				}
+				continue
+			}
 			s.log.Error("accept", "err", err)
-			time.Sleep(10 * time.Millisecond) // EMFILE and friends: do not spin
+			time.Sleep(10 * time.Millisecond) // do not spin
 			continue
 		}
 		// A 5700-key frame is 400 KB: with buffers that hold it the
@@ -172,11 +240,21 @@ func (s *Server) Serve() error {
 		if s.closing {
 			s.mu.Unlock()
 			c.Close()
-			return nil
+			return s.serveEnd()
+		}
+		if msg := s.overCapLocked(peer, perr); msg != "" {
+			s.mu.Unlock()
+			s.overCap.Add(1)
+			s.log.Warn("refused connection", "pid", peer.PID, "uid", peer.UID, "why", msg)
+			s.refuseConn(c, msg)
+			continue
 		}
 		s.nextID++
 		cn := newConn(s, c, s.nextID, peer, perr)
 		s.conns[cn] = struct{}{}
+		if perr == nil {
+			s.perUID[peer.UID]++
+		}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.accepted.Add(1)
@@ -199,17 +277,40 @@ func (s *Server) Close() error {
 		c.shutdown()
 	}
 	s.mu.Unlock()
+	s.notifyStopping() // systemd (fdstore.go)
+	s.closeHandoff()
+	s.bufs.shut()
 	err := s.ln.close()
 	if s.http != nil {
 		s.http.Close()
 	}
 	s.wg.Wait()
+	s.stopL2()
+	s.storeIndex() // systemd's fd store (fdstore.go)
+	close(s.stopTrim)
+	s.dropReserve()
 	s.mgr.Close()
 	if e := s.alloc.Close(); err == nil {
 		err = e
 	}
 	s.log.Info("kvallocd stopped", "socket", s.cfg.SocketPath, "connections", s.accepted.Load())
 	return bugClose(err)
+}
+
+// trimLoop trims the frame-buffer pool every second until Close.
+func (s *Server) trimLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopTrim:
+			return
+		case now := <-t.C:
+			if s.bufs.trim(now) {
+				debug.FreeOSMemory()
+			}
+		}
+	}
 }
 
 // Epoch is the pool's epoch: random, nonzero, new at each New.
@@ -252,6 +353,20 @@ func (s *Server) Connections() []ConnInfo {
 	return out
 }
 
+// ConnectionBufferBytes is what the open connections keep between
+// requests in buffers and scratch (their ledgers aside), in bytes: at
+// most some 2·16 KiB and the scratch of a 16 KiB frame's keys each,
+// whatever frames they sent before.
+func (s *Server) ConnectionBufferBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for c := range s.conns {
+		n += c.retained.Load()
+	}
+	return n
+}
+
 // Closes returns the records of the connections that ended, oldest first
 // (the last 4096).
 func (s *Server) Closes() []CloseRecord {
@@ -285,6 +400,11 @@ func (s *Server) Stats() wire.Stats {
 func (s *Server) ended(c *conn, r CloseRecord) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if c.peerErr == nil {
+		if s.perUID[c.peer.UID]--; s.perUID[c.peer.UID] <= 0 {
+			delete(s.perUID, c.peer.UID)
+		}
+	}
 	if len(s.closes) == maxCloses {
 		s.closes = append(s.closes[:0], s.closes[1:]...)
 	}

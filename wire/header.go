@@ -109,6 +109,10 @@ var (
 	ErrNotAllowed      = &Error{Code: CodeNotAllowed}
 	ErrTimeout         = &Error{Code: CodeTimeout}
 	ErrInternal        = &Error{Code: CodeInternal}
+	// ErrTooManyConnections: the daemon refused the connection at its cap.
+	ErrTooManyConnections = &Error{Code: CodeTooManyConnections}
+	// ErrBusy: the daemon's frame buffers were spent; send the request again.
+	ErrBusy = &Error{Code: CodeBusy}
 )
 
 func errorf(c Code, format string, args ...any) *Error {

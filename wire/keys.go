@@ -245,18 +245,25 @@ func (d *Decoder) readKeys(r *reader, own bool) []l1.ObjectKey {
 	return keys
 }
 
+// internBytes bounds the bytes of the strings a Decoder's intern table
+// holds, so that a Decoder kept for a connection's lifetime keeps at most
+// this much of what its peer sent, however many distinct models it names.
+const internBytes = 64 << 10
+
 // intern returns b as a string, the same string for the same bytes while
-// the table holds it. The table is dropped when it outgrows 1024 entries,
-// so a peer that sends many distinct models costs an allocation each, not
-// memory.
+// the table holds it. The table is dropped when it outgrows 1024 entries
+// or internBytes, so a peer that sends many distinct models costs an
+// allocation each, not memory.
 func (d *Decoder) intern(b []byte) string {
 	if s, ok := d.interned[string(b)]; ok {
 		return s
 	}
-	if d.interned == nil || len(d.interned) >= 1024 {
+	if d.interned == nil || len(d.interned) >= 1024 || d.internedLen+len(b) > internBytes {
 		d.interned = make(map[string]string)
+		d.internedLen = 0
 	}
 	s := string(b)
 	d.interned[s] = s
+	d.internedLen += len(s)
 	return s
 }

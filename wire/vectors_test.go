@@ -83,6 +83,14 @@ type jsonAnswer struct {
 	Prefix   uint32            `json:"prefix,omitempty"`
 	Statuses []string          `json:"statuses,omitempty"`
 	Stats    map[string]uint64 `json:"stats,omitempty"`
+	Lookup   *jsonLookup       `json:"lookup,omitempty"`
+}
+
+type jsonLookup struct {
+	N        uint32 `json:"n"`
+	L1       uint32 `json:"l1"`
+	L2       uint32 `json:"l2"`
+	Prefetch uint32 `json:"prefetch"`
 }
 
 func typeName(t wire.Type) string {
@@ -125,6 +133,9 @@ func answerJSON(a *wire.Answer) jsonAnswer {
 		for i, v := range a.Stats.Values() {
 			j.Stats[wire.StatsNames[i]] = v
 		}
+	case wire.TypeLookup:
+		l := a.Lookup
+		j.Lookup = &jsonLookup{l.N, l.L1, l.L2, l.Prefetch}
 	}
 	for _, r := range a.Results {
 		j.Results = append(j.Results, jsonResult{r.Status.String(), r.Block.Offset, r.Block.Size, r.Block.Gen, uint64(r.Lease)})
@@ -173,6 +184,9 @@ func requests() []struct {
 		{"delete", wire.Request{Type: wire.TypeDelete, ID: 13, Epoch: vecEpoch, Keys: keys}},
 		{"delete_force", wire.Request{Type: wire.TypeDelete, ID: 14, Epoch: vecEpoch, Flags: wire.FlagForce, Keys: keys[2:]}},
 		{"touch", wire.Request{Type: wire.TypeTouch, ID: 15, Epoch: vecEpoch, Keys: keys}},
+		{"lookup", wire.Request{Type: wire.TypeLookup, ID: 18, Epoch: vecEpoch, Keys: keys}},
+		{"lookup_prefetch", wire.Request{Type: wire.TypeLookup, ID: 19, Epoch: vecEpoch, Flags: wire.FlagPrefetch, Keys: keys}},
+		{"reserve_read_prefix_wait", wire.Request{Type: wire.TypeReserveReadPrefixWait, ID: 20, Epoch: vecEpoch, Size: 250000, Locks: 1, Keys: keys}},
 	}
 }
 
@@ -203,10 +217,16 @@ func answers() []struct {
 		{"hello_not_allowed", with(a(wire.TypeHello, 0), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeNotAllowed, "peer uid 65534 gid 65534 (pid 4242) is not allowed; allowed uids [0] gids []"
 		})},
+		{"hello_too_many_connections", with(a(wire.TypeHello, 0), func(x *wire.Answer) {
+			x.Code, x.Message = wire.CodeTooManyConnections, "uid 1000 has 512 connections open, the most this kvallocd serves one uid (flag -max-conns-per-uid)"
+		})},
 		{"hello_bad_version", with(a(wire.TypeHello, 1), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeBadVersion, "protocol version 9; this daemon speaks 1"
 		})},
 		{"ping_answer", a(wire.TypePing, 2)},
+		{"reserve_read_busy", with(a(wire.TypeReserveRead, 13), func(x *wire.Answer) {
+			x.Code, x.Message = wire.CodeBusy, "no frame buffer of 1048576 bytes within 10s: the daemon's 268435456 bytes of frame buffers are in use; nothing was done, send the request again"
+		})},
 		{"stats_answer", with(a(wire.TypeStats, 3), func(x *wire.Answer) { x.Stats = stats })},
 		{"reserve_write_answer", with(a(wire.TypeReserveWrite, 4), func(x *wire.Answer) {
 			x.Results = []wire.Result{ok(0, 1, 100), ok(mib8, 2, 101), {Status: wire.StatusOutOfMemory}}
@@ -234,6 +254,13 @@ func answers() []struct {
 			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusKeyIsLocked, wire.StatusKeyNotExist}
 		})},
 		{"touch_answer", a(wire.TypeTouch, 15)},
+		{"lookup_answer", with(a(wire.TypeLookup, 19), func(x *wire.Answer) {
+			x.Lookup = wire.Lookup{N: 3, L1: 1, L2: 2, Prefetch: 1}
+		})},
+		{"reserve_read_prefix_wait_answer", with(a(wire.TypeReserveReadPrefixWait, 20), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(0, 1, 103), ok(mib8, 2, 104), {Status: wire.StatusKeyNotReadable}}
+			x.Prefix = 2
+		})},
 		{"wrong_epoch", with(a(wire.TypeFinishWrite, 16), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeWrongEpoch, "epoch 0x1 is not this daemon's 0x123456789abcdef: leases and blocks from an earlier daemon are void"
 		})},
@@ -261,6 +288,7 @@ func malformed(t testing.TB) []vector {
 	tmp := enc(wire.Request{Type: wire.TypeReserveWrite, ID: 5, Epoch: vecEpoch, Size: 64, Keys: []l1.ObjectKey{keyA}, Temporary: []bool{true}})
 	hello := enc(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
 	ping := enc(wire.Request{Type: wire.TypePing, ID: 2, Epoch: vecEpoch})
+	lookup := enc(wire.Request{Type: wire.TypeLookup, ID: 19, Epoch: vecEpoch, Flags: wire.FlagPrefetch, Keys: []l1.ObjectKey{keyA}})
 	const keysAt = wire.HeaderSize + 16 // the key block of a keyed request
 	v := func(name string, code wire.Code, b []byte) vector {
 		return vector{Name: name, Kind: "request", Frame: hex.EncodeToString(b), Error: code.String()}
@@ -316,6 +344,11 @@ func malformed(t testing.TB) []vector {
 			binary.LittleEndian.PutUint32(b[wire.HeaderSize+8:], 1) // locks in a finish_write
 			return b
 		})),
+		v("bad_lookup_locks", wire.CodeBadFrame, edit(lookup, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[wire.HeaderSize+8:], 1) // lookup takes no locks
+			return b
+		})),
+		v("bad_lookup_flag", wire.CodeBadFrame, edit(lookup, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagForce; return b })),
 		v("bad_undefined_flag", wire.CodeBadFrame, edit(rw, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagForce; return b })),
 		v("bad_temporary_flag_value", wire.CodeBadFrame, edit(tmp, func(b []byte) []byte { b[len(b)-1] = 2; return b })),
 		v("bad_hello_version", wire.CodeBadVersion, edit(hello, func(b []byte) []byte {

@@ -37,6 +37,18 @@
 // send anything, that the process serving the socket runs as root or as
 // their own uid (SO_PEERCRED; configurable in each client).
 //
+// What a peer can make it hold is bounded (wire/PROTOCOL.md, "Limits"): a
+// connection past -max-conns, or past -max-conns-per-uid for its uid, or
+// accepted when the daemon is out of file descriptors (it keeps a spare
+// one for that), is answered TOO_MANY_CONNECTIONS and closed; one that
+// says no hello within -hello-timeout is answered TIMEOUT and closed; an
+// idle connection keeps two 16 KiB buffers, and larger frames and answers
+// borrow from -buffer-budget bytes all connections share (a request that
+// finds none within -frame-timeout is answered BUSY); each log message is
+// written at most 20 times a second, the rest counted. Logging never ends
+// the daemon: it ignores SIGPIPE, and a log line its stderr does not take
+// (a reader gone) is counted in kvalloc_daemon_log_write_errors_total.
+//
 // With -metrics it serves /metrics (Prometheus) on that loopback address:
 // the allocator's, the pool's, the manager's, per-connection gauges, and the Go
 // runtime's.
@@ -48,6 +60,33 @@
 // was present (see server.Config.DebugVerify); make soak runs the daemon
 // so. SIGTERM or SIGINT shuts it down cleanly: it stops accepting, releases
 // every connection, closes the pool and removes the socket, and exits 0.
+// SIGHUP (its terminal or session going away) is logged and ignored, and
+// so is SIGPIPE (see the limits above).
+//
+// Restarting without losing the cache: with -takeover, a new kvallocd
+// asks the one serving -socket for its pool over the handoff socket
+// (-socket + ".handoff", mode 0600, both sides of the same uid). The old
+// daemon stops accepting, ends and releases every connection, and hands
+// over the memfd, its listening socket and the index of its finished
+// objects, then exits 0; the new one serves the same objects on the same
+// socket under a new epoch, and clients connect again. When nobody
+// answers, or the index is doubtful (torn, stale, of another pool size or
+// alignment), it starts cold and logs why. The pool size, alignment and
+// huge-page setting must match the old daemon's.
+//
+// Under systemd (server.Config.Systemd, always on; it acts only on
+// systemd's variables): with Type=notify it reports READY=1 once it
+// serves; it keeps its memfd in the unit's fd store as "pool" and, on
+// SIGTERM, after releasing every connection, the index as "index"
+// (FDStoreMax=2 or more); started again with both in LISTEN_FDS, it
+// restores them, with the same checks as a takeover. A crash leaves no
+// fresh index: the next start is cold. A daemon that took over sends
+// MAINPID= with READY=1, so that a unit with NotifyAccess=all and
+// ExecReload=kvallocd -takeover (and the same flags) hands off on
+// systemctl reload. A listening socket in LISTEN_FDS (a
+// .socket unit, or systemd-socket-activate) is served instead of binding
+// -socket, which must still name its path (the handoff socket is beside
+// it); the file is systemd's and is left in place.
 //
 // A kvallocd built with -tags kvalloc_daemon_bugs is for tests only: it
 // carries the one deliberate bug the environment variable
@@ -75,9 +114,15 @@
 //	-read-ttl d           read-lock lifetime (default 5m0s)
 //	-frame-timeout d      time from a frame's first byte to its last (default 10s)
 //	-write-timeout d      time to write one answer (default 10s)
+//	-hello-timeout d      time from accept to the end of a connection's hello (default 10s)
+//	-max-conns n          connections open at once, at most (default 1024)
+//	-max-conns-per-uid n  connections open at once from one peer uid, at most (default 512)
+//	-buffer-budget size   bytes of frame buffers all connections share, at least 20MiB (default 256MiB)
 //	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
 //	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
 //	                      count out-of-memory answers that left an evictable object (serializes reserve_write)
+//	-takeover             take the pool and its finished objects over from the kvallocd serving -socket;
+//	                      start cold, and say why, when that fails
 //	-log-level level      debug, info, warn or error (default info)
 //	-version              print the module version (and the checkout's revision when built from one),
 //	                      the Go toolchain and the protocol version, and exit
@@ -85,6 +130,7 @@
 // It installs with go install github.com/kvalloc/kvalloc/cmd/kvallocd@latest
 // (Linux only); kvallocd -version then names the module version installed.
 //
-// Exit status: 0 after a clean shutdown or -version, 1 when the daemon cannot start
+// Exit status: 0 after a clean shutdown, a handoff to a successor or
+// -version, 1 when the daemon cannot start
 // or stops on an error, 2 for bad flags.
 package main

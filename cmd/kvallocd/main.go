@@ -22,14 +22,24 @@ import (
 )
 
 func main() {
+	// A write to a stderr (or stdout) whose reader is gone must fail with
+	// EPIPE, which the daemon's logger counts, and never kill the daemon:
+	// Go exits on SIGPIPE from fd 1 or 2 unless SIGPIPE is handled.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+	// A hangup (the terminal or session it was started from going away)
+	// must not end the node's cache either: it is logged and ignored.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, hup))
 }
 
-// run parses args, starts the daemon, and serves until ctx ends.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg, level, err := parse(args, stderr)
+// run parses args, starts the daemon, and serves until ctx ends; a value
+// on hup is logged and ignored.
+func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Signal) int {
+	var l2f l2Flags
+	cfg, level, err := parse(args, stderr, &l2f)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -42,6 +52,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = log
+	cfg.Systemd = true // takes effect only under systemd's variables
+	if err := l2f.open(ctx, &cfg); err != nil {
+		log.Error("kvallocd cannot start its L2 tier", "err", err)
+		return 1
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		log.Error("kvallocd cannot start", "err", err)
@@ -49,13 +64,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down on a signal")
-		err = s.Close()
-		<-done
-	case err = <-done:
-		s.Close()
+	for stopped := false; !stopped; {
+		select {
+		case <-hup:
+			log.Warn("SIGHUP ignored: kvallocd stops on SIGTERM or SIGINT")
+		case <-ctx.Done():
+			log.Info("shutting down on a signal")
+			err = s.Close()
+			<-done
+			stopped = true
+		case err = <-done:
+			s.Close()
+			stopped = true
+		}
 	}
 	if err != nil {
 		log.Error("kvallocd stopped", "err", err)
@@ -71,9 +92,10 @@ var stdout io.Writer = os.Stdout
 var errVersion = errors.New("-version")
 
 // parse reads the flags into a server configuration.
-func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
+func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.Level, error) {
 	cfg := server.Defaults()
 	fs := flag.NewFlagSet("kvallocd", flag.ContinueOnError)
+	l2f.register(fs)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: kvallocd [flags]  (go doc github.com/kvalloc/kvalloc/cmd/kvallocd)")
@@ -96,8 +118,13 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	fs.DurationVar(&cfg.L1.ReadTTL, "read-ttl", l1.DefaultReadTTL, "read-lock lifetime")
 	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", server.DefaultFrameTimeout, "time from a frame's first byte to its last")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "time to write one answer")
+	fs.DurationVar(&cfg.HelloTimeout, "hello-timeout", server.DefaultHelloTimeout, "time from accept to the end of a connection's hello")
+	fs.IntVar(&cfg.MaxConns, "max-conns", server.DefaultMaxConns, "connections open at once, at most")
+	fs.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "connections open at once from one peer uid, at most")
+	budget := fs.String("buffer-budget", "256MiB", "bytes of frame buffers all connections share, at least 20MiB")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve /metrics on this loopback address, e.g. 127.0.0.1:9464")
 	fs.BoolVar(&cfg.DebugVerify, "debug-verify", false, "serve /debug/verify with -metrics, and judge out-of-memory answers against the evictable objects left; for soaks, it serializes reserve_write")
+	fs.BoolVar(&cfg.Takeover, "takeover", false, "take the pool and its finished objects over from the kvallocd serving -socket (its handoff socket, -socket + \".handoff\"); start cold, and say why, when that fails")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	version := fs.Bool("version", false, "print the module version and the protocol version, and exit")
@@ -131,6 +158,12 @@ func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
 	}
 	if cfg.Pool.SegmentSize, err = size(*seg); err != nil {
 		return bad("-segment-size: %v", err)
+	}
+	if cfg.BufferBudget, err = size(*budget); err != nil {
+		return bad("-buffer-budget: %v", err)
+	}
+	if cfg.MaxConns <= 0 || cfg.MaxConnsPerUID <= 0 || cfg.HelloTimeout <= 0 {
+		return bad("-max-conns %d, -max-conns-per-uid %d, -hello-timeout %v: each must be positive", cfg.MaxConns, cfg.MaxConnsPerUID, cfg.HelloTimeout)
 	}
 	if cfg.L1.Placement, err = allocator.ParsePlacement(*placement); err != nil {
 		return bad("-placement: %v", err)

@@ -3,136 +3,108 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/l1"
 )
 
-// unitDir holds kvallocd.service and kvallocd.socket.
-const unitDir = "../../dist/systemd"
+// systemdSocketActivate is the distribution's (Debian's systemd package;
+// make test installs it when missing).
+const systemdSocketActivate = "/usr/bin/systemd-socket-activate"
 
-// unit reads a unit file into its key=value lines, by key in order, and
-// the commented lines.
-func unit(t *testing.T, name string) (map[string][]string, []string) {
-	data, err := os.ReadFile(filepath.Join(unitDir, name))
-	if err != nil {
-		t.Fatal(err)
+// TestSocketActivation runs kvallocd under systemd-socket-activate: the
+// tool binds the socket and execs kvallocd at the first connection, with
+// the socket in LISTEN_FDS. kvallocd serves that socket (it binds none of
+// its own: the file keeps its inode), the connection that woke it is
+// served, and it exits on SIGTERM leaving the file, which is the tool's.
+func TestSocketActivation(t *testing.T) {
+	if _, err := os.Stat(systemdSocketActivate); err != nil {
+		t.Fatalf("%s is missing (%v): install Debian's systemd package (apt-get install systemd; make test does)", systemdSocketActivate, err)
 	}
-	keys := map[string][]string{}
-	var comments []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "#") {
-			comments = append(comments, strings.TrimSpace(strings.TrimPrefix(line, "#")))
-			continue
-		}
-		if k, v, ok := strings.Cut(line, "="); ok {
-			keys[k] = append(keys[k], v)
-		}
-	}
-	return keys, comments
-}
-
-// TestSystemdUnits: systemd-analyze verify accepts both units with no
-// warning; the service is Type=notify with an fd store for the pool and
-// its index, pins, and is hardened; every kvallocd command line in it (the
-// ExecStart and the drop-in its comment shows) parses with kvallocd's own
-// flags; the socket is the daemon's default for root, in the service's
-// runtime directory; and systemd-analyze security rates the service's
-// exposure at most 4.0.
-func TestSystemdUnits(t *testing.T) {
-	svc, svcComments := unit(t, "kvallocd.service")
-	sock, _ := unit(t, "kvallocd.socket")
-	want := map[string]string{
-		"Type": "notify", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
-		"PrivateTmp": "yes", "MemoryDenyWriteExecute": "yes", "LimitMEMLOCK": "infinity",
-		"RuntimeDirectory": "kvallocd", "RuntimeDirectoryMode": "0755", "RuntimeDirectoryPreserve": "yes",
-	}
-	for k, v := range want {
-		if got := svc[k]; len(got) != 1 || got[0] != v {
-			t.Errorf("kvallocd.service: %s=%q, want %s=%s", k, got, k, v)
-		}
-	}
-	if n, err := strconv.Atoi(strings.Join(svc["FileDescriptorStoreMax"], "")); err != nil || n < 2 {
-		t.Errorf("kvallocd.service: FileDescriptorStoreMax=%q, want 2 or more (the pool and the index)", svc["FileDescriptorStoreMax"])
-	}
-	if af := strings.Fields(strings.Join(svc["RestrictAddressFamilies"], " ")); len(af) == 0 || af[0] != "AF_UNIX" {
-		t.Errorf("kvallocd.service: RestrictAddressFamilies=%q, want AF_UNIX first", af)
-	}
-
-	listen := strings.Join(sock["ListenStream"], " ")
-	if filepath.Dir(listen) != "/run/"+want["RuntimeDirectory"] {
-		t.Errorf("kvallocd.socket: ListenStream=%s, not in the service's RuntimeDirectory /run/%s", listen, want["RuntimeDirectory"])
-	}
-	lines := append([]string(nil), svc["ExecStart"]...)
-	for _, c := range svcComments {
-		if strings.HasPrefix(c, "ExecStart=/") {
-			lines = append(lines, strings.TrimPrefix(c, "ExecStart="))
-		}
-	}
-	if len(lines) < 2 {
-		t.Fatalf("kvallocd.service: want its ExecStart and the drop-in's example, got %q", lines)
-	}
-	for _, line := range lines {
-		f := strings.Fields(line)
-		if len(f) == 0 || filepath.Base(f[0]) != "kvallocd" {
-			t.Errorf("ExecStart %q does not run kvallocd", line)
-			continue
-		}
-		var errOut bytes.Buffer
-		cfg, _, err := parse(f[1:], &errOut)
-		if err != nil {
-			t.Errorf("ExecStart %q: kvallocd refuses its flags: %v", line, err)
-			continue
-		}
-		if cfg.SocketPath != listen {
-			t.Errorf("ExecStart %q serves %s, kvallocd.socket listens on %s", line, cfg.SocketPath, listen)
-		}
-	}
-
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		analyze = "/usr/bin/systemd-analyze"
-		if _, err := os.Stat(analyze); err != nil {
-			t.Fatalf("systemd-analyze not found (Debian: apt-get install systemd): the units cannot be verified: %v", err)
-		}
-	}
-	// verify wants ExecStart's binary to exist: point it at this test
-	// binary in a copy.
+	sock := filepath.Join(t.TempDir(), "kvallocd.sock")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for _, name := range []string{"kvallocd.service", "kvallocd.socket"} {
-		data, err := os.ReadFile(filepath.Join(unitDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		data = bytes.ReplaceAll(data, []byte("ExecStart=/usr/local/bin/kvallocd "), []byte("ExecStart="+exe+" "))
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	cmd := exec.Command(systemdSocketActivate, "-l", sock, "--fdname=kvallocd.socket", "-E", "KVALLOC_TEST_DAEMON=1",
+		exe, "-test.run=^$", "--", "-socket", sock, "-pool-size", "32MiB", "-segment-size", "8MiB", "-populate=false")
+	var log lockedBuffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", "--man=no", filepath.Join(dir, "kvallocd.socket"), filepath.Join(dir, "kvallocd.service")).CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	waitSocket(t, sock)
+	var before unix.Stat_t
+	if err := unix.Stat(sock, &before); err != nil {
+		t.Fatal(err)
 	}
-	// The hardening as systemd scores it: an exposure of at most 4.0 of
-	// 10 (the units' is 3.4 under systemd 252).
-	out, err = exec.Command(analyze, "security", "--offline=yes", "--threshold=40", "--no-pager", filepath.Join(dir, "kvallocd.service")).CombinedOutput()
+	c, err := client.Dial(sock, client.Options{Timeout: 30 * time.Second})
 	if err != nil {
-		t.Fatalf("systemd-analyze security: exposure above 4.0, or it failed: %v\n%s", err, out)
+		t.Fatalf("dial (the first connection starts kvallocd): %v\n%s", err, log.String())
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "Overall exposure") {
-			t.Log(strings.TrimSpace(line))
+	ks := []l1.ObjectKey{{ChunkHash: "activated", Model: "m"}}
+	rs, err := c.ReserveWrite(ks, nil, 4096, l1.ModeAll)
+	if err != nil || rs[0].Status != 0 {
+		t.Fatalf("reserve: %v %v", rs, err)
+	}
+	c.Close()
+	var after unix.Stat_t
+	if err := unix.Stat(sock, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Ino != before.Ino {
+		t.Fatalf("kvallocd replaced the activated socket's file (inode %d, was %d)", after.Ino, before.Ino)
+	}
+	if !strings.Contains(log.String(), "socket activation") {
+		t.Fatalf("kvallocd did not say it serves the socket systemd passed:\n%s", log.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("kvallocd exited: %v\n%s", err, log.String())
 		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("kvallocd did not stop on SIGTERM")
 	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("kvallocd removed the socket file, which belongs to systemd: %v", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

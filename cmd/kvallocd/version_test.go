@@ -24,7 +24,7 @@ func TestVersionFlag(t *testing.T) {
 	var out, errOut bytes.Buffer
 	stdout = &out
 	defer func() { stdout = os.Stdout }()
-	if code := run(context.Background(), []string{"-version", "-socket", "/nonexistent/k.sock"}, &errOut); code != 0 {
+	if code := run(context.Background(), []string{"-version", "-socket", "/nonexistent/k.sock"}, &errOut, nil); code != 0 {
 		t.Fatalf("-version: exit %d, %s", code, errOut.String())
 	}
 	for _, want := range []string{"kvallocd ", "module   github.com/kvalloc/kvalloc ", "go       go1.",

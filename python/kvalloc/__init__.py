@@ -18,20 +18,23 @@ socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
 
 from .client import Client
 from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
-from .errors import (ConnectionLostError, DaemonClosedError, DaemonError,
-                     DeadlineExceededError, FrameError, InvalidArgumentError,
-                     KvallocError, NotAllowedError, UntrustedDaemonError,
+from .errors import (BusyError, ConnectionLostError, DaemonClosedError,
+                     DaemonError, DeadlineExceededError, FrameError,
+                     InvalidArgumentError, KvallocError, NotAllowedError,
+                     TooManyConnectionsError, UntrustedDaemonError,
                      WrongEpochError)
 from .keys import KeyBatch, ObjectKey
 from .limits import MAX_KEYS, VERSION, default_socket_path
-from .results import Hello, Result, Results, Stats, StatusList
+from .results import Hello, Lookup, Result, Results, Stats, StatusList
 from .tensors import as_numpy, as_tensor
 
 __all__ = [
     "Client", "ObjectKey", "KeyBatch", "Result", "Results", "StatusList",
-    "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
+    "Hello", "Lookup", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
-    "WrongEpochError", "NotAllowedError", "ConnectionLostError",
+    "WrongEpochError", "NotAllowedError", "TooManyConnectionsError",
+    "BusyError", "ConnectionLostError",
     "DeadlineExceededError", "DaemonClosedError", "FrameError",
-    "UntrustedDaemonError", "default_socket_path", "MAX_KEYS", "VERSION", "as_numpy", "as_tensor",
+    "UntrustedDaemonError", "default_socket_path", "MAX_KEYS", "VERSION",
+    "as_numpy", "as_tensor",
 ]

@@ -26,7 +26,8 @@ from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
                      InvalidArgumentError, KvallocError, WrongEpochError,
                      daemon_error)
 from .keys import KeyBatch, Keys
-from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
+from .l2 import L2Calls
+from .limits import (MAX_INT64, MAX_STRINGS, VERSION, check_read_locks,
                      default_socket_path)
 from .protocol import (Answer, decode_answer, keyed_request, pack_array,
                        simple_request)
@@ -45,7 +46,7 @@ _MT = MessageType
 MAX_TIMEOUT = (2 ** 31 - 1) // 1000
 
 
-class Client:
+class Client(L2Calls):
     """A connection to kvallocd, with the daemon's pool mapped.
 
     Every call is one request frame, answered per key in request order
@@ -369,7 +370,14 @@ class Client:
 
     def delete(self, keys: Keys, force: bool = False,
                timeout: Optional[float] = None) -> StatusList:
-        """Delete objects; with ``force`` even locked ones."""
+        """Delete objects; with ``force`` even locked ones.
+
+        A forced delete drops a locked key at once (it is unreadable, and
+        writable again under a new block), but its old block is held until
+        every holder of its lock has let go: a writer's finish_write then
+        answers WRITE_DELETED, a reader's finish_read OK. The held bytes
+        count in the stats' quarantined bytes.
+        """
         kb = self._keys(keys)
         return self._statuses(_MT.DELETE, kb, timeout,
                               flags=Flag.FORCE if force else 0)
@@ -540,9 +548,4 @@ def _size(size: int) -> int:
     return size
 
 
-def _locks(locks: int) -> int:
-    if isinstance(locks, bool) or not isinstance(locks, int) \
-            or not 1 <= locks <= MAX_READ_LOCKS:
-        raise InvalidArgumentError(
-            f"read locks {locks!r} outside [1, {MAX_READ_LOCKS}]")
-    return locks
+_locks = check_read_locks

@@ -10,7 +10,8 @@ Every exception the package raises on purpose is a :class:`KvallocError`:
 - :class:`DaemonError`: the daemon refused the whole request with a
   :class:`~kvalloc.enums.Code` other than ``OK``. When the code closes the
   connection (:attr:`DaemonError.closes`) the client is closed too.
-  :class:`WrongEpochError` and :class:`NotAllowedError` are the cases a
+  :class:`WrongEpochError`, :class:`NotAllowedError`,
+  :class:`TooManyConnectionsError` and :class:`BusyError` are the cases a
   caller handles apart.
 - :class:`ConnectionLostError` (also a ``ConnectionError``): the daemon went
   away (EOF, reset), or the client was closed. The client is closed; make a
@@ -34,7 +35,8 @@ from .enums import Code
 
 __all__ = [
     "KvallocError", "InvalidArgumentError", "DaemonError", "WrongEpochError",
-    "NotAllowedError", "ConnectionLostError", "DeadlineExceededError",
+    "NotAllowedError", "TooManyConnectionsError", "BusyError",
+    "ConnectionLostError", "DeadlineExceededError",
     "DaemonClosedError", "FrameError", "UntrustedDaemonError",
 ]
 
@@ -89,6 +91,21 @@ class NotAllowedError(DaemonError, PermissionError):
     """The daemon's allowlist refused this process's uid and gid."""
 
 
+class TooManyConnectionsError(DaemonError, ConnectionRefusedError):
+    """The daemon is at its cap on connections (in total or for this uid),
+    or out of descriptors, and refused this one before any request.
+
+    Nothing was opened; connect again once other connections have closed.
+    """
+
+
+class BusyError(DaemonError):
+    """The daemon's frame buffers, shared by every connection, stayed in
+    use for its frame timeout: the request was dropped unread, nothing
+    changed, and the connection is still usable. Send it again.
+    """
+
+
 class ConnectionLostError(KvallocError, ConnectionError):
     """The connection to the daemon is gone; the client is closed."""
 
@@ -136,6 +153,10 @@ def daemon_error(code: int, message: str) -> KvallocError:
         return WrongEpochError(c, message)
     if c is Code.NOT_ALLOWED:
         return NotAllowedError(c, message)
+    if c is Code.TOO_MANY_CONNECTIONS:
+        return TooManyConnectionsError(c, message)
+    if c is Code.BUSY:
+        return BusyError(c, message)
     if c is Code.CLOSED:
         return DaemonClosedError(c, message)
     return DaemonError(c, message)

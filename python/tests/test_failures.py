@@ -8,7 +8,7 @@ import unittest
 
 from kvalloc import (Client, ConnectionLostError, DaemonClosedError,
                      DeadlineExceededError, MessageType, NotAllowedError,
-                     Status, WrongEpochError)
+                     Status, TooManyConnectionsError, WrongEpochError)
 from kvalloc.protocol import simple_request
 
 from daemon import MIB, Daemon, key_json
@@ -167,6 +167,26 @@ class TestLostDaemon(unittest.TestCase):
         e = self.assertWithin(5, NotAllowedError, d.client)
         self.assertIn(f"uid {os.getuid()}", str(e))
         self.assertIsInstance(e, PermissionError)
+
+    def test_too_many_connections(self):
+        d = Daemon(args=["-max-conns", "2"])
+        d.start(ping=False)
+        self.addCleanup(d.stop)
+        with d.client() as a, d.client():
+            e = self.assertWithin(5, TooManyConnectionsError, d.client)
+            self.assertIn("-max-conns", str(e))
+            self.assertIsInstance(e, ConnectionRefusedError)
+            a.ping()
+        deadline = time.monotonic() + 10
+        while True:  # served once the others have closed
+            try:
+                with d.client() as c:
+                    c.ping()
+                break
+            except TooManyConnectionsError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
 
 class TestStatusesAcrossConnections(DaemonTest):

@@ -63,6 +63,41 @@ class TestLeases(DaemonTest):
             self.assertEqual(s.write_locked, 0)
             self.assertTrue(a.delete(rk).all_ok())
 
+    def test_a_forced_delete_holds_the_block_of_anothers_locks(self):
+        """A forced delete drops the key; the block waits for its holders."""
+        kw, kr = keys(2, "force-w"), keys(1, "force-r")
+        with self.daemon.client() as a, self.daemon.client() as b, \
+                self.daemon.client() as c:
+            # A write another connection holds.
+            w = a.reserve_write(kw, 4096)
+            self.assertEqual(list(c.delete(kw, force=True)), [OK] * 2)
+            self.assertEqual(c.stats().quarantined_bytes, 2 * 4096)
+            w2 = b.reserve_write(kw, 4096)
+            self.assertTrue(w2.all_ok())
+            self.assertEqual(set(w.offsets) & set(w2.offsets), set())
+            for v in b.views(w2):
+                v[:4] = b"bbbb"
+            for v in a.views(w):
+                v[:4] = b"aaaa"
+            self.assertEqual(list(a.finish_write(kw, w)),
+                             [Status.WRITE_DELETED] * 2)
+            self.assertTrue(b.finish_write(kw, w2).all_ok())
+            r = c.reserve_read(kw)
+            self.assertTrue(r.all_ok())
+            self.assertEqual([bytes(v[:4]) for v in c.views(r)],
+                             [b"bbbb"] * 2)
+            self.assertTrue(c.finish_read(kw, r).all_ok())
+            # A read lock another connection holds.
+            a.finish_write(kr, a.reserve_write(kr, 4096))
+            r = a.reserve_read(kr)
+            self.assertEqual(list(c.delete(kr, force=True)), [OK])
+            self.assertEqual(c.stats().quarantined_bytes, 4096)
+            w3 = b.reserve_write(kr, 4096)
+            self.assertNotIn(r.offsets[0], list(w3.offsets))
+            self.assertEqual(list(a.finish_read(kr, r)), [OK])
+            self.assertEqual(c.stats().quarantined_bytes, 0)
+            self.assertTrue(b.abort_write(kr, w3).all_ok())
+
 
 class TestLapses(unittest.TestCase):
     """The TTLs are a backstop: a lapsed lock never hands out its object."""
