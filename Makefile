@@ -4,7 +4,7 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: redis test vet unit unit-invariants kill-harness handoff-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: redis test vet unit unit-invariants kill-harness handoff-harness kill-soak python-test python-install-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
 
 ## redis: redis-server and redis-cli, which the L2 tier's tests run for
 ## real (internal/rediscluster starts clusters of them): when either is
@@ -27,9 +27,10 @@ redis:
 ## test: go vet, the whole suite with the race detector, the suites of
 ## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
 ## (verbose, for its counts), the handoff harness and the L2 tier's fault
-## tests on real Redis (the same), the Python client's tests, then a short
-## run of every fuzz target, in that order (also under make -j); first it
-## installs redis-server when missing (make redis).
+## tests on real Redis (the same), the Python client's tests and its install
+## into a fresh venv, then a short run of every fuzz target, in that order
+## (also under make -j); first it installs redis-server when missing (make
+## redis).
 test:
 	@$(MAKE) --no-print-directory redis
 	@$(MAKE) --no-print-directory vet
@@ -39,6 +40,7 @@ test:
 	@$(MAKE) --no-print-directory handoff-harness
 	@$(MAKE) --no-print-directory l2-faults
 	@$(MAKE) --no-print-directory python-test
+	@$(MAKE) --no-print-directory python-install-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 vet:
@@ -181,6 +183,18 @@ python-test:
 	  if pgrep -f "$$d/kvallocd" >/dev/null; then \
 	    echo "python-test: FAIL: a kvallocd the tests started outlived them"; \
 	    pkill -KILL -f "$$d/kvallocd"; exit 1; fi
+
+## python-install-test: the Python client installed as a user installs it:
+## pip install --no-index of python/ into a fresh venv (its build backend is
+## in the tree, so nothing is downloaded), examples/engine.py run from outside
+## the tree against a real kvallocd, twice (the second run all hits), then
+## pip uninstall (python/tests/install.sh). Fails without PYTHON's venv module.
+python-install-test:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "python-install-test: FAIL: $(PYTHON) not found (make PYTHON=/path/to/python3)"; exit 1; }
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
+	  sh python/tests/install.sh $(PYTHON) "$$d/kvallocd"
 
 # FUZZTIME is how long make fuzz runs each target; FUZZ_SMOKE how long
 # make test does. fuzz/run.sh prints executions per second and new coverage.

@@ -12,7 +12,6 @@ import (
 	"github.com/kvalloc/kvalloc/bench/node"
 	"github.com/kvalloc/kvalloc/bench/sim"
 	"github.com/kvalloc/kvalloc/bench/trace"
-	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 )
 
 // The checks replay a prefix of the committed conversation trace: its
@@ -118,7 +117,7 @@ func TestDeterministic(t *testing.T) {
 		config(t, node.DP, node.Private, node.BySession),
 		config(t, node.TP, node.Shared, node.Routing{}),
 	}))
-	require.False(t, deterministic(t, run, []node.Config{config(t, node.DP, node.Private, mutant.NodeRouteByMapOrder)}),
+	require.False(t, deterministic(t, run, []node.Config{config(t, node.DP, node.Private, routeByMapOrder)}),
 		"a router that ranges over a map must make the replay differ")
 }
 
@@ -138,7 +137,7 @@ func TestSharedIsSingleEngine(t *testing.T) {
 		require.NoError(t, node.SameAsSingle(cached(t, cfg), single))
 	}
 	cfg := config(t, node.DP, node.Shared, node.RoundRobin)
-	cfg.Variant = mutant.NodeDropsPositions
+	cfg.Variant = dropsPositions
 	require.Error(t, node.SameAsSingle(run(t, cfg), single))
 }
 
@@ -174,7 +173,7 @@ func privateNoBetter(t *testing.T, v *node.Variant, routings ...node.Routing) bo
 // times the memory does not make up for what the engines cannot share.
 func TestPrivateNoBetterThanShared(t *testing.T) {
 	require.True(t, privateNoBetter(t, nil, node.Routings...))
-	require.False(t, privateNoBetter(t, &mutant.NodePrivatePoolsOfP, node.BySession), "private pools of P each must beat the shared pool")
+	require.False(t, privateNoBetter(t, &privatePoolsOfP, node.BySession), "private pools of P each must beat the shared pool")
 }
 
 // oneEighth reports whether the shared pool held the same data as the 8
@@ -198,7 +197,7 @@ func TestTPDedupIsOneEighth(t *testing.T) {
 	require.Zero(t, s.RankSplits)
 	require.Equal(t, 8*s.Hits, s.Stamps, "every rank checks every hit")
 	cfg := config(t, node.TP, node.Shared, node.Routing{})
-	cfg.Variant = mutant.NodeKeysCarryRank
+	cfg.Variant = keysCarryRank
 	m := run(t, cfg)
 	require.False(t, oneEighth(m, r), "keys by rank: the shared pool holds 8 copies")
 	t.Logf("distinct blocks held on average: shared %.0f, replicated %.0f, shared with keys by rank %.0f", s.Unique.Mean, r.Unique.Mean, m.Unique.Mean)
@@ -208,7 +207,7 @@ func TestTPDedupIsOneEighth(t *testing.T) {
 // its object, so keys that collide (a truncated hash) fail the replay.
 func TestStampsCatchCollidingKeys(t *testing.T) {
 	cfg := config(t, node.DP, node.Shared, node.RoundRobin)
-	cfg.Variant = mutant.NodeKeysCollide
+	cfg.Variant = keysCollide
 	_, err := node.Run(conversationTrace(t), cfg)
 	require.ErrorContains(t, err, "ends with the stamp of")
 }

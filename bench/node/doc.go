@@ -69,7 +69,7 @@
 // better than the shared one under both routings; TP's shared pool holding
 // the replicated pools' data in exactly 1/8 of their bytes; and stamps
 // catching colliding keys. Each check is shown to fail against a broken
-// variant (Variant and Routing hooks, filled by internal/reference/mutant).
+// variant (Variant and Routing hooks, filled by the package's tests).
 //
 // Report writes the TP and DP tables, the socket's cost per block
 // reference, and the configuration it recommends to a serving engine

@@ -107,7 +107,7 @@ type Config struct {
 	// resident blocks are sampled (0: DefaultSampleEvery).
 	SampleEvery int
 	// Variant, when not the zero value, breaks the replay on purpose
-	// (internal/reference/mutant), for the tests that must fail.
+	// (the package's tests), for the tests that must fail.
 	Variant Variant
 }
 

@@ -127,7 +127,13 @@
 //	-takeover             take the pool and its finished objects over from the kvallocd serving -socket;
 //	                      start cold, and say why, when that fails
 //	-log-level level      debug, info, warn or error (default info)
+//	-version              print the module version (and the checkout's revision when built from one),
+//	                      the Go toolchain and the protocol version, and exit
 //
-// Exit status: 0 after a clean shutdown or a handoff to a successor, 1 when the daemon cannot start
+// It installs with go install github.com/kvalloc/kvalloc/cmd/kvallocd@latest
+// (Linux only); kvallocd -version then names the module version installed.
+//
+// Exit status: 0 after a clean shutdown, a handoff to a successor or
+// -version, 1 when the daemon cannot start
 // or stops on an error, 2 for bad flags.
 package main

@@ -43,6 +43,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Sig
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprint(stdout, versionText())
+		return 0
+	}
 	if err != nil {
 		return 2
 	}
@@ -80,6 +84,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Sig
 	}
 	return 0
 }
+
+// stdout is where -version prints.
+var stdout io.Writer = os.Stdout
+
+// errVersion is parse's answer to -version: print versionText and exit 0.
+var errVersion = errors.New("-version")
 
 // parse reads the flags into a server configuration.
 func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.Level, error) {
@@ -120,8 +130,12 @@ func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.L
 	fs.BoolVar(&cfg.Takeover, "takeover", false, "take the pool and its finished objects over from the kvallocd serving -socket (its handoff socket, -socket + \".handoff\"); start cold, and say why, when that fails")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
+	version := fs.Bool("version", false, "print the module version and the protocol version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, level, err
+	}
+	if *version {
+		return cfg, level, errVersion
 	}
 	bad := func(format string, a ...any) (server.Config, slog.Level, error) {
 		err := fmt.Errorf(format, a...)

@@ -20,7 +20,7 @@ For each prompt, in order, as a serving engine's KV connector would:
 
 It prints what it did. With no prompt it runs two that share a prefix, so
 the second finds the first's chunks. Only the standard library is used;
-start a daemon first (README.md, "The node daemon").
+start a daemon first (README.md, "Quickstart").
 """
 
 import argparse

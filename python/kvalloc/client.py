@@ -27,7 +27,7 @@ from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
                      daemon_error)
 from .keys import KeyBatch, Keys
 from .l2 import L2Calls
-from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
+from .limits import (MAX_INT64, MAX_STRINGS, VERSION, check_read_locks,
                      default_socket_path)
 from .protocol import (Answer, decode_answer, keyed_request, pack_array,
                        simple_request)
@@ -548,9 +548,4 @@ def _size(size: int) -> int:
     return size
 
 
-def _locks(locks: int) -> int:
-    if isinstance(locks, bool) or not isinstance(locks, int) \
-            or not 1 <= locks <= MAX_READ_LOCKS:
-        raise InvalidArgumentError(
-            f"read locks {locks!r} outside [1, {MAX_READ_LOCKS}]")
-    return locks
+_locks = check_read_locks

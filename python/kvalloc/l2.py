@@ -13,6 +13,7 @@ from typing import Optional
 from .enums import Flag, MessageType
 from .errors import FrameError, InvalidArgumentError
 from .keys import Keys
+from .limits import check_read_locks as _locks
 from .results import Lookup, Results
 
 __all__ = ["L2Calls", "MAX_WAIT"]
@@ -55,7 +56,6 @@ class L2Calls:
         up to a microsecond and must be in ``[0, MAX_WAIT]``. ``timeout``
         (the call's own deadline) should exceed ``wait``.
         """
-        from .client import _locks  # the Client's own check of locks
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) \
                 or not 0 <= wait <= MAX_WAIT or math.isnan(wait):
             raise InvalidArgumentError(f"wait {wait!r} outside [0, "

@@ -2,6 +2,8 @@
 
 import os
 
+from .errors import InvalidArgumentError
+
 __all__ = [
     "VERSION", "MAGIC", "HEADER_SIZE", "MAX_FRAME", "MAX_KEYS",
     "MAX_STRING_LEN", "MAX_STRINGS", "MAX_MESSAGE_LEN", "MAX_STATS",
@@ -31,6 +33,16 @@ MAX_STATS = 1024
 MAX_READ_LOCKS = 128
 #: The largest object size the wire can carry.
 MAX_INT64 = (1 << 63) - 1
+
+
+def check_read_locks(locks: int) -> int:
+    """``locks``, a call's read locks per key, if in ``[1,
+    MAX_READ_LOCKS]``; else :class:`InvalidArgumentError`."""
+    if isinstance(locks, bool) or not isinstance(locks, int) \
+            or not 1 <= locks <= MAX_READ_LOCKS:
+        raise InvalidArgumentError(
+            f"read locks {locks!r} outside [1, {MAX_READ_LOCKS}]")
+    return locks
 
 
 #: The default socket directory of a daemon run as root

@@ -27,8 +27,8 @@ from .keys import KeyBatch, ObjectKey
 from .limits import (HEADER_SIZE, MAGIC, MAX_FRAME, MAX_KEYS,
                      MAX_MESSAGE_LEN, MAX_STATS, MAX_STRING_LEN, MAX_STRINGS,
                      VERSION)
-from .results import (RESULT_SIZE, STATS_NAMES, Hello, Lookup, Result,
-                      Results, Stats, StatusList)
+from .results import (RESULT_SIZE, STATS_NAMES, Hello, Lookup, Results,
+                      Stats, StatusList, pack_results)
 
 __all__ = [
     "Header", "Request", "Answer", "parse_header", "keyed_request",
@@ -40,7 +40,6 @@ _HEADER = struct.Struct("<IHHIIQ")
 _PARAMS = struct.Struct("<qIBBxx")
 _HELLO_REQ = struct.Struct("<4sI")
 _HELLO_ANS = struct.Struct("<IIIIqq")
-_RESULT = struct.Struct("<B7xqqQQ")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U32X2 = struct.Struct("<II")
@@ -440,14 +439,6 @@ def _read_keys(r: _Reader) -> List[ObjectKey]:
 def _message_bytes(message: str) -> bytes:
     b = message.encode("utf-8", "surrogateescape")
     return b[:MAX_MESSAGE_LEN]
-
-
-def pack_results(results: Sequence[Result]) -> bytes:
-    """Result records, 40 bytes each, as a results answer lays them out."""
-    try:
-        return b"".join(_RESULT.pack(*x) for x in results)
-    except struct.error as e:
-        raise InvalidArgumentError(f"a result is out of range: {e}") from None
 
 
 def encode_answer(a: Answer) -> bytes:

@@ -6,19 +6,25 @@ of the answer's bytes in C (strided ``memoryview`` copies into ``array``),
 so a 10,000-key answer costs no Python loop until you index it.
 """
 
+import struct
 import sys
 from array import array
 from typing import Iterable, Iterator, List, NamedTuple, Sequence, Union
 
 from .enums import Status
+from .errors import InvalidArgumentError
 
 __all__ = [
     "Result", "Results", "StatusList", "Hello", "Stats", "STATS_NAMES",
-    "RESULT_SIZE", "Lookup",
+    "RESULT_SIZE", "Lookup", "pack_results",
 ]
 
 #: The size of one result record on the wire.
 RESULT_SIZE = 40
+
+# One result record: status, 7 bytes of padding, offset, size, generation,
+# lease.
+_RESULT = struct.Struct("<B7xqqQQ")
 
 _LITTLE = sys.byteorder == "little"
 
@@ -104,6 +110,14 @@ def _column(words: memoryview, field: int, typecode: str) -> array:
     return out
 
 
+def pack_results(results: Sequence[Result]) -> bytes:
+    """Result records, 40 bytes each, as a results answer lays them out."""
+    try:
+        return b"".join(_RESULT.pack(*x) for x in results)
+    except struct.error as e:
+        raise InvalidArgumentError(f"a result is out of range: {e}") from None
+
+
 class Results(Sequence[Result]):
     """One :class:`Result` per key, in request order, over the answer.
 
@@ -132,7 +146,6 @@ class Results(Sequence[Result]):
     def from_list(cls, results: Sequence[Result], prefix: int = 0,
                   epoch: int = 0) -> "Results":
         """Results made from Python values (for tests and fakes)."""
-        from .protocol import pack_results
         return cls(memoryview(pack_results(results)), prefix, epoch)
 
     def _col(self, field: int, typecode: str) -> array:

@@ -10,7 +10,7 @@
 // It reads Go benchmark results (the output of `go test -bench`, as `make
 // bench` writes to bench/out/bench.txt) with golang.org/x/perf/benchfmt,
 // takes the median of every benchmark's samples of every unit, and prints one
-// row per target of README.md's ratio table: the measure, the median, the
+// row per target of docs/HARNESS.md's ratio table: the measure, the median, the
 // floor or base it is divided by, the ratio, the target and PASS or MISS.
 // Rows marked "info" carry no target; they put the other regions and
 // placements in the same light. A benchmark absent from the input, for
@@ -61,8 +61,8 @@
 //		(make bench-history).
 //	-targets
 //		Print the targets alone, from the definitions below, as the
-//		markdown table README.md carries, and read no input. The
-//		README's copy is checked by TestReadmeTargets, so it cannot
+//		markdown table docs/HARNESS.md carries, and read no input. The
+//		document's copy is checked by TestReadmeTargets, so it cannot
 //		drift from these definitions; the results live in bench/out.
 //
 // Benchratio exits 2 on a usage error, unreadable input or a history it
@@ -255,7 +255,7 @@ func (m measure) String() string { return m.name + " " + m.unit }
 // is zero, checks the measure itself (ratio = num). An op of "" makes the
 // row informative only; such a row with report set is a number kvalloc
 // tracks without a bound (how a path scales with a second core), and the
-// README's table lists it as "reported".
+// ratio table of docs/HARNESS.md lists it as "reported".
 type target struct {
 	num, den measure
 	op       string // "<=", ">=", "==" or "" for info
@@ -281,7 +281,7 @@ type row struct {
 	why        string
 }
 
-// targets is README.md's ratio table (TestReadmeTargets holds the two
+// targets is docs/HARNESS.md's ratio table (TestReadmeTargets holds the two
 // equal), then the rows that put the other variants of each benchmark in
 // the same light.
 var targets = []target{
@@ -539,7 +539,7 @@ func (t target) goal() string {
 }
 
 // targetsMarkdown is the markdown table of the targets with a bound and
-// the reported rows, in definition order: what README.md shows under
+// the reported rows, in definition order: what docs/HARNESS.md shows under
 // "Where it stands".
 func targetsMarkdown(ts []target) string {
 	var b strings.Builder

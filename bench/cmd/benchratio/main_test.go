@@ -231,18 +231,18 @@ func TestPoolTargets(t *testing.T) {
 	}
 }
 
-// The README's target table is the output of benchratio -targets, between
+// docs/HARNESS.md's target table is the output of benchratio -targets, between
 // these markers.
 const (
-	readmePath         = "../../../README.md"
+	readmePath         = "../../../docs/HARNESS.md"
 	readmeTargetsOpen  = "<!-- benchratio -targets: begin (generated; KVALLOC_UPDATE_README=1 go test ./bench/cmd/benchratio rewrites it) -->\n"
 	readmeTargetsClose = "<!-- benchratio -targets: end -->\n"
 )
 
-// TestReadmeTargets fails when README.md's target table differs from the
+// TestReadmeTargets fails when docs/HARNESS.md's target table differs from the
 // targets defined here, so a target added, changed or dropped in benchratio
-// cannot leave the README behind. KVALLOC_UPDATE_README=1 rewrites the
-// README's block instead.
+// cannot leave the document behind. KVALLOC_UPDATE_README=1 rewrites the
+// document's block instead.
 func TestReadmeTargets(t *testing.T) {
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
@@ -250,11 +250,11 @@ func TestReadmeTargets(t *testing.T) {
 	}
 	before, rest, ok := strings.Cut(string(readme), readmeTargetsOpen)
 	if !ok {
-		t.Fatalf("README.md lacks the line %q", readmeTargetsOpen)
+		t.Fatalf("docs/HARNESS.md lacks the line %q", readmeTargetsOpen)
 	}
 	block, after, ok := strings.Cut(rest, readmeTargetsClose)
 	if !ok {
-		t.Fatalf("README.md lacks the line %q", readmeTargetsClose)
+		t.Fatalf("docs/HARNESS.md lacks the line %q", readmeTargetsClose)
 	}
 	want := targetsMarkdown(targets)
 	if block == want {
@@ -267,7 +267,7 @@ func TestReadmeTargets(t *testing.T) {
 		t.Logf("rewrote the target table in %s", readmePath)
 		return
 	}
-	t.Errorf("README.md's target table differs from benchratio's targets; run\n\tKVALLOC_UPDATE_README=1 go test -run TestReadmeTargets ./bench/cmd/benchratio\nREADME has:\n%s\nbenchratio -targets prints:\n%s", block, want)
+	t.Errorf("docs/HARNESS.md's target table differs from benchratio's targets; run\n\tKVALLOC_UPDATE_README=1 go test -run TestReadmeTargets ./bench/cmd/benchratio\ndocs/HARNESS.md has:\n%s\nbenchratio -targets prints:\n%s", block, want)
 }
 
 func TestTargetsFlagAndMarkdown(t *testing.T) {

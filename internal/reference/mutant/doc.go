@@ -8,5 +8,6 @@
 // The fuzz and property tests run their checks against these variants and
 // assert that the checks fail: a check that passes on a broken variant
 // cannot catch the bug it was written for. Nothing outside tests imports
-// this package.
+// this package, and it imports nothing of bench: a benchmark's broken
+// variants live in that benchmark's tests (TestImportsFlowDownward).
 package mutant

@@ -1,6 +1,6 @@
 //go:build linux
 
-package mutant
+package node_test
 
 import (
 	"encoding/binary"
@@ -10,23 +10,25 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// Broken variants of the node benchmark (bench/node), one per check of
-// its tests.
+// Broken variants of the replay, one per check of checks_test.go: each
+// check must fail against its variant. They live beside the replay they
+// break, so that imports flow downward: the reference models and mutants
+// under internal/reference depend on nothing in bench.
 var (
-	// NodeKeysCarryRank names each rank's copy of a block with the rank's
+	// keysCarryRank names each rank's copy of a block with the rank's
 	// own KVRank, as a connector that keys KV by rank whatever the model
 	// does: for an MLA model, whose ranks hold the same KV, every rank then
 	// writes its own copy and the shared pool deduplicates nothing.
-	NodeKeysCarryRank = node.Variant{Key: func(b int32, rank int) l1.ObjectKey {
+	keysCarryRank = node.Variant{Key: func(b int32, rank int) l1.ObjectKey {
 		k := node.Key(b, rank)
 		k.KVRank = uint32(rank)
 		return k
 	}}
 
-	// NodeKeysCollide keeps only the low byte of the block number in the
+	// keysCollide keeps only the low byte of the block number in the
 	// key's chunk hash, as a connector that truncates its hashes: distinct
 	// blocks share keys, and a reader finds another block's bytes.
-	NodeKeysCollide = node.Variant{Key: func(b int32, rank int) l1.ObjectKey {
+	keysCollide = node.Variant{Key: func(b int32, rank int) l1.ObjectKey {
 		k := node.Key(b, rank)
 		var h [8]byte
 		binary.LittleEndian.PutUint64(h[:], uint64(b&0xff))
@@ -34,29 +36,29 @@ var (
 		return k
 	}}
 
-	// NodePrivatePoolsOfP gives each private pool the whole node pool P
+	// privatePoolsOfP gives each private pool the whole node pool P
 	// instead of P/8, as a router that sizes every engine's pool from the
 	// node's budget: the private pools get 8 times the memory of the
 	// shared one they are compared with.
-	NodePrivatePoolsOfP = node.Variant{Slots: func(ps node.Pools, p int64) []int64 {
+	privatePoolsOfP = node.Variant{Slots: func(ps node.Pools, p int64) []int64 {
 		if ps == node.Private {
 			ps = node.Replicated
 		}
 		return ps.Slots(p)
 	}}
 
-	// NodeDropsPositions stores without chain positions, as a client that
+	// dropsPositions stores without chain positions, as a client that
 	// calls ReserveWrite where the policy needs ReserveWriteChain: the
 	// partial hint of a request's last block is lost, so the daemon's
 	// eviction order is not the in-process engine's.
-	NodeDropsPositions = node.Variant{Positions: func([]uint32) []uint32 { return nil }}
+	dropsPositions = node.Variant{Positions: func([]uint32) []uint32 { return nil }}
 )
 
-// NodeRouteByMapOrder routes by conversation, placing each new
+// routeByMapOrder routes by conversation, placing each new
 // conversation on the least-loaded engine with ties broken by ranging
 // over a Go map, whose order is random: the router is not deterministic,
 // so neither is the replay.
-var NodeRouteByMapOrder = node.Routing{Name: "session (map order)", Phrase: "by conversation, ties by map order", Assign: func(reqs []trace.Request, engines int) ([]uint8, error) {
+var routeByMapOrder = node.Routing{Name: "session (map order)", Phrase: "by conversation, ties by map order", Assign: func(reqs []trace.Request, engines int) ([]uint8, error) {
 	sess, n, err := node.Sessions(reqs, node.MinShared)
 	if err != nil {
 		return nil, err
