@@ -1,0 +1,56 @@
+//go:build linux
+
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvalloc/kvalloc/bench/sim"
+)
+
+// DefaultTolerance is how far, in block hit rate, a replay through real
+// daemons over Redis may be from the in-process model of the same cell:
+// Redis's allkeys-lru samples keys (maxmemory-samples 5) where the model
+// is exact LRU, a value's header makes Redis hold fewer blocks in the same
+// maxmemory, and a put the daemon drops under load is a miss the model
+// does not have.
+const DefaultTolerance = 0.02
+
+// ErrDisagree wraps a replay whose hit rates are not the model's within
+// the tolerance.
+var ErrDisagree = errors.New("cluster: the replay disagrees with the model")
+
+// Agree compares two sweeps of one trace and plan cell by cell, the
+// isolated nodes and every write policy: it fails, naming every cell,
+// when a block hit rate differs by more than tol.
+func Agree(model, got *Report, tol float64) error {
+	if len(model.Cells) != len(got.Cells) {
+		return fmt.Errorf("%w: %d cells against the model's %d", ErrDisagree, len(got.Cells), len(model.Cells))
+	}
+	var errs []error
+	check := func(what string, m, g *Result) {
+		if m == nil || g == nil {
+			errs = append(errs, fmt.Errorf("%s: a replay is missing", what))
+			return
+		}
+		if d := g.HitRate() - m.HitRate(); d > tol || d < -tol {
+			errs = append(errs, fmt.Errorf("%s: hit rate %s, model %s (%s, tolerance %s)", what,
+				sim.Percent(g.HitRate(), 2), sim.Percent(m.HitRate(), 2), sim.PercentPoints(d, 2), sim.PercentPoints(tol, 2)))
+		}
+	}
+	for i, mc := range model.Cells {
+		gc := got.Cells[i]
+		if mc.Nodes != gc.Nodes || mc.L2 != gc.L2 || mc.Routing.Name != gc.Routing.Name || len(mc.Tiered) != len(gc.Tiered) {
+			return fmt.Errorf("%w: cell %d is %d nodes, L2 %d, %s; the model's %d nodes, L2 %d, %s", ErrDisagree, i, gc.Nodes, gc.L2, gc.Routing.Name, mc.Nodes, mc.L2, mc.Routing.Name)
+		}
+		check(mc.Isolated.Config.Name(), mc.Isolated, gc.Isolated)
+		for w := range mc.Tiered {
+			check(mc.Tiered[w].Config.Name(), mc.Tiered[w], gc.Tiered[w])
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w on %s:\n%w", ErrDisagree, model.Trace.Name, errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+//go:build linux
+
+// Command clusterbench is the node-scale replay of kvalloc's L2 tier: N
+// nodes, each with its own l1, sharing one L2, replaying traces (Mooncake
+// JSONL files, or trace shape files that it generates) with data-parallel
+// routing across the nodes, round-robin and by conversation. For every N,
+// L2 size Q and write policy it prints the block hit rates and prefill
+// tokens of isolated nodes, of the nodes with L2, and of the ideal bound
+// (one LRU of N × l1 + Q), the bytes moved to and from L2 per hit, the
+// recommended write policy, and whether an L2 hit beats recomputing at
+// the bandwidth of one local redis-server (measured with redis-benchmark;
+// -stated uses the project's stated numbers instead).
+//
+//	go run ./bench/cmd/clusterbench testdata/traces/mooncake-conversation.jsonl.gz testdata/scenarios/shared-prefix.shape
+//
+// The replay is bench/cluster's in-process model (package doc). It exits
+// non-zero on any error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvalloc/kvalloc/bench/cluster"
+	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/bench/trace"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "clusterbench:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("clusterbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	l1 := fs.Float64("l1", cluster.DefaultL1Share, "a node's l1: a share of the trace's distinct blocks")
+	nodes := fs.String("nodes", "2,4", "node counts N, comma-separated")
+	qs := fs.String("q", "0.25,1,4", "L2 sizes Q as multiples of one node's l1, comma-separated")
+	block := fs.Int64("block-size", cluster.DefaultBlockSize, "bytes per block, for the bytes moved")
+	prefill := fs.Float64("prefill-rate", trace.DefaultPrefillRate, "modelled prefill speed, tokens per second")
+	maxReq := fs.Int("max-requests", 0, "replay only the first N requests (0: all)")
+	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "concurrent replays")
+	stated := fs.Bool("stated", false, "use the stated Redis bandwidths instead of measuring one local redis-server")
+	out := fs.String("out", "", "directory for cluster.md; empty: none")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: clusterbench [flags] FILE...  (Mooncake JSONL traces or .shape files)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("want at least one trace or shape file")
+	}
+	p := cluster.DefaultPlan()
+	p.L1Share, p.Jobs = *l1, *jobs
+	p.Options = trace.Options{BlockSize: *block, PrefillRate: *prefill, MaxRequests: *maxReq}
+	var err error
+	if p.Nodes, err = ints(*nodes); err != nil {
+		return err
+	}
+	if p.Q, err = floats(*qs); err != nil {
+		return err
+	}
+	var reps []*cluster.Report
+	for _, path := range fs.Args() {
+		tr, _, err := cluster.LoadTrace(path)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		rep, err := cluster.Sweep(tr, p)
+		if err != nil {
+			return err
+		}
+		rep.Elapsed = time.Since(t0).Seconds()
+		fmt.Fprintf(stderr, "%s: %d replays in %.1fs\n", tr.Name, len(rep.Cells)*len(p.Writes)+len(p.Nodes)*(len(p.Routings)+len(p.Q)), rep.Elapsed)
+		reps = append(reps, rep)
+	}
+	bws, source := cluster.StatedBandwidths, "stated: one local redis-server 7.0 on the loaded 2-core development VM (redis-benchmark)"
+	if !*stated {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if bws, err = cluster.MeasureRedis(ctx, cluster.DefaultValueSizes, 4, 512<<20); err != nil {
+			return err
+		}
+		source = "measured now: one local redis-server on loopback, redis-benchmark -c 4, no pipelining"
+	}
+	write := func(w io.Writer, md bool) error {
+		if err := cluster.Write(w, reps, md); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "Does an L2 hit beat recomputing? L2 bandwidth %s; prefill per the replay's timing model (%.0f tokens/s, blocks of %d tokens):\n\n", source, *prefill, trace.DefaultBlockTokens)
+		for _, b := range bws {
+			fmt.Fprintf(w, "- %s\n", b)
+		}
+		fmt.Fprintln(w)
+		t := cluster.BreakEvenTable(bws, cluster.KVModels, trace.DefaultBlockTokens, *prefill)
+		if md {
+			return t.WriteMarkdown(w)
+		}
+		return t.WriteText(w)
+	}
+	if err := write(stdout, false); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(*out, "cluster.md"))
+		if err != nil {
+			return err
+		}
+		err = errors.Join(sim.WritePreamble(f, "# The cluster replay\n\n`make cluster-bench` (bench/cmd/clusterbench)."), write(f, true))
+		return errors.Join(err, f.Close())
+	}
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 256 {
+			return nil, fmt.Errorf("node count %q: want 1 to 256", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func floats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(x > 0) || x > 1e6 {
+			return nil, fmt.Errorf("L2 size %q: want a positive multiple of one node's l1", f)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
