@@ -59,6 +59,14 @@ type Config struct {
 	// L2 is Q, the shared tier's blocks; 0 means no L2: isolated nodes.
 	L2    int64
 	Write WritePolicy
+	// Touch, when set, makes every l1 hit refresh the block's recency in
+	// L2 too, if L2 holds it (a TOUCH the daemon sends asynchronously,
+	// moving no bytes): L2's order then follows every node's reads, not
+	// only its puts and its own hits.
+	Touch bool
+	// L2Evict is how L2 picks its victims: exact LRU (the zero value) or
+	// Redis's approximation of it.
+	L2Evict L2Evict
 	// Routing spreads the requests over the nodes (bench/node's).
 	Routing node.Routing
 	// Options are the replay's: MaxRequests, PrefillRate, Rate,
@@ -67,6 +75,26 @@ type Config struct {
 	// Variant, when not the zero value, breaks the model on purpose
 	// (internal/reference/mutant), for the tests that must fail.
 	Variant Variant
+}
+
+// L2Evict is the L2's eviction.
+type L2Evict uint8
+
+const (
+	// ExactLRU evicts the least recently used block.
+	ExactLRU L2Evict = iota
+	// RedisLRU is Redis's allkeys-lru: sampled (RedisSamples keys a
+	// round, an eviction pool of 16, a one-second access clock, seeded
+	// so that replays repeat).
+	RedisLRU
+)
+
+// String returns "exact LRU" or "Redis allkeys-lru".
+func (e L2Evict) String() string {
+	if e == RedisLRU {
+		return "Redis allkeys-lru"
+	}
+	return "exact LRU"
 }
 
 // Variant holds the hooks a deliberately broken model replaces. The zero
@@ -84,7 +112,15 @@ func (c *Config) Name() string {
 	if c.L2 == 0 {
 		return fmt.Sprintf("%d isolated nodes %s", c.Nodes, c.Routing.Name)
 	}
-	return fmt.Sprintf("%d nodes + L2 %d %s %s", c.Nodes, c.L2, c.Write, c.Routing.Name)
+	touch := ""
+	if c.Touch {
+		touch = "+touch"
+	}
+	evict := ""
+	if c.L2Evict == RedisLRU {
+		evict = " (Redis allkeys-lru)"
+	}
+	return fmt.Sprintf("%d nodes + L2 %d%s %s%s %s", c.Nodes, c.L2, evict, c.Write, touch, c.Routing.Name)
 }
 
 // Result is one replay of the cluster: the trace replay's figures (hits
@@ -99,6 +135,8 @@ type Result struct {
 	L1Hits, L2Hits int64
 	// Puts is the blocks written to L2; L2Evictions the blocks L2 evicted.
 	Puts, L2Evictions int64
+	// Touches counts the l1 hits that refreshed L2 (Config.Touch).
+	Touches int64
 	// BlockBytes is the bytes per block (Options.BlockSize).
 	BlockBytes int64
 	// Load is the requests each node served.
@@ -138,7 +176,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	if cfg.Nodes < 1 || cfg.Nodes > 256 || cfg.L1 < 1 || cfg.L2 < 0 {
 		return nil, fmt.Errorf("%w: %d nodes of %d blocks, L2 of %d: need 1-256 nodes of at least 1 block and an L2 of at least 0", ErrConfig, cfg.Nodes, cfg.L1, cfg.L2)
 	}
-	if cfg.Write > WriteBoth {
+	if cfg.Write > WriteBoth || cfg.L2Evict > RedisLRU {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, cfg.Write)
 	}
 	if cfg.Routing.Assign == nil {
@@ -165,10 +203,13 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	for range cfg.Nodes {
 		d.l1 = append(d.l1, newLRU(cfg.L1))
 	}
-	if cfg.L2 > 0 {
+	var clock sim.Clock
+	switch {
+	case cfg.L2 > 0 && cfg.L2Evict == RedisLRU:
+		d.l2 = newRedisLRU(cfg.L2, clock.Now, uint64(cfg.Nodes)<<32|uint64(cfg.L2))
+	case cfg.L2 > 0:
 		d.l2 = newLRU(cfg.L2)
 	}
-	var clock sim.Clock
 	tres, err := trace.RunDriver(tr, cfg.Name(), d, o, &clock)
 	if err != nil {
 		return nil, err
@@ -182,7 +223,7 @@ type model struct {
 	cfg     *Config
 	at      []uint8 // each request's node
 	l1      []*lru
-	l2      *lru
+	l2      l2Store
 	granted [][]int32 // each in-flight request's claimed blocks
 	res     *Result
 }
@@ -214,6 +255,10 @@ func (m *model) Lookup(i int, r *trace.Request) (int, error) {
 	for ; h < len(r.Blocks) && c.readable(r.Blocks[h]); h++ {
 		if !m.cfg.Variant.NoTouch {
 			c.touch(r.Blocks[h])
+		}
+		if m.cfg.Touch && m.l2 != nil && m.l2.readable(r.Blocks[h]) {
+			m.l2.touch(r.Blocks[h])
+			m.res.Touches++
 		}
 	}
 	m.res.L1Hits += int64(h)
@@ -269,7 +314,7 @@ func (m *model) Close(res *trace.Result) error {
 		}
 	}
 	if m.l2 != nil {
-		m.res.L2Evictions = m.l2.evictions
+		m.res.L2Evictions = m.l2.evicted()
 	}
 	return nil
 }

@@ -207,3 +207,19 @@ func TestSessionsRecoverTheShapesConversationsBites(t *testing.T) {
 	require.Less(t, n, st.Conversations)
 	require.NotEqual(t, st.Conversation, got)
 }
+
+// TestTouchRefreshesL2: with Touch, l1 hits refresh L2 (counted), which
+// changes what L2 evicts; without it nothing is touched.
+func TestTouchRefreshesL2(t *testing.T) {
+	tr, _ := load(t, shapeFile)
+	cfg := cluster.Config{Nodes: 2, L1: slots(tr), L2: slots(tr) / 4, Write: cluster.WriteThrough, Routing: node.RoundRobin, Options: opts()}
+	plain, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	require.Zero(t, plain.Touches)
+	cfg.Touch = true
+	touched, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	require.Positive(t, touched.Touches)
+	require.LessOrEqual(t, touched.Touches, touched.L1Hits)
+	require.NotEqual(t, plain.L2Hits, touched.L2Hits)
+}

@@ -36,6 +36,10 @@ type Plan struct {
 	Options trace.Options
 	// Jobs is how many replays run at a time (at least 1).
 	Jobs int
+	// Touch sets Config.Touch on every replay with L2, L2Evict its
+	// Config.L2Evict.
+	Touch   bool
+	L2Evict L2Evict
 	// Replay replays the nodes, isolated or with L2 (nil: Run, the
 	// in-process model); the ideal bound is always bench/trace's.
 	Replay func(*trace.Trace, Config) (*Result, error)
@@ -129,7 +133,7 @@ func Sweep(tr *trace.Trace, p Plan) (*Report, error) {
 				rep.Cells = append(rep.Cells, c)
 				for wi, w := range p.Writes {
 					jobs = append(jobs, job{func() (err error) {
-						c.Tiered[wi], err = replay(tr, Config{Nodes: n, L1: l1, L2: l2, Write: w, Routing: rt, Options: p.Options})
+						c.Tiered[wi], err = replay(tr, Config{Nodes: n, L1: l1, L2: l2, Write: w, Touch: p.Touch, L2Evict: p.L2Evict, Routing: rt, Options: p.Options})
 						return err
 					}})
 				}

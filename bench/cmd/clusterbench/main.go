@@ -55,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	maxReq := fs.Int("max-requests", 0, "replay only the first N requests (0: all)")
 	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "concurrent replays")
 	stated := fs.Bool("stated", false, "use the stated Redis bandwidths instead of measuring one local redis-server")
+	touch := fs.Bool("touch", false, "l1 hits refresh L2's recency too (an asynchronous TOUCH)")
+	evict := fs.String("l2-evict", "lru", "L2's eviction: lru (exact) or redis (Redis's sampled allkeys-lru)")
 	out := fs.String("out", "", "directory for cluster.md; empty: none")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: clusterbench [flags] FILE...  (Mooncake JSONL traces or .shape files)")
@@ -68,8 +70,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return errors.New("want at least one trace or shape file")
 	}
 	p := cluster.DefaultPlan()
-	p.L1Share, p.Jobs = *l1, *jobs
+	p.L1Share, p.Jobs, p.Touch = *l1, *jobs, *touch
 	p.Options = trace.Options{BlockSize: *block, PrefillRate: *prefill, MaxRequests: *maxReq}
+	switch *evict {
+	case "lru":
+	case "redis":
+		p.L2Evict = cluster.RedisLRU
+	default:
+		return fmt.Errorf("-l2-evict %q: want lru or redis", *evict)
+	}
 	var err error
 	if p.Nodes, err = ints(*nodes); err != nil {
 		return err
