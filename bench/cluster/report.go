@@ -202,3 +202,24 @@ func (r *Report) blockBytes() int64 {
 	}
 	return DefaultBlockSize
 }
+
+// EvictTable puts policy w's block hit rate under exact LRU in L2 (the
+// cells of exact) beside the same cells under Redis's allkeys-lru (the
+// cells of redis, a sweep of the same plan with L2Evict RedisLRU).
+func EvictTable(exact, redis *Report, w WritePolicy) *sim.Table {
+	t := &sim.Table{Columns: []string{"nodes", "routing", "Q", w.String() + ": exact LRU", "Redis allkeys-lru", "Δ"}}
+	wi := -1
+	for i, x := range exact.Plan.Writes {
+		if x == w {
+			wi = i
+		}
+	}
+	if wi < 0 || len(exact.Cells) != len(redis.Cells) {
+		return t
+	}
+	for i, c := range exact.Cells {
+		a, b := c.Tiered[wi].HitRate(), redis.Cells[i].Tiered[wi].HitRate()
+		t.Rows = append(t.Rows, []string{strconv.Itoa(c.Nodes), c.Routing.Name, qName(c), sim.Percent(a, 2), sim.Percent(b, 2), sim.PercentPoints(b-a, 2)})
+	}
+	return t
+}

@@ -101,6 +101,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "%s: %d replays in %.1fs\n", tr.Name, len(rep.Cells)*len(p.Writes)+len(p.Nodes)*(len(p.Routings)+len(p.Q)), rep.Elapsed)
 		reps = append(reps, rep)
 	}
+	// Redis's sampled eviction beside exact LRU, for the recommended
+	// policy.
+	rec := cluster.Judge(reps).Recommend
+	var evicts []*cluster.Report
+	if p.L2Evict == cluster.ExactLRU {
+		rp := p
+		rp.L2Evict, rp.Writes = cluster.RedisLRU, []cluster.WritePolicy{rec}
+		for _, r := range reps {
+			er, err := cluster.Sweep(r.Trace, rp)
+			if err != nil {
+				return err
+			}
+			evicts = append(evicts, er)
+		}
+	}
 	bws, source := cluster.StatedBandwidths, "stated: one local redis-server 7.0 on the loaded 2-core development VM (redis-benchmark)"
 	if !*stated {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -113,6 +128,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 	write := func(w io.Writer, md bool) error {
 		if err := cluster.Write(w, reps, md); err != nil {
 			return err
+		}
+		for i, er := range evicts {
+			fmt.Fprintf(w, "%s: %s with L2 under exact LRU and under Redis's sampled allkeys-lru (maxmemory-samples %d):\n\n", reps[i].Trace.Name, rec, cluster.RedisSamples)
+			one := *reps[i]
+			one.Plan.Writes = []cluster.WritePolicy{rec}
+			one.Cells = nil
+			for _, c := range reps[i].Cells {
+				cc := *c
+				cc.Tiered = []*cluster.Result{c.Tiered[indexOf(p.Writes, rec)]}
+				one.Cells = append(one.Cells, &cc)
+			}
+			t := cluster.EvictTable(&one, er, rec)
+			var err error
+			if md {
+				err = t.WriteMarkdown(w)
+			} else {
+				err = t.WriteText(w)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(w, "Does an L2 hit beat recomputing? L2 bandwidth %s; prefill per the replay's timing model (%.0f tokens/s, blocks of %d tokens):\n\n", source, *prefill, trace.DefaultBlockTokens)
 		for _, b := range bws {
@@ -164,4 +200,13 @@ func floats(s string) ([]float64, error) {
 		out = append(out, x)
 	}
 	return out, nil
+}
+
+func indexOf(ws []cluster.WritePolicy, w cluster.WritePolicy) int {
+	for i, x := range ws {
+		if x == w {
+			return i
+		}
+	}
+	return 0
 }
