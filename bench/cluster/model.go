@@ -137,6 +137,11 @@ type Result struct {
 	Puts, L2Evictions int64
 	// Touches counts the l1 hits that refreshed L2 (Config.Touch).
 	Touches int64
+	// Held is the distinct blocks the l1s and L2 held together at the
+	// end of the replay, and Places their places (N × L1 + L2): Held ÷
+	// Places is how much of the cluster's memory holds distinct data,
+	// where the ideal bound's one pool holds Places distinct blocks.
+	Held, Places int64
 	// BlockBytes is the bytes per block (Options.BlockSize).
 	BlockBytes int64
 	// Load is the requests each node served.
@@ -313,8 +318,18 @@ func (m *model) Close(res *trace.Result) error {
 			return fmt.Errorf("cluster: an l1 holds %d blocks in flight after the replay", len(c.index)-c.n)
 		}
 	}
+	held := map[int32]struct{}{}
+	for _, c := range m.l1 {
+		for b := range c.index {
+			held[b] = struct{}{}
+		}
+	}
+	m.res.Places = int64(len(m.l1)) * m.cfg.L1
 	if m.l2 != nil {
 		m.res.L2Evictions = m.l2.evicted()
+		m.l2.each(func(b int32) { held[b] = struct{}{} })
+		m.res.Places += m.cfg.L2
 	}
+	m.res.Held = int64(len(held))
 	return nil
 }

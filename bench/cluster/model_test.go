@@ -72,6 +72,8 @@ func oneNodeMatchesIdealLRU(t *testing.T, tr *trace.Trace, v cluster.Variant) bo
 	want, err := trace.RunLRU(tr, o)
 	require.NoError(t, err)
 	require.Equal(t, got.Hits, got.L1Hits+got.L2Hits)
+	require.Equal(t, got.Places, p)
+	require.LessOrEqual(t, got.Held, got.Places)
 	return got.Hits == want.Hits && got.HitTokens == want.HitTokens && got.Cold == want.Cold && got.Evictions == want.Evictions
 }
 
@@ -117,6 +119,8 @@ func TestUnboundedL2SharesEverything(t *testing.T) {
 		require.InDelta(t, 0, gap, 0.002, tr.Name)
 		require.Equal(t, r.Stored, r.Puts, tr.Name)
 		require.Zero(t, r.L2Evictions)
+		// L2 never evicts, so the cluster holds every block put.
+		require.GreaterOrEqual(t, r.Held, r.Puts)
 	}
 }
 

@@ -25,9 +25,23 @@ type l2Store interface {
 	touch(b int32)
 	insert(b int32, dirty bool) victim
 	evicted() int64
+	// each calls f for every block held.
+	each(f func(int32))
 }
 
 func (c *lru) evicted() int64 { return c.evictions }
+
+func (c *lru) each(f func(int32)) {
+	for b := range c.index {
+		f(b)
+	}
+}
+
+func (c *redisLRU) each(f func(int32)) {
+	for _, b := range c.keys {
+		f(b)
+	}
+}
 
 // redisLRU is Redis's approximated LRU over at most cap keys, its random
 // samples drawn from a seeded PCG so that a replay is deterministic.

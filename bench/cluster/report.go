@@ -44,13 +44,14 @@ func (r *Report) HitTable() *sim.Table {
 // the hits that came from L2, and the blocks and bytes put to L2 and read
 // from it per hit (all hits, l1's and L2's).
 func (r *Report) TrafficTable() *sim.Table {
-	t := &sim.Table{Columns: []string{"nodes", "routing", "Q", "policy", "L2 share of hits", "blocks to L2 / hit", "from L2 / hit", "bytes to L2 / hit", "bytes from L2 / hit", "L2 evictions"}}
+	t := &sim.Table{Columns: []string{"nodes", "routing", "Q", "policy", "L2 share of hits", "blocks to L2 / hit", "from L2 / hit", "bytes to L2 / hit", "bytes from L2 / hit", "puts / L2 hit", "L2 evictions", "distinct held ÷ places"}}
 	for _, c := range r.Cells {
 		for _, x := range c.Tiered {
 			t.Rows = append(t.Rows, []string{strconv.Itoa(c.Nodes), c.Routing.Name, qName(c), x.Config.Write.String(),
 				sim.Percent(ratio(x.L2Hits, x.Hits), 1),
 				strconv.FormatFloat(x.PerHit(x.Puts), 'f', 3, 64), strconv.FormatFloat(x.PerHit(x.L2Hits), 'f', 3, 64),
-				bytesStr(x.PerHit(x.BytesToL2())), bytesStr(x.PerHit(x.BytesFromL2())), strconv.FormatInt(x.L2Evictions, 10)})
+				bytesStr(x.PerHit(x.BytesToL2())), bytesStr(x.PerHit(x.BytesFromL2())),
+				strconv.FormatFloat(ratio(x.Puts, x.L2Hits), 'f', 1, 64), strconv.FormatInt(x.L2Evictions, 10), sim.Percent(ratio(x.Held, x.Places), 1)})
 		}
 	}
 	return t
