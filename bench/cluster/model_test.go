@@ -119,8 +119,10 @@ func TestUnboundedL2SharesEverything(t *testing.T) {
 		require.InDelta(t, 0, gap, 0.002, tr.Name)
 		require.Equal(t, r.Stored, r.Puts, tr.Name)
 		require.Zero(t, r.L2Evictions)
-		// L2 never evicts, so the cluster holds every block put.
-		require.GreaterOrEqual(t, r.Held, r.Puts)
+		// L2 never evicts, so the cluster holds every block put (a block
+		// two nodes computed at once is put twice).
+		require.LessOrEqual(t, r.Held, r.Puts)
+		require.GreaterOrEqual(t, r.Held, r.Puts-r.Puts/100)
 	}
 }
 
