@@ -4,13 +4,32 @@
 GO       ?= go
 PKGS     ?= ./...
 
-.PHONY: test vet unit unit-invariants kill-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+.PHONY: redis test vet unit unit-invariants kill-harness kill-soak python-test fuzz fuzz-smoke fuzz-replay print-fuzz-smoke
+
+## redis: redis-server and redis-cli, which the L2 tier's tests run for
+## real (internal/rediscluster starts clusters of them): when either is
+## missing and apt-get is at hand as root, installs Debian's redis-server
+## and redis-tools (apt-get update first only if the install fails
+## without); otherwise says what to install and fails.
+redis:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "redis: installing Debian's redis-server and redis-tools"; \
+	    inst() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server redis-tools; }; \
+	    log=$$(mktemp); { inst || { apt-get update -q && inst; }; } >$$log 2>&1 || \
+	      { tail -n 20 $$log; rm -f $$log; echo "redis: apt-get install redis-server redis-tools failed" >&2; exit 3; }; \
+	    rm -f $$log; \
+	  else \
+	    echo "redis: redis-server or redis-cli is missing; on Debian: apt-get install redis-server redis-tools" >&2; exit 3; \
+	  fi; \
+	fi; redis-server --version
 
 ## test: go vet, the whole suite with the race detector, the suites of
 ## INVARIANTS_PKGS again under -tags invariants, the daemon's kill harness
 ## (verbose, for its counts), the Python client's tests, then a short run of
 ## every fuzz target, in that order (also under make -j).
 test:
+	@$(MAKE) --no-print-directory redis
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
@@ -24,7 +43,7 @@ vet:
 
 # unit runs the kill harness short (20 kills) under the race detector;
 # kill-harness runs it in full on its own, so that its counts are printed.
-unit:
+unit: redis
 	KVALLOC_KILL_KILLS=20 $(GO) test -race -count=1 $(PKGS)
 
 # KILLS is the number of client kills of kill-harness (at least 200) and

@@ -217,6 +217,8 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	case q.Epoch != c.s.epoch:
 		a.Code = wire.CodeWrongEpoch
 		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
+	case q.Type == wire.TypeReserveReadPrefixWait && !c.s.l2wait(q, a):
+		// The wait was refused (INVALID_ARGUMENT, in a): nothing changed.
 	default:
 		// With DebugVerify a reserve_write holds every other request off,
 		// so that its OUT_OF_MEMORY keys are judged against the state it

@@ -62,7 +62,9 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			a.Results[at(idx, j)] = wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease}
 		}
 		c.own.reads.addAll(keys, res, int64(q.Locks))
-	case wire.TypeReserveRead, wire.TypeReserveReadPrefix:
+	case wire.TypeReserveRead, wire.TypeReserveReadPrefix, wire.TypeReserveReadPrefixWait:
+		// reserve_read_prefix_wait waited for the prefetch before the
+		// gate (conn.handle, l2wait); here it is reserve_read_prefix.
 		var res []l1.Result
 		var err error
 		if q.Type == wire.TypeReserveRead {
@@ -89,6 +91,8 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 		}
 	case wire.TypeTouch:
 		return m.Touch(q.Keys)
+	case wire.TypeLookup:
+		return c.s.lookup(q, a) // l2read.go
 	default:
 		return &wire.Error{Code: wire.CodeInternal, Msg: fmt.Sprintf("%v has no handler", q.Type)}
 	}

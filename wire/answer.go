@@ -31,6 +31,20 @@ type Answer struct {
 	Statuses []Status
 	// Stats is the stats answer's body.
 	Stats Stats
+	// Lookup is the lookup answer's body.
+	Lookup Lookup
+}
+
+// Lookup is the lookup answer's body, 16 bytes:
+//
+//	u32 n         the keys asked about
+//	u32 l1        keys [0, l1) are readable in L1
+//	u32 l2        keys [l1, l1+l2) are in L2
+//	u32 prefetch  keys [l1, l1+prefetch) the daemon began loading into L1
+//
+// A decoder refuses l1+l2 > n and prefetch > l2.
+type Lookup struct {
+	N, L1, L2, Prefetch uint32
 }
 
 // Result is one key's outcome in an answer that hands out memory or locks:
@@ -194,6 +208,15 @@ func (e *Encoder) AppendAnswer(dst []byte, a *Answer) ([]byte, error) {
 		for _, p := range f {
 			dst = put64(dst, *p)
 		}
+	case t.Request() == TypeLookup:
+		l := a.Lookup
+		if l.N > MaxKeys || uint64(l.L1)+uint64(l.L2) > uint64(l.N) || l.Prefetch > l.L2 {
+			return dst[:start], errorf(CodeInvalidArgument, "lookup counts %+v are not consistent", l)
+		}
+		dst = put32(dst, l.N)
+		dst = put32(dst, l.L1)
+		dst = put32(dst, l.L2)
+		dst = put32(dst, l.Prefetch)
 	case t.HasResults():
 		if len(a.Results) > MaxKeys {
 			return dst[:start], errorf(CodeInvalidArgument, "%d results exceed MaxKeys", len(a.Results))
@@ -298,7 +321,7 @@ func (d *Decoder) DecodeAnswer(frame []byte, a *Answer) error {
 	case h.Type.HasResults():
 		n := r.count(resultSize, MaxKeys, "result count")
 		a.Prefix = r.u32("prefix")
-		if t != TypeReserveReadPrefix {
+		if !t.hasPrefix() {
 			r.zero(uint64(a.Prefix), "prefix (unused by "+t.String()+")")
 		} else if a.Prefix > uint32(n) {
 			r.fail(CodeBadFrame, "prefix %d exceeds the %d results", a.Prefix, n)
@@ -316,6 +339,17 @@ func (d *Decoder) DecodeAnswer(frame []byte, a *Answer) error {
 				Lease:  l1.Lease(le64(x[32:])),
 			})
 		}
+	case t == TypeLookup:
+		l := Lookup{N: r.u32("lookup n"), L1: r.u32("lookup l1"), L2: r.u32("lookup l2"), Prefetch: r.u32("lookup prefetch")}
+		switch {
+		case l.N > MaxKeys:
+			r.fail(CodeBadFrame, "lookup n %d exceeds MaxKeys", l.N)
+		case uint64(l.L1)+uint64(l.L2) > uint64(l.N):
+			r.fail(CodeBadFrame, "lookup l1 %d + l2 %d exceeds n %d", l.L1, l.L2, l.N)
+		case l.Prefetch > l.L2:
+			r.fail(CodeBadFrame, "lookup prefetch %d exceeds l2 %d", l.Prefetch, l.L2)
+		}
+		a.Lookup = l
 	case h.Type.hasStatuses():
 		n := r.count(1, MaxKeys, "status count")
 		r.zero(uint64(r.u32("statuses reserved")), "statuses reserved field")
@@ -343,6 +377,6 @@ func (a *Answer) Err() error {
 // nil and empty slices alike.
 func (a *Answer) Equal(o *Answer) bool {
 	return a.Type == o.Type && a.ID == o.ID && a.Code == o.Code && a.Epoch == o.Epoch &&
-		a.Message == o.Message && a.Hello == o.Hello && a.Prefix == o.Prefix && a.Stats == o.Stats &&
+		a.Message == o.Message && a.Hello == o.Hello && a.Prefix == o.Prefix && a.Stats == o.Stats && a.Lookup == o.Lookup &&
 		slices.Equal(a.Results, o.Results) && slices.Equal(a.Statuses, o.Statuses)
 }

@@ -11,12 +11,14 @@ import (
 //
 // A keyed request's body is its parameters, 16 bytes,
 //
-//	u64 size    reserve_write: bytes per object (two's complement); else 0
+//	u64 size    reserve_write: bytes per object (two's complement);
+//	            reserve_read_prefix_wait: the wait in microseconds; else 0
 //	u32 locks   the read-lock count of finish_write_and_reserve_read,
-//	            reserve_read, reserve_read_prefix and finish_read; else 0
+//	            reserve_read, reserve_read_prefix, reserve_read_prefix_wait
+//	            and finish_read; else 0
 //	u8  mode    reserve_write: l1.Mode (0 all, 1 new, 2 update); else 0
 //	u8  flags   FlagTemporary, FlagPositions (reserve_write), FlagForce
-//	            (delete); else 0
+//	            (delete), FlagPrefetch (lookup); else 0
 //	u16 reserved 0
 //
 // then the keys block (keys.go), then, in this order and only where the
@@ -50,8 +52,12 @@ func params(t Type) (size, locks, mode bool, flags uint8) {
 		return true, false, true, FlagTemporary | FlagPositions
 	case TypeFinishWriteAndReserveRead, TypeReserveRead, TypeReserveReadPrefix, TypeFinishRead:
 		return false, true, false, 0
+	case TypeReserveReadPrefixWait:
+		return true, true, false, 0
 	case TypeDelete:
 		return false, false, false, FlagForce
+	case TypeLookup:
+		return false, false, false, FlagPrefetch
 	}
 	return false, false, false, 0
 }

@@ -51,6 +51,13 @@ const (
 	TypeFinishRead                Type = 0x0016
 	TypeDelete                    Type = 0x0017
 	TypeTouch                     Type = 0x0018
+	// TypeLookup reports how much of a prompt L1 and L2 hold, and with
+	// FlagPrefetch starts loading the L2 part into L1 (PROTOCOL.md, "The
+	// L2 tier").
+	TypeLookup Type = 0x0019
+	// TypeReserveReadPrefixWait is reserve_read_prefix after waiting, up
+	// to Size microseconds, for the daemon's prefetch of the keys.
+	TypeReserveReadPrefixWait Type = 0x001A
 
 	// AnswerBit marks an answer.
 	AnswerBit Type = 0x8000
@@ -64,7 +71,7 @@ const (
 var Types = []Type{
 	TypeHello, TypePing, TypeStats, TypeReserveWrite, TypeFinishWrite, TypeAbortWrite,
 	TypeFinishWriteAndReserveRead, TypeReserveRead, TypeReserveReadPrefix, TypeFinishRead,
-	TypeDelete, TypeTouch,
+	TypeDelete, TypeTouch, TypeLookup, TypeReserveReadPrefixWait,
 }
 
 var typeNames = map[Type]string{
@@ -73,6 +80,7 @@ var typeNames = map[Type]string{
 	TypeFinishWriteAndReserveRead: "finish_write_and_reserve_read", TypeReserveRead: "reserve_read",
 	TypeReserveReadPrefix: "reserve_read_prefix", TypeFinishRead: "finish_read",
 	TypeDelete: "delete", TypeTouch: "touch",
+	TypeLookup: "lookup", TypeReserveReadPrefixWait: "reserve_read_prefix_wait",
 }
 
 // String returns the message's name, e.g. "reserve_write", or
@@ -104,7 +112,9 @@ func (t Type) Known() bool {
 }
 
 // Keyed reports whether requests of type t carry keys.
-func (t Type) Keyed() bool { return t.Request() >= TypeReserveWrite && t.Request() <= TypeTouch }
+func (t Type) Keyed() bool {
+	return t.Request() >= TypeReserveWrite && t.Request() <= TypeReserveReadPrefixWait
+}
 
 // HasLeases reports whether requests of type t carry one lease per key: the
 // calls that finish a lock.
@@ -120,10 +130,15 @@ func (t Type) HasLeases() bool {
 // (status, block, lease); the other keyed answers carry a Status per key.
 func (t Type) HasResults() bool {
 	switch t.Request() {
-	case TypeReserveWrite, TypeFinishWriteAndReserveRead, TypeReserveRead, TypeReserveReadPrefix:
+	case TypeReserveWrite, TypeFinishWriteAndReserveRead, TypeReserveRead, TypeReserveReadPrefix, TypeReserveReadPrefixWait:
 		return true
 	}
 	return false
+}
+
+// hasPrefix reports whether answers of type t carry a prefix length.
+func (t Type) hasPrefix() bool {
+	return t.Request() == TypeReserveReadPrefix || t.Request() == TypeReserveReadPrefixWait
 }
 
 // hasStatuses reports whether answers of type t carry a Status per key.
@@ -261,4 +276,10 @@ const (
 	FlagPositions uint8 = 1 << 1
 	// FlagForce: delete removes objects in any state.
 	FlagForce uint8 = 1 << 2
+	// FlagPrefetch: lookup starts loading the keys L2 holds into L1.
+	FlagPrefetch uint8 = 1 << 3
 )
+
+// MaxWait is the longest wait reserve_read_prefix_wait takes, in
+// microseconds (its Size): 10 s.
+const MaxWait = 10_000_000

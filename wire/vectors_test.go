@@ -83,6 +83,14 @@ type jsonAnswer struct {
 	Prefix   uint32            `json:"prefix,omitempty"`
 	Statuses []string          `json:"statuses,omitempty"`
 	Stats    map[string]uint64 `json:"stats,omitempty"`
+	Lookup   *jsonLookup       `json:"lookup,omitempty"`
+}
+
+type jsonLookup struct {
+	N        uint32 `json:"n"`
+	L1       uint32 `json:"l1"`
+	L2       uint32 `json:"l2"`
+	Prefetch uint32 `json:"prefetch"`
 }
 
 func typeName(t wire.Type) string {
@@ -125,6 +133,9 @@ func answerJSON(a *wire.Answer) jsonAnswer {
 		for i, v := range a.Stats.Values() {
 			j.Stats[wire.StatsNames[i]] = v
 		}
+	case wire.TypeLookup:
+		l := a.Lookup
+		j.Lookup = &jsonLookup{l.N, l.L1, l.L2, l.Prefetch}
 	}
 	for _, r := range a.Results {
 		j.Results = append(j.Results, jsonResult{r.Status.String(), r.Block.Offset, r.Block.Size, r.Block.Gen, uint64(r.Lease)})
@@ -173,6 +184,9 @@ func requests() []struct {
 		{"delete", wire.Request{Type: wire.TypeDelete, ID: 13, Epoch: vecEpoch, Keys: keys}},
 		{"delete_force", wire.Request{Type: wire.TypeDelete, ID: 14, Epoch: vecEpoch, Flags: wire.FlagForce, Keys: keys[2:]}},
 		{"touch", wire.Request{Type: wire.TypeTouch, ID: 15, Epoch: vecEpoch, Keys: keys}},
+		{"lookup", wire.Request{Type: wire.TypeLookup, ID: 18, Epoch: vecEpoch, Keys: keys}},
+		{"lookup_prefetch", wire.Request{Type: wire.TypeLookup, ID: 19, Epoch: vecEpoch, Flags: wire.FlagPrefetch, Keys: keys}},
+		{"reserve_read_prefix_wait", wire.Request{Type: wire.TypeReserveReadPrefixWait, ID: 20, Epoch: vecEpoch, Size: 250000, Locks: 1, Keys: keys}},
 	}
 }
 
@@ -234,6 +248,13 @@ func answers() []struct {
 			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusKeyIsLocked, wire.StatusKeyNotExist}
 		})},
 		{"touch_answer", a(wire.TypeTouch, 15)},
+		{"lookup_answer", with(a(wire.TypeLookup, 19), func(x *wire.Answer) {
+			x.Lookup = wire.Lookup{N: 3, L1: 1, L2: 2, Prefetch: 1}
+		})},
+		{"reserve_read_prefix_wait_answer", with(a(wire.TypeReserveReadPrefixWait, 20), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(0, 1, 103), ok(mib8, 2, 104), {Status: wire.StatusKeyNotReadable}}
+			x.Prefix = 2
+		})},
 		{"wrong_epoch", with(a(wire.TypeFinishWrite, 16), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeWrongEpoch, "epoch 0x1 is not this daemon's 0x123456789abcdef: leases and blocks from an earlier daemon are void"
 		})},
@@ -261,6 +282,7 @@ func malformed(t testing.TB) []vector {
 	tmp := enc(wire.Request{Type: wire.TypeReserveWrite, ID: 5, Epoch: vecEpoch, Size: 64, Keys: []l1.ObjectKey{keyA}, Temporary: []bool{true}})
 	hello := enc(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
 	ping := enc(wire.Request{Type: wire.TypePing, ID: 2, Epoch: vecEpoch})
+	lookup := enc(wire.Request{Type: wire.TypeLookup, ID: 19, Epoch: vecEpoch, Flags: wire.FlagPrefetch, Keys: []l1.ObjectKey{keyA}})
 	const keysAt = wire.HeaderSize + 16 // the key block of a keyed request
 	v := func(name string, code wire.Code, b []byte) vector {
 		return vector{Name: name, Kind: "request", Frame: hex.EncodeToString(b), Error: code.String()}
@@ -316,6 +338,11 @@ func malformed(t testing.TB) []vector {
 			binary.LittleEndian.PutUint32(b[wire.HeaderSize+8:], 1) // locks in a finish_write
 			return b
 		})),
+		v("bad_lookup_locks", wire.CodeBadFrame, edit(lookup, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[wire.HeaderSize+8:], 1) // lookup takes no locks
+			return b
+		})),
+		v("bad_lookup_flag", wire.CodeBadFrame, edit(lookup, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagForce; return b })),
 		v("bad_undefined_flag", wire.CodeBadFrame, edit(rw, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagForce; return b })),
 		v("bad_temporary_flag_value", wire.CodeBadFrame, edit(tmp, func(b []byte) []byte { b[len(b)-1] = 2; return b })),
 		v("bad_hello_version", wire.CodeBadVersion, edit(hello, func(b []byte) []byte {

@@ -66,6 +66,12 @@ func randRequest(rng *rand.Rand, t wire.Type) wire.Request {
 		if rng.IntN(2) == 0 {
 			q.Flags = wire.FlagForce
 		}
+	case wire.TypeLookup:
+		if rng.IntN(2) == 0 {
+			q.Flags = wire.FlagPrefetch
+		}
+	case wire.TypeReserveReadPrefixWait:
+		q.Size, q.Locks = rng.Int64(), rng.Uint32()
 	}
 	if t.HasLeases() {
 		q.Leases = make([]l1.Lease, n)
@@ -133,9 +139,13 @@ func TestAnswerRoundTrip(t *testing.T) {
 				a.Results = append(a.Results, wire.Result{Status: wire.Status(rng.IntN(256)),
 					Block: allocator.Block{Offset: rng.Int64(), Size: rng.Int64(), Gen: rng.Uint64()}, Lease: l1.Lease(rng.Uint64())})
 			}
-			if typ == wire.TypeReserveReadPrefix {
+			if typ == wire.TypeReserveReadPrefix || typ == wire.TypeReserveReadPrefixWait {
 				a.Prefix = uint32(rng.IntN(n + 1))
 			}
+		case typ == wire.TypeLookup:
+			l1n := uint32(rng.IntN(n + 1))
+			l2n := uint32(rng.IntN(n - int(l1n) + 1))
+			a.Lookup = wire.Lookup{N: uint32(n), L1: l1n, L2: l2n, Prefetch: uint32(rng.IntN(int(l2n) + 1))}
 		case typ.Keyed() && typ != wire.TypeTouch:
 			for range n {
 				a.Statuses = append(a.Statuses, wire.Status(rng.IntN(256)))

@@ -23,12 +23,12 @@ from .errors import (ConnectionLostError, DaemonClosedError, DaemonError,
                      KvallocError, NotAllowedError, WrongEpochError)
 from .keys import KeyBatch, ObjectKey
 from .limits import MAX_KEYS, VERSION, default_socket_path
-from .results import Hello, Result, Results, Stats, StatusList
+from .results import Hello, Lookup, Result, Results, Stats, StatusList
 from .tensors import as_numpy, as_tensor
 
 __all__ = [
     "Client", "ObjectKey", "KeyBatch", "Result", "Results", "StatusList",
-    "Hello", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
+    "Hello", "Lookup", "Stats", "Status", "Code", "Mode", "Flag", "MessageType",
     "PARTIAL", "KvallocError", "InvalidArgumentError", "DaemonError",
     "WrongEpochError", "NotAllowedError", "ConnectionLostError",
     "DeadlineExceededError", "DaemonClosedError", "FrameError",

@@ -23,6 +23,7 @@ from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
                      InvalidArgumentError, KvallocError, WrongEpochError,
                      daemon_error)
 from .keys import KeyBatch, Keys
+from .l2 import L2Calls
 from .limits import (MAX_INT64, MAX_READ_LOCKS, MAX_STRINGS, VERSION,
                      default_socket_path)
 from .protocol import (Answer, decode_answer, keyed_request, pack_array,
@@ -38,7 +39,7 @@ Leases = Union[Results, array, Sequence[int]]
 _MT = MessageType
 
 
-class Client:
+class Client(L2Calls):
     """A connection to kvallocd, with the daemon's pool mapped.
 
     Every call is one request frame, answered per key in request order

@@ -27,6 +27,12 @@ class MessageType(enum.IntEnum):
     FINISH_READ = 0x0016
     DELETE = 0x0017
     TOUCH = 0x0018
+    #: How much of a prompt L1 and L2 hold; with ``Flag.PREFETCH`` it
+    #: starts loading the L2 part into L1.
+    LOOKUP = 0x0019
+    #: reserve_read_prefix after waiting (``size`` microseconds at most)
+    #: for the daemon's prefetch of the keys.
+    RESERVE_READ_PREFIX_WAIT = 0x001A
     #: The bit that marks an answer, and the error answer's whole type.
     ANSWER = 0x8000
 
@@ -38,7 +44,8 @@ class MessageType(enum.IntEnum):
     @property
     def keyed(self) -> bool:
         """Whether requests of this type carry keys."""
-        return MessageType.RESERVE_WRITE <= self <= MessageType.TOUCH
+        return (MessageType.RESERVE_WRITE <= self
+                <= MessageType.RESERVE_READ_PREFIX_WAIT)
 
     @property
     def has_leases(self) -> bool:
@@ -63,6 +70,7 @@ _WITH_LEASES = frozenset({
 _WITH_RESULTS = frozenset({
     MessageType.RESERVE_WRITE, MessageType.FINISH_WRITE_AND_RESERVE_READ,
     MessageType.RESERVE_READ, MessageType.RESERVE_READ_PREFIX,
+    MessageType.RESERVE_READ_PREFIX_WAIT,
 })
 _WITH_STATUSES = frozenset({
     MessageType.FINISH_WRITE, MessageType.ABORT_WRITE,
@@ -137,6 +145,8 @@ class Flag(enum.IntFlag):
     POSITIONS = 0x02
     #: delete removes objects in any state.
     FORCE = 0x04
+    #: lookup starts loading the keys L2 holds into L1.
+    PREFETCH = 0x08
 
 
 #: OR'ed into a chain position: the chunk is a partial one (``l1.Partial``).

@@ -27,8 +27,8 @@ from .keys import KeyBatch, ObjectKey
 from .limits import (HEADER_SIZE, MAGIC, MAX_FRAME, MAX_KEYS,
                      MAX_MESSAGE_LEN, MAX_STATS, MAX_STRING_LEN, MAX_STRINGS,
                      VERSION)
-from .results import (RESULT_SIZE, STATS_NAMES, Hello, Result, Results,
-                      Stats, StatusList)
+from .results import (RESULT_SIZE, STATS_NAMES, Hello, Lookup, Result,
+                      Results, Stats, StatusList)
 
 __all__ = [
     "Header", "Request", "Answer", "parse_header", "keyed_request",
@@ -44,6 +44,7 @@ _RESULT = struct.Struct("<B7xqqQQ")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U32X2 = struct.Struct("<II")
+_LOOKUP = struct.Struct("<IIII")
 _PARAMS_SIZE = 16
 _KEY_RECORD = 16
 _TYPES = frozenset(int(t) for t in MessageType) - {int(MessageType.ANSWER)}
@@ -167,6 +168,7 @@ class Answer:
     results: Optional[Results] = None
     statuses: Optional[StatusList] = None
     stats: Optional[Stats] = None
+    lookup: Optional[Lookup] = None
 
     @property
     def prefix(self) -> int:
@@ -182,8 +184,12 @@ def _params_allowed(t: MessageType) -> Tuple[bool, bool, bool, int]:
              MessageType.RESERVE_READ, MessageType.RESERVE_READ_PREFIX,
              MessageType.FINISH_READ):
         return False, True, False, 0
+    if t is MessageType.RESERVE_READ_PREFIX_WAIT:
+        return True, True, False, 0
     if t is MessageType.DELETE:
         return False, False, False, Flag.FORCE
+    if t is MessageType.LOOKUP:
+        return False, False, False, Flag.PREFETCH
     return False, False, False, 0
 
 
@@ -461,6 +467,13 @@ def encode_answer(a: Answer) -> bytes:
     elif t is MessageType.STATS:
         s = a.stats or Stats()
         body = _U32X2.pack(len(s), 0) + struct.pack(f"<{len(s)}Q", *s)
+    elif t is MessageType.LOOKUP:
+        lk = a.lookup or Lookup(0, 0, 0, 0)
+        if (lk.n > MAX_KEYS or lk.l1 + lk.l2 > lk.n or lk.prefetch > lk.l2
+                or min(lk) < 0):
+            raise InvalidArgumentError(f"lookup counts {lk} are not "
+                                       "consistent")
+        body = _LOOKUP.pack(*lk)
     elif t.has_results:
         res = a.results if a.results is not None else Results.from_list([])
         if len(res) > MAX_KEYS:
@@ -515,6 +528,18 @@ def decode_answer(frame: bytes) -> Answer:
         r.zero(r.u32("stats reserved"), "stats reserved field")
         vals = _unpack_array("Q", r.take(8 * n, "stats values"))
         a.stats = Stats(*vals[:len(STATS_NAMES)])
+    elif t is MessageType.LOOKUP:
+        lk = Lookup(*r.unpack(_LOOKUP, "lookup"))
+        if lk.n > MAX_KEYS:
+            raise FrameError(Code.BAD_FRAME,
+                             f"lookup n {lk.n} exceeds MAX_KEYS")
+        if lk.l1 + lk.l2 > lk.n:
+            raise FrameError(Code.BAD_FRAME, f"lookup l1 {lk.l1} + l2 "
+                             f"{lk.l2} exceeds n {lk.n}")
+        if lk.prefetch > lk.l2:
+            raise FrameError(Code.BAD_FRAME, f"lookup prefetch "
+                             f"{lk.prefetch} exceeds l2 {lk.l2}")
+        a.lookup = lk
     elif t.has_results:
         a.results = _read_results(r, t, h.epoch)
     elif t.has_statuses:
@@ -528,7 +553,8 @@ def decode_answer(frame: bytes) -> Answer:
 def _read_results(r: _Reader, t: MessageType, epoch: int) -> Results:
     n = r.count(RESULT_SIZE, MAX_KEYS, "result count")
     prefix = r.u32("prefix")
-    if t is not MessageType.RESERVE_READ_PREFIX:
+    if t not in (MessageType.RESERVE_READ_PREFIX,
+                 MessageType.RESERVE_READ_PREFIX_WAIT):
         r.zero(prefix, f"prefix (unused by {t.wire_name})")
     elif prefix > n:
         raise FrameError(Code.BAD_FRAME,

@@ -14,7 +14,7 @@ from .enums import Status
 
 __all__ = [
     "Result", "Results", "StatusList", "Hello", "Stats", "STATS_NAMES",
-    "RESULT_SIZE",
+    "RESULT_SIZE", "Lookup",
 ]
 
 #: The size of one result record on the wire.
@@ -201,6 +201,19 @@ class Results(Sequence[Result]):
 
     def __repr__(self) -> str:
         return f"Results({len(self)} keys, prefix {self.prefix})"
+
+
+class Lookup(NamedTuple):
+    """The lookup answer: how much of the keys, as a prefix, each tier holds.
+
+    Keys ``[0, l1)`` are readable in L1, ``[l1, l1 + l2)`` are in L2, and
+    the daemon began loading ``[l1, l1 + prefetch)`` into L1.
+    """
+
+    n: int
+    l1: int
+    l2: int
+    prefetch: int
 
 
 class Hello(NamedTuple):

@@ -16,8 +16,8 @@ from kvalloc.errors import FrameError
 from kvalloc.keys import ObjectKey
 from kvalloc.protocol import (Answer, Request, decode_answer, decode_request,
                               encode_answer, encode_request)
-from kvalloc.results import STATS_NAMES, Hello, Result, Results, Stats, \
-    StatusList
+from kvalloc.results import STATS_NAMES, Hello, Lookup, Result, Results, \
+    Stats, StatusList
 
 VECTORS = os.path.join(os.path.dirname(__file__), "..", "..", "testdata",
                        "wire", "vectors.json")
@@ -93,6 +93,8 @@ def answer_json(a: Answer) -> Dict[str, Any]:
             d["hello"] = a.hello._asdict()
         if a.stats is not None:
             d["stats"] = a.stats._asdict()
+        if a.lookup is not None:
+            d["lookup"] = a.lookup._asdict()
         if a.results is not None:
             d["results"] = [{"status": _status_name(r.status),
                              "offset": r.offset, "size": r.size,
@@ -112,6 +114,8 @@ def answer_from_json(m: Dict[str, Any]) -> Answer:
         return a
     if "hello" in m:
         a.hello = Hello(**m["hello"])
+    if t is MessageType.LOOKUP:
+        a.lookup = Lookup(**m["lookup"])
     if t is MessageType.STATS:
         s = m.get("stats", {})
         a.stats = Stats(*(s.get(n, 0) for n in STATS_NAMES))

@@ -1,0 +1,56 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// Lookup is a lookup's answer: keys [0, L1) are readable in L1, keys
+// [L1, L1+L2) are in the daemon's L2 store, and the daemon began loading
+// [L1, L1+Prefetch) into L1 (PROTOCOL.md, "The L2 tier").
+type Lookup = wire.Lookup
+
+// Lookup asks how much of keys, as a prefix, the node's L1 and the L2
+// store hold, without locking anything or waiting for bytes. With
+// prefetch the daemon also starts loading the L2 part into L1, under
+// write locks of its own; ReserveReadPrefixWait then reads it. A daemon
+// without L2, or whose L2 is down, answers L2 = 0: L2 never makes it fail.
+func (c *Client) Lookup(keys []l1.ObjectKey, prefetch bool) (Lookup, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.keyed(wire.TypeLookup, keys)
+	if prefetch {
+		q.Flags = wire.FlagPrefetch
+	}
+	if err := c.call(); err != nil {
+		return Lookup{}, err
+	}
+	return c.ans.Lookup, nil
+}
+
+// ReserveReadPrefixWait is ReserveReadPrefix after waiting, up to wait,
+// for the daemon's prefetch of keys (started by Lookup) to finish. A key
+// still loading when the wait ends stops the prefix as KEY_NOT_READABLE,
+// and one that failed to load as KEY_NOT_EXIST: a miss, never an error.
+// The wait is rounded up to a microsecond and must be in [0, wire.MaxWait
+// µs]; 0 is ReserveReadPrefix.
+func (c *Client) ReserveReadPrefixWait(keys []l1.ObjectKey, locks int, wait time.Duration) ([]Result, int, error) {
+	us := (wait + time.Microsecond - 1) / time.Microsecond
+	if wait < 0 || us > wire.MaxWait {
+		return nil, 0, &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("wait %v outside [0, %v]", wait, wire.MaxWait*time.Microsecond)}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.keyed(wire.TypeReserveReadPrefixWait, keys)
+	q.Size = int64(us)
+	if err := setLocks(q, locks, true); err != nil {
+		return nil, 0, err
+	}
+	if err := c.call(); err != nil {
+		return nil, 0, err
+	}
+	return c.results(), int(c.ans.Prefix), nil
+}

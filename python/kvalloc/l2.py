@@ -1,0 +1,66 @@
+"""The L2 tier's read path: lookup and reserve_read_prefix_wait.
+
+A daemon started with an L2 store (``kvallocd -l2 redis://...``) reports
+how much of a prompt its L1 and the store hold, and loads the L2 part into
+L1 on request; ``wire/PROTOCOL.md`` ("The L2 tier") is the contract.
+:class:`L2Calls` is the part of :class:`kvalloc.Client` that makes these
+calls.
+"""
+
+import math
+from typing import Optional
+
+from .enums import Flag, MessageType
+from .errors import FrameError, InvalidArgumentError
+from .keys import Keys
+from .results import Lookup, Results
+
+__all__ = ["L2Calls", "MAX_WAIT"]
+
+#: The longest wait reserve_read_prefix_wait takes, in seconds (10 s).
+MAX_WAIT = 10.0
+_MAX_WAIT_US = 10_000_000
+
+
+class L2Calls:
+    """lookup and reserve_read_prefix_wait, mixed into the Client."""
+
+    def lookup(self, keys: Keys, prefetch: bool = False,
+               timeout: Optional[float] = None) -> Lookup:
+        """How much of ``keys``, as a prefix, L1 and L2 hold.
+
+        Keys ``[0, l1)`` are readable in L1 and ``[l1, l1 + l2)`` are in
+        the L2 store; nothing is locked and no byte is waited for. With
+        ``prefetch`` the daemon also starts loading ``[l1, l1 +
+        prefetch)`` into L1; :meth:`reserve_read_prefix_wait` reads them.
+        A daemon without L2, or with L2 down, answers ``l2 == 0``.
+        """
+        kb = self._keys(keys)
+        a = self._keyed(MessageType.LOOKUP, kb, timeout,
+                        flags=Flag.PREFETCH if prefetch else 0)
+        if a.lookup is None or a.lookup.n != len(kb):
+            raise FrameError(a.code, f"lookup answer for {len(kb)} keys "
+                             f"says {a.lookup}")
+        return a.lookup
+
+    def reserve_read_prefix_wait(self, keys: Keys, locks: int = 1,
+                                 wait: float = 0.0,
+                                 timeout: Optional[float] = None) -> Results:
+        """reserve_read_prefix after waiting up to ``wait`` seconds.
+
+        The daemon waits for its prefetch of any of ``keys`` (started by
+        :meth:`lookup`) to finish, or for ``wait`` to pass, then locks the
+        longest readable prefix. A key still loading stops the prefix as
+        ``KEY_NOT_READABLE``: a miss, never an error. ``wait`` is rounded
+        up to a microsecond and must be in ``[0, MAX_WAIT]``. ``timeout``
+        (the call's own deadline) should exceed ``wait``.
+        """
+        from .client import _locks  # the Client's own check of locks
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) \
+                or not 0 <= wait <= MAX_WAIT or math.isnan(wait):
+            raise InvalidArgumentError(f"wait {wait!r} outside [0, "
+                                       f"{MAX_WAIT}] seconds")
+        us = min(math.ceil(wait * 1e6), _MAX_WAIT_US)
+        kb = self._keys(keys)
+        return self._results(MessageType.RESERVE_READ_PREFIX_WAIT, kb,
+                             timeout, size=us, locks=_locks(locks))
