@@ -54,3 +54,14 @@ func Agree(model, got *Report, tol float64) error {
 	}
 	return nil
 }
+
+// AgreeResult compares one replay with the model's of the same
+// configuration: it fails when their block hit rates differ by more than
+// tol.
+func AgreeResult(model, got *Result, tol float64) error {
+	if d := got.HitRate() - model.HitRate(); d > tol || d < -tol {
+		return fmt.Errorf("%w: %s: hit rate %s, model %s (%s, tolerance %s)", ErrDisagree, model.Config.Name(),
+			sim.Percent(got.HitRate(), 2), sim.Percent(model.HitRate(), 2), sim.PercentPoints(d, 2), sim.PercentPoints(tol, 2))
+	}
+	return nil
+}

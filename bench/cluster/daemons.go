@@ -1,0 +1,313 @@
+//go:build linux
+
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kvalloc/kvalloc/bench/node"
+	"github.com/kvalloc/kvalloc/bench/sim"
+	"github.com/kvalloc/kvalloc/bench/trace"
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// ErrDaemonL2 is the answer of RunDaemons to a configuration with L2:
+// kvallocd has no L2 tier to configure in this build (its lookup answers
+// from L1 alone), so only isolated nodes replay through daemons.
+var ErrDaemonL2 = errors.New("cluster: kvallocd has no L2 tier to configure in this build: only isolated nodes replay through daemons")
+
+// DaemonBlockSize is the bytes per block of the daemons' replay: every
+// byte of a block is written and every byte of a hit checked, so the
+// blocks are small (a node's l1 of the Mooncake trace, 5 % of its blocks,
+// is then 143 MiB of memfd).
+const DaemonBlockSize = 16 << 10
+
+// DaemonPolicy is the daemons' l1 policy: plain LRU evicting on demand,
+// the closest of l1's policies to the model's ideal LRU.
+const DaemonPolicy = "on-demand/scattered"
+
+// DaemonWait is the prefix read's wait for the daemon's prefetch.
+const DaemonWait = time.Second
+
+// RunDaemons replays tr through real kvallocd daemons, one per node, each
+// the socket server of package server (as cmd/kvallocd runs it) on its
+// own memfd pool of cfg.L1 blocks and its own Unix socket, with one
+// client per node driven from this goroutine in the replay's order. A
+// request's lookup is the client's Lookup with prefetch, then
+// ReserveReadPrefixWait (the read path an engine takes); its store
+// ReserveWriteChain in ModeNew, writing every byte of each granted block
+// (a pattern of the block's number, checked on every hit); its finish
+// FinishWrite and FinishRead. At the end every daemon must hold no lock
+// and pass server.Check. cfg.Options.BlockSize 0 means DaemonBlockSize.
+func RunDaemons(tr *trace.Trace, cfg Config) (_ *Result, err error) {
+	if cfg.L2 > 0 {
+		return nil, ErrDaemonL2
+	}
+	if cfg.Nodes < 1 || cfg.Nodes > 256 || cfg.L1 < 1 || cfg.Routing.Assign == nil {
+		return nil, fmt.Errorf("%w: %d nodes of %d blocks", ErrConfig, cfg.Nodes, cfg.L1)
+	}
+	ps, err := trace.SelectPolicies(DaemonPolicy)
+	if err != nil {
+		return nil, err
+	}
+	o := cfg.Options
+	if o.BlockSize == 0 {
+		o.BlockSize = DaemonBlockSize
+	}
+	if o.BlockSize < 8 || o.BlockSize%8 != 0 {
+		return nil, fmt.Errorf("%w: block size %d: a multiple of 8 bytes", ErrConfig, o.BlockSize)
+	}
+	o.Slots = int64(cfg.Nodes) * cfg.L1
+	reqs := tr.Requests
+	if o.MaxRequests > 0 && o.MaxRequests < len(reqs) {
+		reqs = reqs[:o.MaxRequests]
+	}
+	at, err := cfg.Routing.Assign(reqs, cfg.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	var clock sim.Clock
+	dir, err := os.MkdirTemp("", "clusterbench")
+	if err != nil {
+		return nil, err
+	}
+	d := &daemonDriver{cfg: &cfg, at: at, size: o.BlockSize, flights: map[int]*daemonFlight{},
+		res: &Result{Config: cfg, BlockBytes: o.BlockSize, Load: make([]int, cfg.Nodes)}}
+	defer func() { err = errors.Join(err, d.close(), os.RemoveAll(dir)) }()
+	for k := range cfg.Nodes {
+		srv, err := server.New(server.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("node-%d.sock", k)),
+			PoolSize: cfg.L1 * o.Unit(), L1: ps[0].Config(l1.Config{Now: clock.Time})})
+		if err != nil {
+			return nil, err
+		}
+		dn := &daemonNode{srv: srv, done: make(chan error, 1)}
+		go func() { dn.done <- srv.Serve() }()
+		d.nodes = append(d.nodes, dn)
+		if dn.c, err = client.Dial(srv.SocketPath(), client.Options{Timeout: node.CallTimeout}); err != nil {
+			return nil, err
+		}
+	}
+	tres, err := trace.RunDriver(tr, cfg.Name()+" (daemons)", d, o, &clock)
+	if err != nil {
+		return nil, err
+	}
+	d.res.Result = *tres
+	return d.res, nil
+}
+
+// daemonNode is one node's daemon and its client.
+type daemonNode struct {
+	srv  *server.Server
+	done chan error
+	c    *client.Client
+}
+
+// daemonDriver is the cluster through daemons as a trace.Driver.
+type daemonDriver struct {
+	cfg     *Config
+	at      []uint8
+	size    int64
+	nodes   []*daemonNode
+	flights map[int]*daemonFlight
+	kbuf    []l1.ObjectKey
+	res     *Result
+	// Splits counts lookups whose L1 count was not the prefix then read
+	// (0 with one driver and no L2).
+	splits int64
+}
+
+type daemonFlight struct {
+	c       *client.Client
+	hits    int
+	reads   []client.Lease
+	granted []int32
+	writes  []client.Lease
+}
+
+func (d *daemonDriver) keys(blocks []int32) []l1.ObjectKey {
+	d.kbuf = d.kbuf[:0]
+	for _, b := range blocks {
+		d.kbuf = append(d.kbuf, node.Key(b, 0))
+	}
+	return d.kbuf
+}
+
+// pattern fills obj with block b's pattern: every 8-byte word is b's
+// number mixed with the word's place, so a byte of another block, or of
+// another place, differs.
+func pattern(obj []byte, b int32) {
+	for w := 0; w+8 <= len(obj); w += 8 {
+		binary.LittleEndian.PutUint64(obj[w:], splitWord(b, w))
+	}
+}
+
+func splitWord(b int32, w int) uint64 {
+	x := uint64(uint32(b))<<32 | uint64(w)
+	x ^= x >> 31
+	x *= 0x7fb5d329728ea185
+	return x ^ x>>27
+}
+
+// checkPattern returns the offset of the first word of obj that is not
+// block b's, or -1.
+func checkPattern(obj []byte, b int32) int {
+	for w := 0; w+8 <= len(obj); w += 8 {
+		if binary.LittleEndian.Uint64(obj[w:]) != splitWord(b, w) {
+			return w
+		}
+	}
+	return -1
+}
+
+// Lookup implements trace.Driver.
+func (d *daemonDriver) Lookup(i int, r *trace.Request) (int, error) {
+	n := int(d.at[i])
+	if n >= len(d.nodes) {
+		return 0, fmt.Errorf("cluster: request %d routed to node %d of %d", i, n, len(d.nodes))
+	}
+	d.res.Load[n]++
+	c := d.nodes[n].c
+	keys := d.keys(r.Blocks)
+	lk, err := c.Lookup(keys, true)
+	if err != nil {
+		return 0, err
+	}
+	res, h, err := c.ReserveReadPrefixWait(keys, 1, DaemonWait)
+	if err != nil {
+		return 0, err
+	}
+	f := &daemonFlight{c: c, hits: h}
+	for j, x := range res[:h] {
+		obj, err := c.Bytes(x.Block)
+		if err != nil {
+			return 0, err
+		}
+		if w := checkPattern(obj, r.Blocks[j]); w >= 0 {
+			return 0, fmt.Errorf("cluster: node %d read block %d with a wrong word at byte %d", n, r.Blocks[j], w)
+		}
+		f.reads = append(f.reads, x.Lease)
+	}
+	l1h := min(int(lk.L1), h)
+	if int(lk.L1) != h && lk.L2 == 0 {
+		d.splits++
+	}
+	d.res.L1Hits += int64(l1h)
+	d.res.L2Hits += int64(h - l1h)
+	d.flights[i] = f
+	return h, nil
+}
+
+// Store implements trace.Driver.
+func (d *daemonDriver) Store(i int, r *trace.Request, hits int) error {
+	f := d.flights[i]
+	tail := r.Blocks[hits:]
+	if len(tail) == 0 {
+		return nil
+	}
+	res, err := f.c.ReserveWriteChain(d.keys(tail), nil, nil, d.size, l1.ModeNew)
+	if err != nil {
+		return err
+	}
+	var ok, oom int64
+	for j, x := range res {
+		switch x.Status {
+		case wire.StatusOK:
+			obj, err := f.c.Bytes(x.Block)
+			if err != nil {
+				return err
+			}
+			pattern(obj, tail[j])
+			f.granted = append(f.granted, tail[j])
+			f.writes = append(f.writes, x.Lease)
+			ok++
+		case wire.StatusOutOfMemory:
+			oom++
+		}
+	}
+	d.res.Grants.Add(ok, oom, d.size, 0)
+	return nil
+}
+
+// Finish implements trace.Driver.
+func (d *daemonDriver) Finish(i int, r *trace.Request, hits int) ([]int32, error) {
+	f := d.flights[i]
+	delete(d.flights, i)
+	var stored []int32
+	if len(f.granted) > 0 {
+		sts, err := f.c.FinishWrite(d.keys(f.granted), f.writes)
+		if err != nil {
+			return nil, err
+		}
+		for j, s := range sts {
+			if s != wire.StatusOK {
+				d.res.Lost++
+				continue
+			}
+			stored = append(stored, f.granted[j])
+		}
+	}
+	if f.hits > 0 {
+		sts, err := f.c.FinishRead(d.keys(r.Blocks[:f.hits]), f.reads, 1)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range sts {
+			if s != wire.StatusOK {
+				d.res.Lost++
+			}
+		}
+	}
+	return stored, nil
+}
+
+// Close implements trace.Driver: nothing locked, every daemon consistent.
+func (d *daemonDriver) Close(res *trace.Result) error {
+	var errs []error
+	if d.splits > 0 {
+		errs = append(errs, fmt.Errorf("cluster: %d lookups counted an L1 prefix other than the one then read", d.splits))
+	}
+	for k, dn := range d.nodes {
+		st, err := dn.c.Stats()
+		if err != nil {
+			return err
+		}
+		res.Evictions += st.Evictions
+		for _, e := range dn.srv.Manager().Snapshot() {
+			if e.WriteLocked || e.ReadLocks > 0 {
+				errs = append(errs, fmt.Errorf("cluster: daemon %d: %v still locked after the replay", k, e.Key))
+				break
+			}
+		}
+		if err := dn.srv.Check(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: daemon %d: %w", k, err))
+		}
+	}
+	res.Lost, res.Grants = d.res.Lost, d.res.Grants
+	if res.Lost > 0 {
+		errs = append(errs, fmt.Errorf("cluster: %d finishing calls answered other than OK", res.Lost))
+	}
+	d.res.Places = int64(len(d.nodes)) * d.cfg.L1
+	return errors.Join(errs...)
+}
+
+// close closes the clients, then the daemons.
+func (d *daemonDriver) close() error {
+	var errs []error
+	for _, dn := range d.nodes {
+		if dn.c != nil {
+			errs = append(errs, dn.c.Close())
+		}
+	}
+	for _, dn := range d.nodes {
+		errs = append(errs, dn.srv.Close(), <-dn.done)
+	}
+	return errors.Join(errs...)
+}

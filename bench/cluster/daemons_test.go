@@ -1,0 +1,62 @@
+//go:build linux
+
+package cluster_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvalloc/kvalloc/bench/cluster"
+	"github.com/kvalloc/kvalloc/bench/node"
+	"github.com/kvalloc/kvalloc/bench/trace"
+)
+
+// daemonRequests is the prefix the daemons replay under the race
+// detector.
+const daemonRequests = 1500
+
+// TestDaemonsAgreeWithTheModel: isolated nodes through real kvallocd
+// daemons and clients (lookup, the prefix read that waits, every byte of
+// every hit checked) hit what the in-process model hits, within the
+// tolerance, on both traces and both routings; every block stored and
+// every lock released.
+func TestDaemonsAgreeWithTheModel(t *testing.T) {
+	for _, tr := range both(t) {
+		for _, rt := range node.Routings {
+			cfg := cluster.Config{Nodes: 2, L1: slots(tr), Routing: rt, Options: trace.Options{MaxRequests: daemonRequests}}
+			model, err := cluster.Run(tr, cfg)
+			require.NoError(t, err)
+			got, err := cluster.RunDaemons(tr, cfg)
+			require.NoError(t, err, "%s %s", tr.Name, rt.Name)
+			require.Zero(t, got.Lost)
+			require.Zero(t, got.L2Hits)
+			require.Equal(t, got.Hits, got.L1Hits)
+			require.Equal(t, model.Load, got.Load)
+			require.NoError(t, cluster.AgreeResult(model, got, cluster.DefaultTolerance), "%s %s", tr.Name, rt.Name)
+			t.Logf("%s %s: model %.2f%%, daemons %.2f%%", tr.Name, rt.Name, 100*model.HitRate(), 100*got.HitRate())
+		}
+	}
+}
+
+// TestDaemonsAgreeBites: a model with twice the l1 is not what the
+// daemons hit.
+func TestDaemonsAgreeBites(t *testing.T) {
+	tr, _ := load(t, conversationFile)
+	cfg := cluster.Config{Nodes: 2, L1: slots(tr), Routing: node.BySession, Options: trace.Options{MaxRequests: daemonRequests}}
+	got, err := cluster.RunDaemons(tr, cfg)
+	require.NoError(t, err)
+	cfg.L1 *= 4
+	model, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	require.True(t, errors.Is(cluster.AgreeResult(model, got, cluster.DefaultTolerance), cluster.ErrDisagree))
+}
+
+// TestDaemonsRefuseL2: with no L2 tier in the daemon, a configuration with
+// L2 is refused, not replayed as isolated nodes.
+func TestDaemonsRefuseL2(t *testing.T) {
+	tr, _ := load(t, conversationFile)
+	_, err := cluster.RunDaemons(tr, cluster.Config{Nodes: 2, L1: 10, L2: 10, Routing: node.RoundRobin})
+	require.True(t, errors.Is(err, cluster.ErrDaemonL2), "%v", err)
+}
