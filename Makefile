@@ -280,9 +280,12 @@ CLUSTER_TRACES ?= $(TRACE_FILE) testdata/scenarios/shared-prefix.shape
 ## prefill tokens beside isolated nodes and the ideal bound, bytes to and
 ## from L2 per hit, the recommended write policy, and whether an L2 hit
 ## beats recomputing at the bandwidth of one local redis-server (needs
-## redis-server and redis-benchmark); stdout and bench/out/cluster.md.
-## Linux only.
-cluster-bench:
+## redis-server and redis-benchmark); then the cells kvallocd can serve
+## (isolated nodes, until its L2 tier is configurable) through real
+## daemons and clients, failing if their hit rates differ from the model's
+## by more than 2 pp; stdout and bench/out/cluster.md. About 2 minutes on
+## 2 loaded cores. Linux only.
+cluster-bench: redis
 	@mkdir -p $(BENCH_OUT)
 	$(GO) run ./bench/cmd/clusterbench -out $(BENCH_OUT) $(CLUSTER_TRACES)
 

@@ -224,3 +224,24 @@ func EvictTable(exact, redis *Report, w WritePolicy) *sim.Table {
 	}
 	return t
 }
+
+// DaemonRow is one configuration replayed by the model and by daemons.
+type DaemonRow struct {
+	Model, Daemons *Result
+	Wall           float64 // seconds of the daemons' replay
+}
+
+// DaemonTable puts the daemons' block hit rates beside the model's.
+func DaemonTable(rows []DaemonRow, tol float64) *sim.Table {
+	t := &sim.Table{Columns: []string{"trace", "configuration", "model: hit", "daemons: hit", "Δ", "within " + sim.PercentPoints(tol, 1), "hits' bytes checked", "wall"}}
+	for _, r := range rows {
+		d := r.Daemons.HitRate() - r.Model.HitRate()
+		ok := "yes"
+		if d > tol || d < -tol {
+			ok = "NO"
+		}
+		t.Rows = append(t.Rows, []string{r.Model.Trace.Name, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), sim.Percent(r.Daemons.HitRate(), 2),
+			sim.PercentPoints(d, 2), ok, bytesStr(float64(r.Daemons.Hits * r.Daemons.BlockBytes)), strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
+	}
+	return t
+}

@@ -106,3 +106,17 @@ func TestMeasureRedis(t *testing.T) {
 	require.Positive(t, bws[0].Get)
 	require.Positive(t, bws[0].Set)
 }
+
+// TestDaemonTableFlagsDisagreement: a row beyond the tolerance says NO.
+func TestDaemonTableFlagsDisagreement(t *testing.T) {
+	tr, _ := load(t, conversationFile)
+	cfg := cluster.Config{Nodes: 2, L1: slots(tr), Routing: node.RoundRobin, Options: opts()}
+	m, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	far := *m
+	far.Hits += far.Refs / 10
+	tab := cluster.DaemonTable([]cluster.DaemonRow{{Model: m, Daemons: m}, {Model: m, Daemons: &far}}, cluster.DefaultTolerance)
+	require.Equal(t, "yes", tab.Rows[0][5])
+	require.Equal(t, "NO", tab.Rows[1][5])
+	require.Equal(t, tr.Name, tab.Rows[0][0])
+}

@@ -57,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	stated := fs.Bool("stated", false, "use the stated Redis bandwidths instead of measuring one local redis-server")
 	touch := fs.Bool("touch", false, "l1 hits refresh L2's recency too (an asynchronous TOUCH)")
 	evict := fs.String("l2-evict", "lru", "L2's eviction: lru (exact) or redis (Redis's sampled allkeys-lru)")
+	daemons := fs.Bool("daemons", true, "replay the cells kvallocd can serve (isolated nodes: it has no L2 tier to configure yet) through real daemons and clients, and fail if their hit rates differ from the model's by more than -tolerance")
+	tol := fs.Float64("tolerance", cluster.DefaultTolerance, "the daemons' largest allowed distance from the model, in block hit rate")
 	out := fs.String("out", "", "directory for cluster.md; empty: none")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: clusterbench [flags] FILE...  (Mooncake JSONL traces or .shape files)")
@@ -100,6 +102,28 @@ func run(args []string, stdout, stderr io.Writer) error {
 		rep.Elapsed = time.Since(t0).Seconds()
 		fmt.Fprintf(stderr, "%s: %d replays in %.1fs\n", tr.Name, len(rep.Cells)*len(p.Writes)+len(p.Nodes)*(len(p.Routings)+len(p.Q)), rep.Elapsed)
 		reps = append(reps, rep)
+	}
+	// The daemons, for what they can serve.
+	var drows []cluster.DaemonRow
+	if *daemons {
+		for _, r := range reps {
+			for _, n := range p.Nodes {
+				for _, rt := range p.Routings {
+					cfg := cluster.Config{Nodes: n, L1: r.L1, Routing: rt, Options: trace.Options{PrefillRate: *prefill, MaxRequests: *maxReq}}
+					m, err := cluster.Run(r.Trace, cfg)
+					if err != nil {
+						return err
+					}
+					t0 := time.Now()
+					got, err := cluster.RunDaemons(r.Trace, cfg)
+					if err != nil {
+						return err
+					}
+					drows = append(drows, cluster.DaemonRow{Model: m, Daemons: got, Wall: time.Since(t0).Seconds()})
+					fmt.Fprintf(stderr, "%s: %s through daemons in %.1fs\n", r.Trace.Name, cfg.Name(), time.Since(t0).Seconds())
+				}
+			}
+		}
 	}
 	// Redis's sampled eviction beside exact LRU, for the recommended
 	// policy.
@@ -150,6 +174,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
+		if len(drows) > 0 {
+			fmt.Fprintf(w, "Through real kvallocd daemons (one per node, own socket and memfd pool, blocks of %s, l1 policy %s) and clients: lookup with prefetch, then the prefix read that waits (%v), every byte of every hit checked. Only isolated nodes: kvallocd has no L2 tier to configure in this build.\n\n", sim.FormatSize(cluster.DaemonBlockSize), cluster.DaemonPolicy, cluster.DaemonWait)
+			t := cluster.DaemonTable(drows, *tol)
+			var err error
+			if md {
+				err = t.WriteMarkdown(w)
+			} else {
+				err = t.WriteText(w)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(w, "Does an L2 hit beat recomputing? L2 bandwidth %s; prefill per the replay's timing model (%.0f tokens/s, blocks of %d tokens):\n\n", source, *prefill, trace.DefaultBlockTokens)
 		for _, b := range bws {
 			fmt.Fprintf(w, "- %s\n", b)
@@ -164,6 +201,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := write(stdout, false); err != nil {
 		return err
 	}
+	var disagree []error
+	for _, r := range drows {
+		if err := cluster.AgreeResult(r.Model, r.Daemons, *tol); err != nil {
+			disagree = append(disagree, err)
+		}
+	}
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return err
@@ -173,9 +216,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		err = errors.Join(sim.WritePreamble(f, "# The cluster replay\n\n`make cluster-bench` (bench/cmd/clusterbench)."), write(f, true))
-		return errors.Join(err, f.Close())
+		if err = errors.Join(err, f.Close()); err != nil {
+			return err
+		}
 	}
-	return nil
+	return errors.Join(disagree...)
 }
 
 func ints(s string) ([]int, error) {
