@@ -240,7 +240,7 @@ func DaemonTable(rows []DaemonRow, tol float64) *sim.Table {
 		if d > tol || d < -tol {
 			ok = "NO"
 		}
-		t.Rows = append(t.Rows, []string{r.Model.Trace.Name, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), sim.Percent(r.Daemons.HitRate(), 2),
+		t.Rows = append(t.Rows, []string{r.Model.Trace, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), sim.Percent(r.Daemons.HitRate(), 2),
 			sim.PercentPoints(d, 2), ok, bytesStr(float64(r.Daemons.Hits * r.Daemons.BlockBytes)), strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
 	}
 	return t
