@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package cluster measures what a shared L2 tier adds to N nodes that each
 // run their own kvallocd pool: a replay of serving traces (the Mooncake
 // conversation trace, and trace shapes such as
