@@ -1,0 +1,25 @@
+// Package l2 is kvallocd's second tier: a remote key-value store, shared
+// by the daemons of many nodes, behind the node's L1 (package l1).
+//
+// The contract:
+//
+//   - Store is the small interface the daemon uses: batched Head (which
+//     values exist, and their sizes, without their bytes), Get, Put and
+//     Delete of KV objects named by l1.ObjectKey, plus Stats and Close.
+//     Tier implements it over a Backend, the raw store (Redis, through
+//     NewRedis; a later store is one more Backend).
+//   - Every value carries a header (Encode): magic, version, the full key,
+//     the payload's size and CRC32C, and a CRC32C of the header and key.
+//     Tier serves a payload only when all of them check (Decode); a value
+//     that fails any check is a miss, is counted, and is deleted from the
+//     store. It is never returned.
+//   - Tier never fails a caller because the store failed: every call has
+//     a timeout, a failure is a miss (Get, Head) or a dropped put, and
+//     after Options.BreakerFailures failures in a row the circuit breaker
+//     opens: for Options.BreakerCooldown every call is skipped at once;
+//     then one call probes, and its success closes the breaker.
+//   - The store evicts on its own (for Redis, maxmemory with allkeys-lru);
+//     Tier never manages its capacity.
+//
+// Tier's methods are safe for concurrent use.
+package l2

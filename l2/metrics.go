@@ -1,0 +1,111 @@
+package l2
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Stats are a Tier's counters since it was made.
+type Stats struct {
+	// Hits and Misses count Get's keys: a checked payload returned, or
+	// not (absent, corrupt, failed or skipped).
+	Hits, Misses uint64
+	// HeadHits and HeadMisses count Head's keys the same way.
+	HeadHits, HeadMisses uint64
+	// Puts counts values stored; PutFailures values a failed or timed out
+	// call did not store; Drops values the daemon's bounded queue
+	// dropped (Tier.Drop) before any call.
+	Puts, PutFailures, Drops uint64
+	// BytesIn and BytesOut are value bytes read from and written to the
+	// store.
+	BytesIn, BytesOut uint64
+	// Corrupt counts values that failed a check (Decode, DecodeHeader):
+	// each a miss, and deleted.
+	Corrupt uint64
+	// Errors counts store calls that failed or timed out; Skipped calls
+	// the open breaker refused.
+	Errors, Skipped uint64
+	// Breaker is the breaker's state now, BreakerOpens how often it
+	// opened.
+	Breaker      BreakerState
+	BreakerOpens uint64
+}
+
+// counters are a Tier's Stats, kept as atomics.
+type counters struct {
+	hits, misses, headHits, headMisses  atomic.Uint64
+	puts, putFailures, drops            atomic.Uint64
+	bytesIn, bytesOut, corrupt          atomic.Uint64
+	errors, skipped                     atomic.Uint64
+	getLatency, putLatency, headLatency prometheus.Histogram
+}
+
+func newCounters() *counters {
+	h := func(name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help,
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)})
+	}
+	return &counters{
+		getLatency:  h("kvallocd_l2_get_seconds", "Time of one batched L2 get, to the store and back."),
+		putLatency:  h("kvallocd_l2_put_seconds", "Time of one batched L2 put, to the store and back."),
+		headLatency: h("kvallocd_l2_head_seconds", "Time of one batched L2 header read (a lookup's)."),
+	}
+}
+
+func since(h prometheus.Histogram, t time.Time) { h.Observe(time.Since(t).Seconds()) }
+
+var (
+	descHits     = prometheus.NewDesc("kvallocd_l2_hits_total", "L2 get keys answered with a checked payload.", nil, nil)
+	descMisses   = prometheus.NewDesc("kvallocd_l2_misses_total", "L2 get keys not answered: absent, corrupt, failed or skipped.", nil, nil)
+	descHeadHit  = prometheus.NewDesc("kvallocd_l2_lookup_hits_total", "L2 header reads (lookups) that found a valid value.", nil, nil)
+	descHeadMiss = prometheus.NewDesc("kvallocd_l2_lookup_misses_total", "L2 header reads (lookups) that found none.", nil, nil)
+	descPuts     = prometheus.NewDesc("kvallocd_l2_puts_total", "Values stored in L2.", nil, nil)
+	descPutFail  = prometheus.NewDesc("kvallocd_l2_put_failures_total", "Values a failed or timed-out L2 put did not store.", nil, nil)
+	descDrops    = prometheus.NewDesc("kvallocd_l2_drops_total", "Puts dropped before any call: the queue was full, or the breaker open.", nil, nil)
+	descBytesIn  = prometheus.NewDesc("kvallocd_l2_read_bytes_total", "Value bytes read from L2.", nil, nil)
+	descBytesOut = prometheus.NewDesc("kvallocd_l2_written_bytes_total", "Value bytes written to L2.", nil, nil)
+	descCorrupt  = prometheus.NewDesc("kvallocd_l2_checksum_failures_total", "L2 values that failed a check (magic, version, key, size, checksum): misses, deleted.", nil, nil)
+	descErrors   = prometheus.NewDesc("kvallocd_l2_errors_total", "L2 calls that failed or timed out.", nil, nil)
+	descSkipped  = prometheus.NewDesc("kvallocd_l2_skipped_total", "L2 calls the open breaker refused.", nil, nil)
+	descBreaker  = prometheus.NewDesc("kvallocd_l2_breaker_state", "The L2 circuit breaker: 0 closed, 1 open, 2 half-open.", nil, nil)
+	descOpens    = prometheus.NewDesc("kvallocd_l2_breaker_opens_total", "Times the L2 circuit breaker opened.", nil, nil)
+)
+
+// Describe implements prometheus.Collector: the tier's metrics,
+// kvallocd_l2_*.
+func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHits, descMisses, descHeadHit, descHeadMiss, descPuts, descPutFail,
+		descDrops, descBytesIn, descBytesOut, descCorrupt, descErrors, descSkipped, descBreaker, descOpens} {
+		ch <- d
+	}
+	t.c.getLatency.Describe(ch)
+	t.c.putLatency.Describe(ch)
+	t.c.headLatency.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (t *Tier) Collect(ch chan<- prometheus.Metric) {
+	s := t.Stats()
+	k := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	k(descHits, s.Hits)
+	k(descMisses, s.Misses)
+	k(descHeadHit, s.HeadHits)
+	k(descHeadMiss, s.HeadMisses)
+	k(descPuts, s.Puts)
+	k(descPutFail, s.PutFailures)
+	k(descDrops, s.Drops)
+	k(descBytesIn, s.BytesIn)
+	k(descBytesOut, s.BytesOut)
+	k(descCorrupt, s.Corrupt)
+	k(descErrors, s.Errors)
+	k(descSkipped, s.Skipped)
+	ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(s.Breaker))
+	k(descOpens, s.BreakerOpens)
+	t.c.getLatency.Collect(ch)
+	t.c.putLatency.Collect(ch)
+	t.c.headLatency.Collect(ch)
+}

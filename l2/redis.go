@@ -1,0 +1,186 @@
+package l2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisOptions configures NewRedis.
+type RedisOptions struct {
+	// Timeout bounds dialing, each read and each write of a connection
+	// (default 2 s); a Tier's Options.Timeout bounds each whole call.
+	Timeout time.Duration
+	// PoolSize is the connections per node (default go-redis's: 10 per
+	// CPU).
+	PoolSize int
+	// Cluster forces a cluster client for one address; with several it is
+	// always one. Without it, one address is probed (INFO cluster) and a
+	// cluster node gets a cluster client.
+	Cluster bool
+}
+
+// Redis is a Backend on Redis: a Redis Cluster (go-redis's ClusterClient,
+// which routes each name to its slot's master, follows MOVED and ASK and
+// learns failovers) or one plain Redis (go-redis's Client). Batches are
+// pipelined: one round trip per node.
+type Redis struct {
+	c redis.UniversalClient
+}
+
+var _ Backend = (*Redis)(nil)
+
+// ParseURL reads kvallocd's -l2 flag: redis://host:port[,host:port...].
+func ParseURL(url string) ([]string, error) {
+	rest, ok := strings.CutPrefix(url, "redis://")
+	if !ok {
+		return nil, fmt.Errorf("l2: %q: want redis://host:port[,host:port...]", url)
+	}
+	var addrs []string
+	for _, a := range strings.Split(rest, ",") {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("l2: %q: address %q: %w", url, a, err)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// NewRedis connects to the Redis at url (ParseURL), a cluster when it
+// names several seeds or the one node it names is a cluster node.
+func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error) {
+	addrs, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	cluster := opts.Cluster || len(addrs) > 1
+	if !cluster {
+		cluster = isClusterNode(ctx, addrs[0], opts.Timeout)
+	}
+	if cluster {
+		return &Redis{c: redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: addrs, DialTimeout: opts.Timeout, ReadTimeout: opts.Timeout, WriteTimeout: opts.Timeout,
+			ContextTimeoutEnabled: true, PoolSize: opts.PoolSize, MaxRetries: 1,
+			// No redirect rounds: go-redis's retry round after a failed
+			// node overwrites every command's result with the context's
+			// error once the deadline passes, so one stopped master would
+			// make a whole batch miss. Without it each node's answers
+			// stand; a MOVED is a miss, and makes the client reload the
+			// slot map for the next call.
+			MaxRedirects: -1,
+		})}, nil
+	}
+	return &Redis{c: redis.NewClient(&redis.Options{
+		Addr: addrs[0], DialTimeout: opts.Timeout, ReadTimeout: opts.Timeout, WriteTimeout: opts.Timeout,
+		ContextTimeoutEnabled: true, PoolSize: opts.PoolSize, MaxRetries: -1,
+	})}, nil
+}
+
+// isClusterNode reports whether the Redis at addr runs with
+// cluster-enabled; false when it cannot tell in time.
+func isClusterNode(ctx context.Context, addr string, timeout time.Duration) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	info, err := c.Info(ctx, "cluster").Result()
+	return err == nil && strings.Contains(info, "cluster_enabled:1")
+}
+
+// Client is the go-redis client (the benchmarks' floor uses it).
+func (r *Redis) Client() redis.UniversalClient { return r.c }
+
+// firstErr is the first error of cmds other than redis.Nil.
+func firstErr(cmds []redis.Cmder, err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		err = nil
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) {
+				return e
+			}
+		}
+	}
+	return err
+}
+
+// Get implements Backend: one pipelined GET per name.
+func (r *Redis) Get(ctx context.Context, names []string) ([][]byte, error) {
+	cmds := make([]*redis.StringCmd, len(names))
+	all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range names {
+			cmds[i] = p.Get(ctx, n)
+		}
+		return nil
+	})
+	out := make([][]byte, len(names))
+	for i, c := range cmds {
+		if b, e := c.Bytes(); e == nil {
+			out[i] = b
+		}
+	}
+	return out, firstErr(all, err)
+}
+
+// GetPrefix implements Backend: a pipelined GETRANGE and STRLEN per name.
+func (r *Redis) GetPrefix(ctx context.Context, names []string, n []int) ([][]byte, []int64, error) {
+	pre := make([]*redis.StringCmd, len(names))
+	lens := make([]*redis.IntCmd, len(names))
+	all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, name := range names {
+			pre[i] = p.GetRange(ctx, name, 0, int64(max(n[i], 1))-1)
+			lens[i] = p.StrLen(ctx, name)
+		}
+		return nil
+	})
+	out := make([][]byte, len(names))
+	ls := make([]int64, len(names))
+	for i := range names {
+		ls[i] = -1
+		l, e1 := lens[i].Result()
+		b, e2 := pre[i].Bytes()
+		if e1 == nil && e2 == nil && l > 0 {
+			out[i], ls[i] = b, l
+		}
+	}
+	return out, ls, firstErr(all, err)
+}
+
+// Set implements Backend: one pipelined SET per name, no expiry (Redis
+// evicts by its maxmemory-policy).
+func (r *Redis) Set(ctx context.Context, names []string, values [][]byte) ([]bool, error) {
+	cmds := make([]*redis.StatusCmd, len(names))
+	all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range names {
+			cmds[i] = p.Set(ctx, n, values[i], 0)
+		}
+		return nil
+	})
+	ok := make([]bool, len(names))
+	for i, c := range cmds {
+		ok[i] = c.Err() == nil
+	}
+	return ok, firstErr(all, err)
+}
+
+// Del implements Backend: one pipelined DEL per name (names of different
+// slots cannot share a DEL in a cluster).
+func (r *Redis) Del(ctx context.Context, names []string) error {
+	all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, n := range names {
+			p.Del(ctx, n)
+		}
+		return nil
+	})
+	return firstErr(all, err)
+}
+
+// Close implements Backend.
+func (r *Redis) Close() error { return r.c.Close() }

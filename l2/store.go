@@ -1,0 +1,51 @@
+package l2
+
+import (
+	"context"
+
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Store is an L2 tier as the daemon uses it. Every call is batched, in
+// key order, and never fails its caller because the store failed: a key
+// it cannot answer for is a miss (Head, Get) or a put not made.
+type Store interface {
+	// Head returns, per key, the payload size of the valid value the
+	// store holds, or -1 (absent, corrupt, or not reachable in time). It
+	// reads headers, not payloads.
+	Head(ctx context.Context, keys []l1.ObjectKey) []int64
+	// Get returns, per key, the checked payload, or nil for a miss. A
+	// value that fails its checks is a miss, is counted and is deleted.
+	Get(ctx context.Context, keys []l1.ObjectKey) [][]byte
+	// Put stores values[i], keys[i]'s value as Encode made it, and
+	// returns how many it stored.
+	Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int
+	// Drop counts n puts the caller dropped without a call (a full
+	// queue), for the tier's metrics.
+	Drop(n int)
+	// Delete removes the keys' values.
+	Delete(ctx context.Context, keys []l1.ObjectKey)
+	// Stats returns the tier's counters.
+	Stats() Stats
+	// Close releases the tier's connections.
+	Close() error
+}
+
+// Backend is a raw key-value store under a Tier: values by name, with
+// no checks of their own. Redis is one (NewRedis). Each batch call
+// returns one entry per name, in order, and the first error it met; an
+// entry of a name it could not reach is nil (Get, GetPrefix), 0
+// (StrLen) or false (Set).
+type Backend interface {
+	// Get returns the values; nil for an absent one.
+	Get(ctx context.Context, names []string) ([][]byte, error)
+	// GetPrefix returns each value's first n[i] bytes (fewer for a
+	// shorter value), and its whole length (-1 when absent).
+	GetPrefix(ctx context.Context, names []string, n []int) ([][]byte, []int64, error)
+	// Set stores the values, reporting per name whether it was stored.
+	Set(ctx context.Context, names []string, values [][]byte) ([]bool, error)
+	// Del removes the names.
+	Del(ctx context.Context, names []string) error
+	// Close releases the backend's connections.
+	Close() error
+}

@@ -1,0 +1,267 @@
+package l2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout         = 2 * time.Second
+	DefaultBreakerFailures = 5
+	DefaultBreakerCooldown = 2 * time.Second
+	DefaultPrefix          = "kvl2:"
+)
+
+// Options configures a Tier.
+type Options struct {
+	// Timeout bounds each batched call to the store (default 2 s).
+	Timeout time.Duration
+	// BreakerFailures is how many failed calls in a row open the breaker
+	// (default 5); BreakerCooldown how long it stays open (default 2 s).
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// Clock is the breaker's clock (default the wall clock).
+	Clock Clock
+	// Prefix opens every name in the store (default "kvl2:"): tiers with
+	// different prefixes share a store without sharing values.
+	Prefix string
+	// Decode checks a value against its key and returns its payload; nil
+	// is the package's Decode. Tests set broken ones (mutants).
+	Decode func(k *l1.ObjectKey, v []byte) ([]byte, error)
+}
+
+// Tier is a Store over a Backend: names from StoreKey, values checked
+// with Decode, timeouts, a circuit breaker and counters. It is a
+// prometheus.Collector of its metrics (kvallocd_l2_*).
+type Tier struct {
+	b    Backend
+	opts Options
+	br   *Breaker
+	c    *counters
+}
+
+var _ Store = (*Tier)(nil)
+
+// NewTier returns a tier over b with opts.
+func NewTier(b Backend, opts Options) (*Tier, error) {
+	if opts.Timeout < 0 || opts.BreakerCooldown < 0 || opts.BreakerFailures < 0 {
+		return nil, fmt.Errorf("%w: negative option (timeout %v, breaker %d failures, cooldown %v)",
+			l1.ErrInvalidArgument, opts.Timeout, opts.BreakerFailures, opts.BreakerCooldown)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.BreakerFailures == 0 {
+		opts.BreakerFailures = DefaultBreakerFailures
+	}
+	if opts.BreakerCooldown == 0 {
+		opts.BreakerCooldown = DefaultBreakerCooldown
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Decode == nil {
+		opts.Decode = Decode
+	}
+	return &Tier{b: b, opts: opts, br: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown, opts.Clock), c: newCounters()}, nil
+}
+
+// Options returns the tier's options, defaults filled in.
+func (t *Tier) Options() Options { return t.opts }
+
+// Breaker returns the tier's circuit breaker.
+func (t *Tier) Breaker() *Breaker { return t.br }
+
+func (t *Tier) names(keys []l1.ObjectKey) []string {
+	names := make([]string, len(keys))
+	for i := range keys {
+		names[i] = StoreKey(t.opts.Prefix, &keys[i])
+	}
+	return names
+}
+
+// call runs f with the timeout, through the breaker; false when the
+// breaker refused it. An error (any, a timeout included) counts against
+// the breaker.
+func (t *Tier) call(ctx context.Context, f func(ctx context.Context) error) bool {
+	if !t.br.Allow() {
+		t.c.skipped.Add(1)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
+	err := f(ctx)
+	cancel()
+	if err != nil {
+		t.c.errors.Add(1)
+	}
+	t.br.Done(err == nil)
+	return true
+}
+
+// Head implements Store: a value's header and key are read (not its
+// payload) and checked, and its length must be the header's.
+func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
+	sizes := make([]int64, len(keys))
+	for i := range sizes {
+		sizes[i] = -1
+	}
+	if len(keys) == 0 {
+		return sizes
+	}
+	names := t.names(keys)
+	n := make([]int, len(keys))
+	for i := range keys {
+		n[i] = PrefixLen(&keys[i])
+	}
+	var pre [][]byte
+	var lens []int64
+	start := time.Now()
+	t.call(ctx, func(ctx context.Context) error {
+		var err error
+		pre, lens, err = t.b.GetPrefix(ctx, names, n)
+		return err
+	})
+	since(t.c.headLatency, start)
+	var bad []int
+	for i := range keys {
+		if i >= len(pre) || pre[i] == nil || lens[i] < 0 {
+			continue
+		}
+		h, err := DecodeHeader(&keys[i], pre[i])
+		if err == nil && lens[i] != int64(n[i])+h.Size {
+			err = fmt.Errorf("%w: value of %d bytes, the header says %d", ErrCorrupt, lens[i], int64(n[i])+h.Size)
+		}
+		if err != nil {
+			bad = append(bad, i)
+			continue
+		}
+		sizes[i] = h.Size
+	}
+	t.corrupt(ctx, keys, names, bad)
+	hits := 0
+	for _, s := range sizes {
+		if s >= 0 {
+			hits++
+		}
+	}
+	t.c.headHits.Add(uint64(hits))
+	t.c.headMisses.Add(uint64(len(keys) - hits))
+	return sizes
+}
+
+// Get implements Store.
+func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
+	out := make([][]byte, len(keys))
+	if len(keys) == 0 {
+		return out
+	}
+	names := t.names(keys)
+	var vals [][]byte
+	start := time.Now()
+	t.call(ctx, func(ctx context.Context) error {
+		var err error
+		vals, err = t.b.Get(ctx, names)
+		return err
+	})
+	since(t.c.getLatency, start)
+	var bad []int
+	hits := 0
+	for i := range keys {
+		if i >= len(vals) || vals[i] == nil {
+			continue
+		}
+		t.c.bytesIn.Add(uint64(len(vals[i])))
+		p, err := t.opts.Decode(&keys[i], vals[i])
+		if err != nil {
+			bad = append(bad, i)
+			continue
+		}
+		out[i] = p
+		hits++
+	}
+	t.corrupt(ctx, keys, names, bad)
+	t.c.hits.Add(uint64(hits))
+	t.c.misses.Add(uint64(len(keys) - hits))
+	return out
+}
+
+// corrupt counts and deletes the values at idx, which failed a check.
+// (Another node may have stored a good value since the read; deleting it
+// costs that node a miss, never a wrong byte.)
+func (t *Tier) corrupt(ctx context.Context, keys []l1.ObjectKey, names []string, idx []int) {
+	if len(idx) == 0 {
+		return
+	}
+	t.c.corrupt.Add(uint64(len(idx)))
+	del := make([]string, len(idx))
+	for j, i := range idx {
+		del[j] = names[i]
+	}
+	t.call(ctx, func(ctx context.Context) error { return t.b.Del(ctx, del) })
+}
+
+// Put implements Store.
+func (t *Tier) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int {
+	if len(keys) != len(values) {
+		panic(fmt.Sprintf("l2: Put of %d keys with %d values", len(keys), len(values)))
+	}
+	if len(keys) == 0 {
+		return 0
+	}
+	names := t.names(keys)
+	var ok []bool
+	start := time.Now()
+	if !t.call(ctx, func(ctx context.Context) error {
+		var err error
+		ok, err = t.b.Set(ctx, names, values)
+		return err
+	}) {
+		t.c.drops.Add(uint64(len(keys)))
+		return 0
+	}
+	since(t.c.putLatency, start)
+	stored := 0
+	for i := range keys {
+		if i < len(ok) && ok[i] {
+			stored++
+			t.c.bytesOut.Add(uint64(len(values[i])))
+		}
+	}
+	t.c.puts.Add(uint64(stored))
+	t.c.putFailures.Add(uint64(len(keys) - stored))
+	return stored
+}
+
+// Drop implements Store.
+func (t *Tier) Drop(n int) { t.c.drops.Add(uint64(n)) }
+
+// Delete implements Store.
+func (t *Tier) Delete(ctx context.Context, keys []l1.ObjectKey) {
+	if len(keys) == 0 {
+		return
+	}
+	names := t.names(keys)
+	t.call(ctx, func(ctx context.Context) error { return t.b.Del(ctx, names) })
+}
+
+// Stats implements Store.
+func (t *Tier) Stats() Stats {
+	c := t.c
+	return Stats{
+		Hits: c.hits.Load(), Misses: c.misses.Load(), HeadHits: c.headHits.Load(), HeadMisses: c.headMisses.Load(),
+		Puts: c.puts.Load(), PutFailures: c.putFailures.Load(), Drops: c.drops.Load(),
+		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(),
+		Errors: c.errors.Load(), Skipped: c.skipped.Load(), Breaker: t.br.State(), BreakerOpens: t.br.Opens(),
+	}
+}
+
+// Close implements Store: it closes the backend.
+func (t *Tier) Close() error { return t.b.Close() }
+
+// IsCorrupt reports whether err is a refusal of Decode or DecodeHeader.
+func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
