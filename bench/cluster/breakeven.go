@@ -18,8 +18,11 @@ type Bandwidth struct {
 	ValueBytes int64
 	// Get and Set are bytes per second of values moved by GET and SET.
 	Get, Set float64
-	// GetLatency is the mean latency of one GET as the tool measured it.
+	// GetLatency is the mean latency of one GET (one batch, for
+	// MeasureTier) as measured.
 	GetLatency time.Duration
+	// Source says what measured it.
+	Source string
 }
 
 // KVModel is a model's KV bytes per token, for the break-even table.
@@ -59,7 +62,7 @@ func BreakEvenTable(bws []Bandwidth, models []KVModel, blockTokens int64, prefil
 		blockTokens = trace.DefaultBlockTokens
 	}
 	prefill := time.Duration(float64(blockTokens) / prefillRate * float64(time.Second))
-	t := &sim.Table{Columns: []string{"model", "KV / block", "break-even", "value size", "GET GB/s", "load / block", "prefill / block", "load ÷ prefill", "L2 hit pays"}}
+	t := &sim.Table{Columns: []string{"model", "KV / block", "break-even", "measured by", "value size", "GET GB/s", "load / block", "prefill / block", "load ÷ prefill", "L2 hit pays"}}
 	for _, m := range models {
 		blk := m.TokenBytes * blockTokens
 		for _, b := range bws {
@@ -71,7 +74,11 @@ func BreakEvenTable(bws []Bandwidth, models []KVModel, blockTokens int64, prefil
 			if load >= prefill {
 				pays = "no"
 			}
-			t.Rows = append(t.Rows, []string{m.Name, bytesStr(float64(blk)), gbps(BreakEven(m.TokenBytes, prefillRate)),
+			src := b.Source
+			if src == "" {
+				src = "stated"
+			}
+			t.Rows = append(t.Rows, []string{m.Name, bytesStr(float64(blk)), gbps(BreakEven(m.TokenBytes, prefillRate)), src,
 				sim.FormatSize(b.ValueBytes), gbps(b.Get), ms(load), ms(prefill),
 				strconv.FormatFloat(float64(load)/float64(prefill), 'f', 2, 64) + "×", pays})
 		}
@@ -96,5 +103,9 @@ var StatedBandwidths = []Bandwidth{
 
 // String describes b.
 func (b Bandwidth) String() string {
-	return fmt.Sprintf("%s: GET %s, SET %s", sim.FormatSize(b.ValueBytes), gbps(b.Get), gbps(b.Set))
+	src := b.Source
+	if src == "" {
+		src = "stated"
+	}
+	return fmt.Sprintf("%s, %s: GET %s, SET %s", src, sim.FormatSize(b.ValueBytes), gbps(b.Get), gbps(b.Set))
 }

@@ -20,6 +20,9 @@ import (
 // or redis-benchmark is missing (make redis installs them).
 var ErrNoRedis = errors.New("cluster: redis-server and redis-benchmark are needed (make redis installs them)")
 
+// BenchmarkSource names MeasureRedis's bandwidths.
+const BenchmarkSource = "redis-benchmark -c 4 against one redis-server"
+
 // DefaultValueSizes are the value sizes MeasureRedis measures: the small
 // blocks of the replay, and up to 8 MiB.
 var DefaultValueSizes = []int64{16 << 10, 64 << 10, 256 << 10, 1 << 20, 8 << 20}
@@ -66,7 +69,7 @@ func MeasureRedis(ctx context.Context, sizes []int64, clients int, budget int64)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: redis-benchmark's csv: %w", err)
 		}
-		b := Bandwidth{ValueBytes: size}
+		b := Bandwidth{ValueBytes: size, Source: BenchmarkSource}
 		for _, r := range recs {
 			if len(r) < 3 {
 				continue

@@ -120,3 +120,14 @@ func TestDaemonTableFlagsDisagreement(t *testing.T) {
 	require.Equal(t, "NO", tab.Rows[1][5])
 	require.Equal(t, tr.Name, tab.Rows[0][0])
 }
+
+// TestMeasureTier measures one small value size through the l2 package
+// over a real Redis Cluster; without Redis it fails, naming make redis.
+func TestMeasureTier(t *testing.T) {
+	bws, err := cluster.MeasureTier(t.Context(), []int64{64 << 10}, 8, 2<<20)
+	require.NoError(t, err)
+	require.Len(t, bws, 1)
+	require.Positive(t, bws[0].Get)
+	require.Positive(t, bws[0].Set)
+	require.Equal(t, cluster.TierSource, bws[0].Source)
+}

@@ -147,7 +147,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if bws, err = cluster.MeasureRedis(ctx, cluster.DefaultValueSizes, 4, 512<<20); err != nil {
 			return err
 		}
-		source = "measured now: one local redis-server on loopback, redis-benchmark -c 4, no pipelining"
+		tier, err := cluster.MeasureTier(ctx, cluster.DefaultValueSizes, 16, 256<<20)
+		if err != nil {
+			return err
+		}
+		bws = append(bws, tier...)
+		source = "measured now on loopback: " + cluster.BenchmarkSource + " (no pipelining), and " + cluster.TierSource + ", batches of up to 16 values"
 	}
 	write := func(w io.Writer, md bool) error {
 		if err := cluster.Write(w, reps, md); err != nil {
