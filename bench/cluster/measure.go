@@ -20,8 +20,9 @@ import (
 // or redis-benchmark is missing (make redis installs them).
 var ErrNoRedis = errors.New("cluster: redis-server and redis-benchmark are needed (make redis installs them)")
 
-// BenchmarkSource names MeasureRedis's bandwidths.
-const BenchmarkSource = "redis-benchmark -c 4 against one redis-server"
+// BenchmarkSource names MeasureRedis's bandwidths: redis-benchmark with 4
+// connections, no pipelining, against one redis-server.
+const BenchmarkSource = "redis-benchmark, 1 server"
 
 // DefaultValueSizes are the value sizes MeasureRedis measures: the small
 // blocks of the replay, and up to 8 MiB.

@@ -14,8 +14,10 @@ import (
 	"github.com/kvalloc/kvalloc/l2"
 )
 
-// TierSource names MeasureTier's bandwidths.
-const TierSource = "l2.Tier (go-redis, pipelined batches, checked values) over a 3-master Redis Cluster"
+// TierSource names MeasureTier's bandwidths: the l2 package's Tier
+// (go-redis, pipelined batches, checked values) over a 3-master Redis
+// Cluster.
+const TierSource = "l2.Tier, 3-master cluster"
 
 // MeasureTier measures the daemon's own L2 path for each value size: it
 // starts a real Redis Cluster of 3 masters on loopback (no replicas, so
