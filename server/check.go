@@ -14,10 +14,12 @@ import (
 // every request held off (the gate, exclusive), and returns every
 // disagreement:
 //
-//   - every write-locked object has exactly one open connection that holds
-//     its current write lease for its key;
+//   - every write-locked object has exactly one holder of its current
+//     write lease for its key: an open connection, or the daemon's own
+//     L2 tier (a prefetch);
 //   - every read-locked object's count is the sum of the holds open
-//     connections record under its current read lease for its key;
+//     connections and the daemon's L2 tier (a copy to L2) record under
+//     its current read lease for its key;
 //   - l1's own counts agree with its objects: as many objects, and as many
 //     write-locked ones, as its Stats say, their blocks summing to its
 //     held bytes, inside the pool and pairwise disjoint;
@@ -79,6 +81,7 @@ func (s *Server) Verify() VerifyReport {
 	}
 	r := VerifyReport{Conns: len(s.conns)}
 	s.mu.Unlock()
+	s.l2.holds(writers, readers) // the daemon's own locks (l2.go)
 	bad := func(format string, a ...any) { r.errs = append(r.errs, fmt.Errorf(format, a...)) }
 	snap := s.mgr.Snapshot()
 	var held int64

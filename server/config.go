@@ -67,6 +67,9 @@ type Config struct {
 
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
+
+	// L2 is the daemon's second tier (l2.go); its zero value is none.
+	L2 L2Config
 }
 
 // Defaults returns the configuration kvallocd runs with when told

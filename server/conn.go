@@ -217,6 +217,10 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	case q.Epoch != c.s.epoch:
 		a.Code = wire.CodeWrongEpoch
 		a.Message = fmt.Sprintf("epoch %#x is not this daemon's %#x: leases and blocks from an earlier daemon are void; connect again", q.Epoch, c.s.epoch)
+	case q.Type == wire.TypeLookup:
+		// Outside the gate: it takes the gate around its l1 calls only,
+		// never across L2's network calls (l2read.go).
+		c.s.lookup(q, a)
 	case q.Type == wire.TypeReserveReadPrefixWait && !c.s.l2wait(q, a):
 		// The wait was refused (INVALID_ARGUMENT, in a): nothing changed.
 	default:

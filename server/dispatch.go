@@ -48,6 +48,9 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			c.own.dropWrite(leases[j])
 			a.Statuses[at(idx, j)] = wire.FromL1(st)
 		}
+		if q.Type == wire.TypeFinishWrite {
+			c.s.l2.finished(keys, sts, nil) // l2.go: queue the copies to L2
+		}
 	case wire.TypeFinishWriteAndReserveRead:
 		keys, leases, idx := c.ownedWrites(q)
 		res, err := m.FinishWriteAndReserveRead(keys, leases, int(q.Locks))
@@ -62,6 +65,7 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			a.Results[at(idx, j)] = wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease}
 		}
 		c.own.reads.addAll(keys, res, int64(q.Locks))
+		c.s.l2.finished(keys, nil, res)
 	case wire.TypeReserveRead, wire.TypeReserveReadPrefix, wire.TypeReserveReadPrefixWait:
 		// reserve_read_prefix_wait waited for the prefetch before the
 		// gate (conn.handle, l2wait); here it is reserve_read_prefix.
@@ -91,8 +95,6 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 		}
 	case wire.TypeTouch:
 		return m.Touch(q.Keys)
-	case wire.TypeLookup:
-		return c.s.lookup(q, a) // l2read.go
 	default:
 		return &wire.Error{Code: wire.CodeInternal, Msg: fmt.Sprintf("%v has no handler", q.Type)}
 	}

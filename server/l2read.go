@@ -12,13 +12,30 @@ import (
 
 // lookup answers a lookup (PROTOCOL.md, "The L2 tier"): the longest
 // prefix of keys readable in L1, locking nothing; then, with an L2 store,
-// the run of keys after it that L2 holds, and with the prefetch flag the
-// start of their loading into L1. It runs under the gate (shared), which
-// it gives up around L2's network calls.
-func (s *Server) lookup(q *wire.Request, a *wire.Answer) error {
+// the run of keys after it that L2 holds (their headers, not their
+// bytes), and with the prefetch flag the start of their loading into L1.
+// It runs outside the gate and takes it around its l1 calls only, never
+// across L2's network calls, so a slow L2 holds up this connection alone.
+// L2 never makes it fail.
+func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
+	s.gate.RLock()
 	n := s.l1Prefix(q.Keys)
+	s.gate.RUnlock()
 	a.Lookup = wire.Lookup{N: uint32(len(q.Keys)), L1: uint32(n)}
-	return nil
+	t := s.l2
+	if t == nil || n == len(q.Keys) {
+		return
+	}
+	rest := q.Keys[n:]
+	sizes := t.store.Head(t.ctx, rest)
+	m := 0
+	for m < len(sizes) && sizes[m] >= 0 {
+		m++
+	}
+	a.Lookup.L2 = uint32(m)
+	if q.Flags&wire.FlagPrefetch != 0 && m > 0 {
+		a.Lookup.Prefetch = uint32(t.prefetch(rest[:m], sizes[:m]))
+	}
 }
 
 // l1Prefix is the number of leading keys whose object is finished and not
@@ -33,6 +50,130 @@ func (s *Server) l1Prefix(keys []l1.ObjectKey) int {
 	return len(keys)
 }
 
+// prefetch reserves L1 blocks for keys (mode new, the daemon's own
+// writes), in order, stopping at the first it cannot reserve, and starts
+// loading them from L2. A key another prefetch is loading counts as
+// being loaded. It returns how many leading keys are being loaded.
+func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
+	s := t.s
+	var mine []l1.ObjectKey
+	var leases []l1.Lease
+	var blocks []l1.Result
+	var lens []int64
+	var dones []*loading
+	s.gate.RLock()
+	t.mu.Lock()
+	n := 0
+	for n < len(keys) && !t.closed {
+		if _, ok := t.pending[keys[n]]; ok {
+			n++
+			continue
+		}
+		if t.inflight >= t.cfg.MaxPrefetch {
+			break
+		}
+		// One reserve_write per run of keys of one size.
+		j := n + 1
+		for j < len(keys) && sizes[j] == sizes[n] && j-n < t.cfg.MaxPrefetch-t.inflight {
+			if _, ok := t.pending[keys[j]]; ok {
+				break
+			}
+			j++
+		}
+		size := max(sizes[n], 1) // l1 takes no empty object; a 0-byte payload fills 0 of it
+		res, err := s.mgr.ReserveWrite(keys[n:j], nil, size, l1.ModeNew)
+		if err != nil {
+			break
+		}
+		got := 0
+		for got < len(res) && res[got].Status == l1.OK {
+			got++
+		}
+		// Give back any grant past the first refusal: the prefix is
+		// what counts.
+		var back []l1.ObjectKey
+		var backL []l1.Lease
+		for i := got; i < len(res); i++ {
+			if res[i].Status == l1.OK {
+				back, backL = append(back, keys[n+i]), append(backL, res[i].Lease)
+			}
+		}
+		if len(back) > 0 {
+			_, _ = s.mgr.AbortWrite(back, backL)
+		}
+		for i := range got {
+			k := cloneKey(&keys[n+i])
+			ld := &loading{done: make(chan struct{})}
+			t.pending[k] = ld
+			t.inflight++
+			mine, leases, blocks, lens, dones = append(mine, k), append(leases, res[i].Lease),
+				append(blocks, res[i]), append(lens, sizes[n+i]), append(dones, ld)
+		}
+		t.own.writes.addAll(keys[n:n+got], res[:got], 1)
+		n += got
+		if got < len(res) {
+			break
+		}
+	}
+	if len(mine) > 0 {
+		t.wg.Add(1)
+	}
+	t.mu.Unlock()
+	s.gate.RUnlock()
+	if len(mine) > 0 {
+		go t.load(mine, leases, blocks, lens, dones)
+	}
+	return n
+}
+
+// load fetches prefetched keys from L2, a batch at a time, copies each
+// checked payload of the right size into its block and finishes it;
+// every other key (a miss, a bad value, a timeout, the daemon closing)
+// is aborted. Each key's waiters are woken once it is finished or
+// aborted.
+func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result, sizes []int64, dones []*loading) {
+	defer t.wg.Done()
+	s := t.s
+	pool := s.pool.Bytes()
+	for at := 0; at < len(keys); at += t.cfg.PrefetchBatch {
+		end := min(at+t.cfg.PrefetchBatch, len(keys))
+		ks, ls := keys[at:end], leases[at:end]
+		var got [][]byte
+		if t.ctx.Err() == nil {
+			got = t.store.Get(t.ctx, ks)
+		}
+		var okK, badK []l1.ObjectKey
+		var okL, badL []l1.Lease
+		for i := range ks {
+			b := blocks[at+i].Block
+			if got != nil && got[i] != nil && int64(len(got[i])) == sizes[at+i] && sizes[at+i] <= b.Size {
+				copy(pool[b.Offset:b.Offset+b.Size], got[i])
+				okK, okL = append(okK, ks[i]), append(okL, ls[i])
+			} else {
+				badK, badL = append(badK, ks[i]), append(badL, ls[i])
+			}
+		}
+		s.gate.RLock()
+		if len(okK) > 0 {
+			_, _ = s.mgr.FinishWrite(okK, okL)
+		}
+		if len(badK) > 0 {
+			_, _ = s.mgr.AbortWrite(badK, badL)
+		}
+		t.mu.Lock()
+		for i := range ks {
+			t.own.dropWrite(ls[i])
+			delete(t.pending, ks[i])
+			t.inflight--
+		}
+		t.mu.Unlock()
+		s.gate.RUnlock()
+		for i := range ks {
+			close(dones[at+i].done)
+		}
+	}
+}
+
 // l2wait is reserve_read_prefix_wait's wait, before the gate: it checks
 // the wait (false, with INVALID_ARGUMENT in a, when out of range) and
 // waits, up to it, for the prefetches loading any of q's keys.
@@ -42,9 +183,24 @@ func (s *Server) l2wait(q *wire.Request, a *wire.Answer) bool {
 		a.Message = fmt.Sprintf("wait %d µs outside [0, %d]", q.Size, wire.MaxWait)
 		return false
 	}
-	if q.Size == 0 {
+	t := s.l2
+	if q.Size == 0 || t == nil {
 		return true
 	}
-	_ = time.Duration(q.Size) * time.Microsecond
+	deadline := time.NewTimer(time.Duration(q.Size) * time.Microsecond)
+	defer deadline.Stop()
+	for i := range q.Keys {
+		t.mu.Lock()
+		ld := t.pending[q.Keys[i]]
+		t.mu.Unlock()
+		if ld == nil {
+			continue
+		}
+		select {
+		case <-ld.done:
+		case <-deadline.C:
+			return true
+		}
+	}
 	return true
 }

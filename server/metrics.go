@@ -112,6 +112,9 @@ func (s *Server) serveMetrics(addr string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.Collector(), collectors.NewGoCollector())
+	if c, ok := s.cfg.L2.Store.(prometheus.Collector); ok {
+		reg.MustRegister(c) // the L2 tier's kvallocd_l2_* (package l2)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if s.cfg.DebugVerify {

@@ -55,6 +55,8 @@ type Server struct {
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
 	dbg                                     debugCounts
+
+	l2 *l2tier // nil without an L2 store (l2.go)
 }
 
 // CloseRecord says when a connection ended and what its release freed.
@@ -134,6 +136,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := s.startL2(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if bug != bugNone {
 		s.log.Warn("this daemon carries a deliberate bug (built with the kvalloc_daemon_bugs tag)", "bug", bug)
 	}
@@ -204,6 +210,7 @@ func (s *Server) Close() error {
 		s.http.Close()
 	}
 	s.wg.Wait()
+	s.stopL2()
 	s.mgr.Close()
 	if e := s.alloc.Close(); err == nil {
 		err = e

@@ -29,7 +29,8 @@ func main() {
 
 // run parses args, starts the daemon, and serves until ctx ends.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg, level, err := parse(args, stderr)
+	var l2f l2Flags
+	cfg, level, err := parse(args, stderr, &l2f)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -38,6 +39,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = log
+	if err := l2f.open(ctx, &cfg); err != nil {
+		log.Error("kvallocd cannot start its L2 tier", "err", err)
+		return 1
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		log.Error("kvallocd cannot start", "err", err)
@@ -61,9 +66,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 // parse reads the flags into a server configuration.
-func parse(args []string, stderr io.Writer) (server.Config, slog.Level, error) {
+func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.Level, error) {
 	cfg := server.Defaults()
 	fs := flag.NewFlagSet("kvallocd", flag.ContinueOnError)
+	l2f.register(fs)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: kvallocd [flags]  (go doc github.com/kvalloc/kvalloc/cmd/kvallocd)")

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/kvalloc/kvalloc/l2"
+	"github.com/kvalloc/kvalloc/server"
+)
+
+// l2Flags are kvallocd's flags for its L2 tier.
+type l2Flags struct {
+	url             string
+	timeout         time.Duration
+	queue, batch    int
+	breakerFailures int
+	breakerCooldown time.Duration
+	prefix          string
+	maxPrefetch     int
+}
+
+func (f *l2Flags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "l2", "", "the L2 tier: redis://host:port[,host:port...], a Redis Cluster's seed nodes or one plain Redis; empty for none")
+	fs.DurationVar(&f.timeout, "l2-timeout", l2.DefaultTimeout, "bound of each L2 call (a batched get, put or header read)")
+	fs.IntVar(&f.queue, "l2-queue", 1024, "finished objects waiting for their copy to L2; past it a copy is dropped and counted")
+	fs.IntVar(&f.batch, "l2-batch", 8, "objects per L2 put and per prefetch get")
+	fs.IntVar(&f.breakerFailures, "l2-breaker-failures", l2.DefaultBreakerFailures, "failed L2 calls in a row that open the circuit breaker")
+	fs.DurationVar(&f.breakerCooldown, "l2-breaker-cooldown", l2.DefaultBreakerCooldown, "how long the open breaker skips L2 before it probes again")
+	fs.StringVar(&f.prefix, "l2-prefix", l2.DefaultPrefix, "prefix of every L2 name: daemons with different prefixes share no values")
+	fs.IntVar(&f.maxPrefetch, "l2-max-prefetch", 4096, "keys being loaded from L2 at once, over all lookups")
+}
+
+// open connects to the L2 tier the flags name, into cfg; nothing without
+// -l2.
+func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
+	if f.url == "" {
+		return nil
+	}
+	if f.timeout <= 0 || f.queue <= 0 || f.batch <= 0 || f.breakerFailures <= 0 || f.breakerCooldown <= 0 || f.maxPrefetch <= 0 {
+		return fmt.Errorf("-l2-timeout, -l2-queue, -l2-batch, -l2-breaker-failures, -l2-breaker-cooldown and -l2-max-prefetch must be positive")
+	}
+	r, err := l2.NewRedis(ctx, f.url, l2.RedisOptions{Timeout: f.timeout})
+	if err != nil {
+		return err
+	}
+	t, err := l2.NewTier(r, l2.Options{Timeout: f.timeout, BreakerFailures: f.breakerFailures,
+		BreakerCooldown: f.breakerCooldown, Prefix: f.prefix})
+	if err != nil {
+		r.Close()
+		return err
+	}
+	cfg.L2 = server.L2Config{Store: t, Queue: f.queue, Batch: f.batch, PrefetchBatch: f.batch, MaxPrefetch: f.maxPrefetch}
+	return nil
+}

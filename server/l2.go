@@ -1,0 +1,262 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/l2"
+)
+
+// L2Config configures the daemon's L2 tier (PROTOCOL.md, "The L2 tier").
+type L2Config struct {
+	// Store is the tier (l2.NewTier over l2.NewRedis, in kvallocd); nil
+	// means none. The daemon closes it on Close.
+	Store l2.Store
+	// Queue bounds the finished objects waiting to be copied to L2
+	// (default 1024); past it a copy is dropped and counted.
+	Queue int
+	// Batch is the most objects one put carries (default 8), Workers the
+	// puts in flight (default 2).
+	Batch, Workers int
+	// MaxPrefetch bounds the keys being loaded from L2 at once, over all
+	// lookups (default 4096); a lookup past it prefetches fewer.
+	MaxPrefetch int
+	// PrefetchBatch is the most keys one prefetch get carries (default
+	// 8): a prefetch finishes its keys in order, a batch at a time.
+	PrefetchBatch int
+}
+
+func (c L2Config) withDefaults() (L2Config, error) {
+	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 {
+		return c, fmt.Errorf("%w: negative L2 bound (%+v)", l1.ErrInvalidArgument, c)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Queue, 1024)
+	def(&c.Batch, 8)
+	def(&c.Workers, 2)
+	def(&c.MaxPrefetch, 4096)
+	def(&c.PrefetchBatch, 8)
+	return c, nil
+}
+
+// l2tier is the daemon's side of the L2 tier: the put queue and its
+// workers, the prefetches in flight, and the locks the daemon holds for
+// them, in a ledger of its own that Check counts like a connection's.
+//
+// Every l1 call it makes and the ledger's record of it happen together
+// under the server's gate (shared), so Check sees them in step; no
+// network call is ever made under the gate.
+type l2tier struct {
+	s     *Server
+	store l2.Store
+	cfg   L2Config
+	queue chan l1.ObjectKey
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	own      *ledger                   // the daemon's holds: prefetch writes, put reads
+	pending  map[l1.ObjectKey]*loading // keys being loaded from L2
+	inflight int                       // len(pending)
+	closed   bool
+}
+
+// loading is one key's prefetch: done closes once it is finished or
+// aborted.
+type loading struct{ done chan struct{} }
+
+// startL2 starts the tier's workers, when the config has a store.
+func (s *Server) startL2() error {
+	cfg, err := s.cfg.L2.withDefaults()
+	if err != nil {
+		return err
+	}
+	if cfg.Store == nil {
+		return nil
+	}
+	t := &l2tier{s: s, store: cfg.Store, cfg: cfg, queue: make(chan l1.ObjectKey, cfg.Queue),
+		own: newLedger(), pending: map[l1.ObjectKey]*loading{}}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	for range cfg.Workers {
+		t.wg.Add(1)
+		go t.putter()
+	}
+	s.l2 = t
+	return nil
+}
+
+// stopL2 stops the tier: no new work, the workers and prefetches end (a
+// prefetch in flight is aborted), every lock the daemon held is given
+// back, and the store is closed. It runs after every connection ended.
+func (s *Server) stopL2() {
+	t := s.l2
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.cancel()
+	close(t.queue)
+	t.wg.Wait()
+	if err := t.store.Close(); err != nil {
+		s.log.Warn("l2: close", "err", err)
+	}
+}
+
+// finished queues the keys a finish_write (sts) or
+// finish_write_and_reserve_read (res) finished for their copy to L2,
+// without blocking: past the queue's bound a copy is dropped and
+// counted. The keys may alias the request's frame: they are copied.
+func (t *l2tier) finished(keys []l1.ObjectKey, sts []l1.Status, res []l1.Result) {
+	if t == nil {
+		return
+	}
+	for i := range keys {
+		if (sts != nil && sts[i] != l1.OK) || (res != nil && res[i].Status != l1.OK) {
+			continue
+		}
+		select {
+		case t.queue <- cloneKey(&keys[i]):
+		default:
+			t.store.Drop(1)
+		}
+	}
+}
+
+func cloneKey(k *l1.ObjectKey) l1.ObjectKey {
+	return l1.ObjectKey{ChunkHash: strings.Clone(k.ChunkHash), Model: strings.Clone(k.Model),
+		CacheSalt: strings.Clone(k.CacheSalt), KVRank: k.KVRank, GroupID: k.GroupID}
+}
+
+// putter copies queued objects to L2, a batch at a time: it read-locks
+// them (the daemon's own locks, so no writer can reuse their blocks),
+// encodes their bytes out of the daemon's mapping of the pool, releases
+// the locks, and sends only the values whose lock was still valid when
+// released (a lock that lapsed could have let the block be reused).
+func (t *l2tier) putter() {
+	defer t.wg.Done()
+	bufs := make([][]byte, t.cfg.Batch)
+	keys := make([]l1.ObjectKey, 0, t.cfg.Batch)
+	for k := range t.queue {
+		keys = append(keys[:0], k)
+	fill:
+		for len(keys) < t.cfg.Batch {
+			select {
+			case k, ok := <-t.queue:
+				if !ok {
+					break fill
+				}
+				keys = append(keys, k)
+			default:
+				break fill
+			}
+		}
+		if t.ctx.Err() != nil {
+			continue // closing: drain without work
+		}
+		t.put(keys, bufs)
+	}
+}
+
+// put is one batch of putter.
+func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
+	s := t.s
+	s.gate.RLock()
+	res, err := s.mgr.ReserveRead(keys, 1)
+	sizes := make([]int64, len(keys))
+	if err == nil {
+		t.mu.Lock()
+		t.own.reads.addAll(keys, res, 1)
+		t.mu.Unlock()
+		for i := range keys {
+			// The object's own size; its block is rounded up.
+			st, ok := s.mgr.State(keys[i])
+			sizes[i] = st.Size
+			if !ok || res[i].Status != l1.OK || st.ReadLease != res[i].Lease || st.Size < 0 || st.Size > res[i].Block.Size {
+				sizes[i] = -1 // not the object we locked: release, send nothing
+			}
+		}
+	}
+	s.gate.RUnlock()
+	if err != nil {
+		return // the manager is closed
+	}
+	pool := s.pool.Bytes()
+	var lk []l1.ObjectKey
+	var leases []l1.Lease
+	var vals [][]byte
+	for i := range keys {
+		if res[i].Status != l1.OK {
+			continue // deleted, evicted or rewritten since: nothing to copy
+		}
+		b, size := res[i].Block, sizes[i]
+		j := len(lk)
+		lk, leases = append(lk, keys[i]), append(leases, res[i].Lease)
+		if size < 0 {
+			vals = append(vals, nil)
+			continue
+		}
+		v, err := l2.Encode(bufs[j][:0], &keys[i], pool[b.Offset:b.Offset+size])
+		if err != nil {
+			v = nil // a key field too long for a value: never stored
+		}
+		bufs[j] = v
+		vals = append(vals, v)
+	}
+	if len(lk) == 0 {
+		return
+	}
+	s.gate.RLock()
+	sts, err := s.mgr.FinishRead(lk, leases, 1)
+	t.mu.Lock()
+	for j := range lk {
+		t.own.subRead(leases[j], 1)
+		if err != nil || sts[j] != l1.OK {
+			t.own.dropRead(leases[j])
+			vals[j] = nil
+		}
+	}
+	t.mu.Unlock()
+	s.gate.RUnlock()
+	sk, sv := lk[:0], vals[:0]
+	for j := range lk {
+		if vals[j] != nil {
+			sk, sv = append(sk, lk[j]), append(sv, vals[j])
+		}
+	}
+	if n := len(lk) - len(sk); n > 0 {
+		t.store.Drop(n)
+	}
+	t.store.Put(t.ctx, sk, sv)
+}
+
+// holds adds the daemon's own locks to Check's maps of writers and
+// readers, as one more holder beside the connections.
+func (t *l2tier) holds(writers map[l1.Lease][]l1.ObjectKey, readers map[l1.Lease]map[l1.ObjectKey]int64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, h := range t.own.writes.all() {
+		writers[h.lease] = append(writers[h.lease], h.key)
+	}
+	for _, h := range t.own.reads.all() {
+		if readers[h.lease] == nil {
+			readers[h.lease] = map[l1.ObjectKey]int64{}
+		}
+		readers[h.lease][h.key] += h.n
+	}
+}

@@ -1,0 +1,265 @@
+//go:build linux
+
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/internal/rediscluster"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/l2"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// l2Node is one daemon over a shared L2 store: one node of a cluster.
+type l2Node struct {
+	s    *server.Server
+	c    *client.Client
+	tier *l2.Tier
+}
+
+func startL2Node(t *testing.T, url string, topts l2.Options, cfg server.Config) *l2Node {
+	t.Helper()
+	r, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: topts.Timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier, err := l2.NewTier(r, topts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.L2.Store = tier
+	s := start(t, cfg)
+	return &l2Node{s: s, c: dial(t, s), tier: tier}
+}
+
+// l2stamp fills b with a pattern that names key i and offset.
+func l2stamp(b []byte, seed int) {
+	for off := 0; off+8 <= len(b); off += 8 {
+		binary.LittleEndian.PutUint64(b[off:], uint64(seed)<<40|uint64(off))
+	}
+}
+
+// write stores keys of size bytes each through n's client, stamped from
+// seed, and returns nothing until finished.
+func (n *l2Node) write(t *testing.T, keys []l1.ObjectKey, size int64, seed int) {
+	t.Helper()
+	res, err := n.c.ReserveWrite(keys, nil, size, l1.ModeAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != wire.StatusOK {
+			t.Fatalf("ReserveWrite %d: %v", i, r.Status)
+		}
+		b, err := n.c.Bytes(r.Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2stamp(b[:size], seed+i)
+	}
+	allOK(t, "FinishWrite")(n.c.FinishWrite(keys, leasesOf(res)))
+}
+
+// waitPuts waits until n's tier has stored want values.
+func (n *l2Node) waitPuts(t *testing.T, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for n.tier.Stats().Puts < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("L2 puts %+v, want %d", n.tier.Stats(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readPrefix reads keys' prefix through n (waiting up to wait for a
+// prefetch), checks every byte of it against the stamps, releases it, and
+// returns its length.
+func (n *l2Node) readPrefix(t *testing.T, keys []l1.ObjectKey, size int64, seed int, wait time.Duration) int {
+	t.Helper()
+	res, p, err := n.c.ReserveReadPrefixWait(keys, 1, wait)
+	if err != nil {
+		t.Fatalf("ReserveReadPrefixWait: %v", err)
+	}
+	want := make([]byte, size)
+	for i := range p {
+		b, err := n.c.Bytes(res[i].Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2stamp(want, seed+i)
+		if !bytes.Equal(b[:size], want) {
+			t.Fatalf("WRONG BYTES: key %d (%v) of the prefix", i, keys[i])
+		}
+	}
+	allOK(t, "FinishRead")(n.c.FinishRead(keys[:p], leasesOf(res[:p]), 1))
+	return p
+}
+
+func l2keys(prefix string, n int) []l1.ObjectKey {
+	ks := make([]l1.ObjectKey, n)
+	for i := range ks {
+		ks[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("%s-%05d", prefix, i), Model: "llama", KVRank: 1, CacheSalt: "t"}
+	}
+	return ks
+}
+
+// TestL2SharesAcrossNodes: what node A finishes reaches L2 by itself; node
+// B's lookup reports it as L2 hits and prefetches it, and B's prefix read
+// serves A's exact bytes; B's L1 then holds them (an L1 hit on the next
+// lookup). Both daemons' ledgers, the daemon's own locks included, agree
+// with l1 throughout (Check).
+func TestL2SharesAcrossNodes(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	b := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	const size = 64<<10 + 100 // not a multiple of the alignment
+	keys := l2keys("share", 12)
+	a.write(t, keys[:10], size, 7)
+	a.waitPuts(t, 10)
+	check(t, a.s)
+
+	lk, err := b.c.Lookup(keys, false)
+	if err != nil || lk != (wire.Lookup{N: 12, L1: 0, L2: 10}) {
+		t.Fatalf("lookup without prefetch: %+v, %v", lk, err)
+	}
+	lk, err = b.c.Lookup(keys, true)
+	if err != nil || lk != (wire.Lookup{N: 12, L1: 0, L2: 10, Prefetch: 10}) {
+		t.Fatalf("lookup with prefetch: %+v, %v", lk, err)
+	}
+	check(t, b.s) // mid-prefetch, the daemon's write locks are accounted
+	if p := b.readPrefix(t, keys, size, 7, 5*time.Second); p != 10 {
+		t.Fatalf("B read a prefix of %d, want 10", p)
+	}
+	lk, _ = b.c.Lookup(keys, true)
+	if lk.L1 != 10 || lk.L2 != 0 {
+		t.Fatalf("after the prefetch: %+v, want 10 L1 hits", lk)
+	}
+	check(t, a.s)
+	check(t, b.s)
+	if s := b.tier.Stats(); s.Hits != 10 || s.Corrupt != 0 {
+		t.Fatalf("B's tier: %+v", s)
+	}
+}
+
+// TestL2CorruptNeverServed: a value corrupted in Redis directly (a payload
+// byte: its header still checks, so the lookup counts it) is loaded,
+// refused, aborted and deleted: the prefix read stops there, a miss and
+// not an error, and no wrong byte is served.
+func TestL2CorruptNeverServed(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	b := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	const size = 8192
+	keys := l2keys("corrupt", 6)
+	a.write(t, keys, size, 3)
+	a.waitPuts(t, 6)
+	rc := srv.Client()
+	defer rc.Close()
+	name := l2.StoreKey(l2.DefaultPrefix, &keys[3])
+	if err := rc.SetRange(context.Background(), name, int64(l2.PrefixLen(&keys[3])+77), "\x00\xff").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := b.c.Lookup(keys, true)
+	if err != nil || lk.L2 != 6 || lk.Prefetch != 6 {
+		t.Fatalf("lookup: %+v, %v", lk, err)
+	}
+	if p := b.readPrefix(t, keys, size, 3, 5*time.Second); p != 3 {
+		t.Fatalf("prefix %d, want 3 (key 3 is corrupt)", p)
+	}
+	if s := b.tier.Stats(); s.Corrupt != 1 {
+		t.Fatalf("B's tier: %+v", s)
+	}
+	if n, _ := rc.Exists(context.Background(), name).Result(); n != 0 {
+		t.Fatal("the corrupt value is still in Redis")
+	}
+	check(t, b.s)
+}
+
+// TestL2LookupOfHungStore: a lookup against a hung Redis (SIGSTOP)
+// costs at most the tier's timeout and answers no L2 hits, not an error.
+func TestL2LookupOfHungStore(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	const timeout = 300 * time.Millisecond
+	a := startL2Node(t, srv.URL(), l2.Options{Timeout: timeout}, server.Config{})
+	b := startL2Node(t, srv.URL(), l2.Options{Timeout: timeout}, server.Config{})
+	keys := l2keys("hung", 4)
+	a.write(t, keys, 4096, 1)
+	a.waitPuts(t, 4)
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Cont()
+	start := time.Now()
+	lk, err := b.c.Lookup(keys, true)
+	if err != nil || lk.L2 != 0 || lk.Prefetch != 0 {
+		t.Fatalf("lookup of a hung L2: %+v, %v", lk, err)
+	}
+	if el := time.Since(start); el > timeout+time.Second {
+		t.Fatalf("a lookup of a hung L2 took %v (timeout %v)", el, timeout)
+	}
+	check(t, b.s)
+}
+
+// hungGet is a Store whose Get waits for release (or its context) first.
+type hungGet struct {
+	l2.Store
+	release chan struct{}
+}
+
+func (h *hungGet) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return make([][]byte, len(keys))
+	}
+	return h.Store.Get(ctx, keys)
+}
+
+// TestL2WaitDeadlineIsMiss: while a prefetch's get hangs, its keys are the
+// daemon's writes (Check accounts them); a prefix read whose wait ends
+// first answers KEY_NOT_READABLE, a miss and not an error, on time; once
+// the get goes through, the next read serves every byte.
+func TestL2WaitDeadlineIsMiss(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	r, err := l2.NewRedis(context.Background(), srv.URL(), l2.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier, _ := l2.NewTier(r, l2.Options{})
+	hung := &hungGet{Store: tier, release: make(chan struct{})}
+	bs := start(t, server.Config{L2: server.L2Config{Store: hung}})
+	bc := dial(t, bs)
+	b := &l2Node{s: bs, c: bc, tier: tier}
+	keys := l2keys("wait", 4)
+	a.write(t, keys, 4096, 5)
+	a.waitPuts(t, 4)
+	lk, err := b.c.Lookup(keys, true)
+	if err != nil || lk.Prefetch != 4 {
+		t.Fatalf("lookup: %+v, %v", lk, err)
+	}
+	check(t, b.s)
+	start := time.Now()
+	res, p, err := b.c.ReserveReadPrefixWait(keys, 1, 100*time.Millisecond)
+	el := time.Since(start)
+	if err != nil || p != 0 || res[0].Status != wire.StatusKeyNotReadable {
+		t.Fatalf("read past the deadline: prefix %d, %v, %v", p, res, err)
+	}
+	if el < 100*time.Millisecond || el > time.Second {
+		t.Fatalf("a wait of 100ms took %v", el)
+	}
+	close(hung.release)
+	if p := b.readPrefix(t, keys, 4096, 5, 5*time.Second); p != 4 {
+		t.Fatalf("after the release: prefix %d, want 4", p)
+	}
+	check(t, b.s)
+}
