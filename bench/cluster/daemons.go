@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,10 +20,9 @@ import (
 	"github.com/kvalloc/kvalloc/wire"
 )
 
-// ErrDaemonL2 is the answer of RunDaemons to a configuration with L2:
-// kvallocd has no L2 tier to configure in this build (its lookup answers
-// from L1 alone), so only isolated nodes replay through daemons.
-var ErrDaemonL2 = errors.New("cluster: kvallocd has no L2 tier to configure in this build: only isolated nodes replay through daemons")
+// ErrDaemonL2 is the answer of RunDaemons to an L2 write policy kvallocd
+// does not have: it writes through at finish, and nothing else.
+var ErrDaemonL2 = errors.New("cluster: kvallocd's L2 tier writes through at finish only")
 
 // DaemonBlockSize is the bytes per block of the daemons' replay: every
 // byte of a block is written and every byte of a hit checked, so the
@@ -48,8 +48,8 @@ const DaemonWait = time.Second
 // FinishWrite and FinishRead. At the end every daemon must hold no lock
 // and pass server.Check. cfg.Options.BlockSize 0 means DaemonBlockSize.
 func RunDaemons(tr *trace.Trace, cfg Config) (_ *Result, err error) {
-	if cfg.L2 > 0 {
-		return nil, ErrDaemonL2
+	if cfg.L2 > 0 && cfg.Write != WriteThrough {
+		return nil, fmt.Errorf("%w, not %s", ErrDaemonL2, cfg.Write)
 	}
 	if cfg.Nodes < 1 || cfg.Nodes > 256 || cfg.L1 < 1 || cfg.Routing.Assign == nil {
 		return nil, fmt.Errorf("%w: %d nodes of %d blocks", ErrConfig, cfg.Nodes, cfg.L1)
@@ -81,14 +81,39 @@ func RunDaemons(tr *trace.Trace, cfg Config) (_ *Result, err error) {
 	}
 	d := &daemonDriver{cfg: &cfg, at: at, size: o.BlockSize, flights: map[int]*daemonFlight{},
 		res: &Result{Config: cfg, BlockBytes: o.BlockSize, Load: make([]int, cfg.Nodes)}}
-	defer func() { err = errors.Join(err, d.close(), os.RemoveAll(dir)) }()
-	for k := range cfg.Nodes {
-		srv, err := server.New(server.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("node-%d.sock", k)),
-			PoolSize: cfg.L1 * o.Unit(), L1: ps[0].Config(l1.Config{Now: clock.Time})})
-		if err != nil {
+	var rl2 *redisL2
+	ctx := context.Background()
+	if cfg.L2 > 0 {
+		if rl2, err = startRedisL2(ctx, cfg.L2, o.BlockSize); err != nil {
 			return nil, err
 		}
-		dn := &daemonNode{srv: srv, done: make(chan error, 1)}
+	}
+	defer func() {
+		err = errors.Join(err, d.close(), os.RemoveAll(dir))
+		if rl2 != nil {
+			rl2.close()
+		}
+	}()
+	for k := range cfg.Nodes {
+		sc := server.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("node-%d.sock", k)),
+			PoolSize: cfg.L1 * o.Unit(), L1: ps[0].Config(l1.Config{Now: clock.Time})}
+
+		var store *countingStore
+		if rl2 != nil {
+			if store, err = rl2.tier(ctx); err != nil {
+				return nil, err
+			}
+			sc.L2 = server.L2Config{Store: store}
+
+		}
+		srv, err := server.New(sc)
+		if err != nil {
+			if store != nil {
+				store.Close()
+			}
+			return nil, err
+		}
+		dn := &daemonNode{srv: srv, done: make(chan error, 1), store: store}
 		go func() { dn.done <- srv.Serve() }()
 		d.nodes = append(d.nodes, dn)
 		if dn.c, err = client.Dial(srv.SocketPath(), client.Options{Timeout: node.CallTimeout}); err != nil {
@@ -108,6 +133,10 @@ type daemonNode struct {
 	srv  *server.Server
 	done chan error
 	c    *client.Client
+	// store is the node's L2 tier (nil without L2), and finished the
+	// blocks its daemon finished, each queued for a copy to L2.
+	store    *countingStore
+	finished int64
 }
 
 // daemonDriver is the cluster through daemons as a trace.Driver.
@@ -125,6 +154,7 @@ type daemonDriver struct {
 }
 
 type daemonFlight struct {
+	n       *daemonNode
 	c       *client.Client
 	hits    int
 	reads   []client.Lease
@@ -156,6 +186,24 @@ func splitWord(b int32, w int) uint64 {
 	return x ^ x>>27
 }
 
+// whose says what a block that failed its check holds: zeros, or the
+// pattern of which block (searched among the first 1<<22 block numbers).
+func whose(obj []byte) string {
+	if len(obj) < 8 {
+		return "too short"
+	}
+	w := binary.LittleEndian.Uint64(obj)
+	if w == 0 {
+		return "zeros at byte 0"
+	}
+	for b := range int32(1 << 22) {
+		if splitWord(b, 0) == w {
+			return fmt.Sprintf("block %d's first word", b)
+		}
+	}
+	return "no block's pattern"
+}
+
 // checkPattern returns the offset of the first word of obj that is not
 // block b's, or -1.
 func checkPattern(obj []byte, b int32) int {
@@ -184,14 +232,28 @@ func (d *daemonDriver) Lookup(i int, r *trace.Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	f := &daemonFlight{c: c, hits: h}
+	f := &daemonFlight{n: d.nodes[n], c: c, hits: h}
 	for j, x := range res[:h] {
 		obj, err := c.Bytes(x.Block)
 		if err != nil {
 			return 0, err
 		}
 		if w := checkPattern(obj, r.Blocks[j]); w >= 0 {
-			return 0, fmt.Errorf("cluster: node %d read block %d with a wrong word at byte %d", n, r.Blocks[j], w)
+			src := "from its l1"
+			if j >= int(lk.L1) {
+				src = "past the lookup's L1 count"
+			}
+			extra := ""
+			if d.nodes[n].store != nil {
+				vals := d.nodes[n].store.Store.Get(context.Background(), []l1.ObjectKey{node.Key(r.Blocks[j], 0)})
+				if vals[0] == nil {
+					extra = "; L2 has no value for it now"
+				} else {
+					extra = fmt.Sprintf("; L2's value for it now holds %s (check %d)", whose(vals[0]), checkPattern(vals[0], r.Blocks[j]))
+				}
+			}
+			return 0, fmt.Errorf("cluster: node %d read block %d (%s; hit %d of %d, lookup %+v) with a wrong word at byte %d: %s%s",
+				n, r.Blocks[j], src, j, h, lk, w, whose(obj), extra)
 		}
 		f.reads = append(f.reads, x.Lease)
 	}
@@ -253,6 +315,10 @@ func (d *daemonDriver) Finish(i int, r *trace.Request, hits int) ([]int32, error
 			}
 			stored = append(stored, f.granted[j])
 		}
+		if f.n.store != nil {
+			f.n.finished += int64(len(stored))
+			d.settle(f.n)
+		}
 	}
 	if f.hits > 0 {
 		sts, err := f.c.FinishRead(d.keys(r.Blocks[:f.hits]), f.reads, 1)
@@ -266,6 +332,23 @@ func (d *daemonDriver) Finish(i int, r *trace.Request, hits int) ([]int32, error
 		}
 	}
 	return stored, nil
+}
+
+// settle waits, up to SettleTimeout, until node n's daemon has handed every
+// block it finished to its L2 tier (sent or dropped): the model's
+// write-through is instantaneous. A copy the daemon skipped (its block
+// gone before the copy) is never handed over; the wait then times out and
+// is counted.
+func (d *daemonDriver) settle(n *daemonNode) {
+	deadline := time.Now().Add(SettleTimeout)
+	for n.store.done.Load() < n.finished {
+		if time.Now().After(deadline) {
+			d.res.Unsettled++
+			n.finished = n.store.done.Load()
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // Close implements trace.Driver: nothing locked, every daemon consistent.
@@ -289,12 +372,21 @@ func (d *daemonDriver) Close(res *trace.Result) error {
 		if err := dn.srv.Check(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: daemon %d: %w", k, err))
 		}
+		if dn.store != nil {
+			ls := dn.store.Stats()
+			d.res.Puts += int64(ls.Puts)
+			d.res.Drops += int64(ls.Drops)
+			if ls.Corrupt > 0 {
+				errs = append(errs, fmt.Errorf("cluster: daemon %d met %d corrupt L2 values", k, ls.Corrupt))
+			}
+		}
 	}
+
 	res.Lost, res.Grants = d.res.Lost, d.res.Grants
 	if res.Lost > 0 {
 		errs = append(errs, fmt.Errorf("cluster: %d finishing calls answered other than OK", res.Lost))
 	}
-	d.res.Places = int64(len(d.nodes)) * d.cfg.L1
+	d.res.Places = int64(len(d.nodes))*d.cfg.L1 + d.cfg.L2
 	return errors.Join(errs...)
 }
 

@@ -53,10 +53,12 @@ func TestDaemonsAgreeBites(t *testing.T) {
 	require.True(t, errors.Is(cluster.AgreeResult(model, got, cluster.DefaultTolerance), cluster.ErrDisagree))
 }
 
-// TestDaemonsRefuseL2: with no L2 tier in the daemon, a configuration with
-// L2 is refused, not replayed as isolated nodes.
-func TestDaemonsRefuseL2(t *testing.T) {
+// TestDaemonsRefuseWriteBack: kvallocd writes through only; a write-back
+// configuration is refused, not replayed as write-through.
+func TestDaemonsRefuseWriteBack(t *testing.T) {
 	tr, _ := load(t, conversationFile)
-	_, err := cluster.RunDaemons(tr, cluster.Config{Nodes: 2, L1: 10, L2: 10, Routing: node.RoundRobin})
-	require.True(t, errors.Is(err, cluster.ErrDaemonL2), "%v", err)
+	for _, w := range []cluster.WritePolicy{cluster.WriteBack, cluster.WriteBoth} {
+		_, err := cluster.RunDaemons(tr, cluster.Config{Nodes: 2, L1: 10, L2: 10, Write: w, Routing: node.RoundRobin})
+		require.True(t, errors.Is(err, cluster.ErrDaemonL2), "%v", err)
+	}
 }

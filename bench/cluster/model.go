@@ -137,6 +137,10 @@ type Result struct {
 	Puts, L2Evictions int64
 	// Touches counts the l1 hits that refreshed L2 (Config.Touch).
 	Touches int64
+	// Drops and Unsettled are the daemons' replay's (RunDaemons): copies
+	// to L2 the daemons' bounded queues dropped, and finishes whose
+	// copies were not all handed to L2 within SettleTimeout.
+	Drops, Unsettled int64
 	// Held is the distinct blocks the l1s and L2 held together at the
 	// end of the replay, and Places their places (N × L1 + L2): Held ÷
 	// Places is how much of the cluster's memory holds distinct data,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/kvalloc/kvalloc/bench/sim"
 )
@@ -228,13 +229,26 @@ func EvictTable(exact, redis *Report, w WritePolicy) *sim.Table {
 // DaemonRow is one configuration replayed by the model and by daemons.
 type DaemonRow struct {
 	Model, Daemons *Result
-	Wall           float64 // seconds of the daemons' replay
+	// Err is the daemons' replay's error (Daemons is then nil).
+	Err  error
+	Wall float64 // seconds of the daemons' replay
 }
 
 // DaemonTable puts the daemons' block hit rates beside the model's.
 func DaemonTable(rows []DaemonRow, tol float64) *sim.Table {
 	t := &sim.Table{Columns: []string{"trace", "configuration", "model: hit", "daemons: hit", "Δ", "within " + sim.PercentPoints(tol, 1), "hits' bytes checked", "wall"}}
 	for _, r := range rows {
+		if r.Err != nil || r.Daemons == nil {
+			msg := "no result"
+			if r.Err != nil {
+				msg = r.Err.Error()
+				if i := strings.LastIndex(msg, ": cluster: "); i >= 0 {
+					msg = msg[i+2:]
+				}
+			}
+			t.Rows = append(t.Rows, []string{r.Model.Trace, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), "FAILED", msg, "NO", "", strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
+			continue
+		}
 		d := r.Daemons.HitRate() - r.Model.HitRate()
 		ok := "yes"
 		if d > tol || d < -tol {

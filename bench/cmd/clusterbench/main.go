@@ -57,7 +57,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	stated := fs.Bool("stated", false, "use the stated Redis bandwidths instead of measuring one local redis-server")
 	touch := fs.Bool("touch", false, "l1 hits refresh L2's recency too (an asynchronous TOUCH)")
 	evict := fs.String("l2-evict", "lru", "L2's eviction: lru (exact) or redis (Redis's sampled allkeys-lru)")
-	daemons := fs.Bool("daemons", true, "replay the cells kvallocd can serve (isolated nodes: it has no L2 tier to configure yet) through real daemons and clients, and fail if their hit rates differ from the model's by more than -tolerance")
+	daemons := fs.Bool("daemons", true, "replay isolated nodes through real daemons and clients, and fail if their hit rates differ from the model's by more than -tolerance")
+	daemonL2 := fs.Bool("daemons-l2", true, "with -daemons, also replay write-through over a real Redis Cluster for every Q")
 	tol := fs.Float64("tolerance", cluster.DefaultTolerance, "the daemons' largest allowed distance from the model, in block hit rate")
 	out := fs.String("out", "", "directory for cluster.md; empty: none")
 	fs.Usage = func() {
@@ -103,24 +104,28 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "%s: %d replays in %.1fs\n", tr.Name, len(rep.Cells)*len(p.Writes)+len(p.Nodes)*(len(p.Routings)+len(p.Q)), rep.Elapsed)
 		reps = append(reps, rep)
 	}
-	// The daemons, for what they can serve.
+	// The daemons: isolated nodes, and write-through (kvallocd's only
+	// write policy) over a real Redis Cluster for every Q. A replay that
+	// fails is a row with its error, and fails the command at the end.
 	var drows []cluster.DaemonRow
 	if *daemons {
+		wt := indexOf(p.Writes, cluster.WriteThrough)
 		for _, r := range reps {
-			for _, n := range p.Nodes {
-				for _, rt := range p.Routings {
-					cfg := cluster.Config{Nodes: n, L1: r.L1, Routing: rt, Options: trace.Options{PrefillRate: *prefill, MaxRequests: *maxReq}}
-					m, err := cluster.Run(r.Trace, cfg)
-					if err != nil {
-						return err
-					}
+			for _, c := range r.Cells {
+				var models []*cluster.Result
+				if c.Q == r.Plan.Q[0] {
+					models = append(models, c.Isolated)
+				}
+				if *daemonL2 && p.Writes[wt] == cluster.WriteThrough {
+					models = append(models, c.Tiered[wt])
+				}
+				for _, m := range models {
+					cfg := m.Config
+					cfg.Options.BlockSize = 0
 					t0 := time.Now()
 					got, err := cluster.RunDaemons(r.Trace, cfg)
-					if err != nil {
-						return err
-					}
-					drows = append(drows, cluster.DaemonRow{Model: m, Daemons: got, Wall: time.Since(t0).Seconds()})
-					fmt.Fprintf(stderr, "%s: %s through daemons in %.1fs\n", r.Trace.Name, cfg.Name(), time.Since(t0).Seconds())
+					drows = append(drows, cluster.DaemonRow{Model: m, Daemons: got, Err: err, Wall: time.Since(t0).Seconds()})
+					fmt.Fprintf(stderr, "%s: %s through daemons in %.1fs: %v\n", r.Trace.Name, cfg.Name(), time.Since(t0).Seconds(), err)
 				}
 			}
 		}
@@ -180,7 +185,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		if len(drows) > 0 {
-			fmt.Fprintf(w, "Through real kvallocd daemons (one per node, own socket and memfd pool, blocks of %s, l1 policy %s) and clients: lookup with prefetch, then the prefix read that waits (%v), every byte of every hit checked. Only isolated nodes: kvallocd has no L2 tier to configure in this build.\n\n", sim.FormatSize(cluster.DaemonBlockSize), cluster.DaemonPolicy, cluster.DaemonWait)
+			fmt.Fprintf(w, "Through real kvallocd daemons (one per node, own socket and memfd pool, blocks of %s, l1 policy %s) and clients: lookup with prefetch, then the prefix read that waits (%v), every byte of every hit checked; with L2, write-through over a Redis Cluster of 3 masters sized to Q values, allkeys-lru:\n\n", sim.FormatSize(cluster.DaemonBlockSize), cluster.DaemonPolicy, cluster.DaemonWait)
 			t := cluster.DaemonTable(drows, *tol)
 			var err error
 			if md {
@@ -208,7 +213,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var disagree []error
 	for _, r := range drows {
-		if err := cluster.AgreeResult(r.Model, r.Daemons, *tol); err != nil {
+		if r.Err != nil {
+			disagree = append(disagree, r.Err)
+		} else if err := cluster.AgreeResult(r.Model, r.Daemons, *tol); err != nil {
 			disagree = append(disagree, err)
 		}
 	}

@@ -17,7 +17,7 @@ const shape = "../../../testdata/scenarios/shared-prefix.shape"
 func TestRunPrintsTheTables(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	err := run([]string{"-stated", "-nodes", "2", "-q", "1", "-max-requests", "800", "-out", dir, shape}, &out, &errb)
+	err := run([]string{"-stated", "-daemons-l2=false", "-nodes", "2", "-q", "1", "-max-requests", "800", "-out", dir, shape}, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
