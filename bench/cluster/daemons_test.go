@@ -62,3 +62,22 @@ func TestDaemonsRefuseWriteBack(t *testing.T) {
 		require.True(t, errors.Is(err, cluster.ErrDaemonL2), "%v", err)
 	}
 }
+
+// TestDaemonsWithL2AgreeWithTheModel: nodes through real daemons over a
+// real Redis Cluster (write-through, every byte of every hit checked,
+// whether from the node's l1 or loaded from L2) read no wrong byte, hit
+// what the model hits within the tolerance, and L2 serves hits.
+func TestDaemonsWithL2AgreeWithTheModel(t *testing.T) {
+	tr, _ := load(t, shapeFile)
+	p := slots(tr)
+	cfg := cluster.Config{Nodes: 2, L1: p, L2: p, Write: cluster.WriteThrough, Routing: node.RoundRobin, Options: trace.Options{MaxRequests: daemonRequests}}
+	model, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	got, err := cluster.RunDaemons(tr, cfg)
+	require.NoError(t, err)
+	t.Logf("model %.2f%% (L2 hits %d), daemons %.2f%% (L2 hits %d, puts %d, drops %d, unsettled %d)",
+		100*model.HitRate(), model.L2Hits, 100*got.HitRate(), got.L2Hits, got.Puts, got.Drops, got.Unsettled)
+	require.Positive(t, got.L2Hits)
+	require.Zero(t, got.Lost)
+	require.NoError(t, cluster.AgreeResult(model, got, cluster.DefaultTolerance))
+}
