@@ -280,11 +280,12 @@ CLUSTER_TRACES ?= $(TRACE_FILE) testdata/scenarios/shared-prefix.shape
 ## prefill tokens beside isolated nodes and the ideal bound, bytes to and
 ## from L2 per hit, the recommended write policy, and whether an L2 hit
 ## beats recomputing at the bandwidth of one local redis-server (needs
-## redis-server and redis-benchmark); then the cells kvallocd can serve
-## (isolated nodes, until its L2 tier is configurable) through real
-## daemons and clients, failing if their hit rates differ from the model's
-## by more than 2 pp; stdout and bench/out/cluster.md. About 2 minutes on
-## 2 loaded cores. Linux only.
+## redis-server and redis-benchmark, and the l2 package over a Redis
+## Cluster); then isolated nodes, and write-through for every Q over a
+## real Redis Cluster, through real kvallocd daemons and clients (every
+## byte of every hit checked), failing after the tables if a replay fails
+## or a hit rate differs from the model's by more than 2 pp; stdout and
+## bench/out/cluster.md. Linux only.
 cluster-bench: redis
 	@mkdir -p $(BENCH_OUT)
 	$(GO) run ./bench/cmd/clusterbench -out $(BENCH_OUT) $(CLUSTER_TRACES)

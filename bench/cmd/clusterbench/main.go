@@ -13,8 +13,12 @@
 //
 //	go run ./bench/cmd/clusterbench testdata/traces/mooncake-conversation.jsonl.gz testdata/scenarios/shared-prefix.shape
 //
-// The replay is bench/cluster's in-process model (package doc). It exits
-// non-zero on any error.
+// The sweep is bench/cluster's in-process model (package doc). With
+// -daemons (the default) isolated nodes, and with -daemons-l2 every Q's
+// write-through cell, are replayed again through real kvallocd daemons
+// and clients (over a real Redis Cluster for L2) beside the model. It
+// prints every table, then exits non-zero if a replay failed or a hit
+// rate is further from the model's than -tolerance.
 package main
 
 import (
