@@ -233,7 +233,13 @@ func (d *daemonDriver) Lookup(i int, r *trace.Request) (int, error) {
 		return 0, err
 	}
 	f := &daemonFlight{n: d.nodes[n], c: c, hits: h}
+	if h < 0 || h > len(res) || h > len(r.Blocks) {
+		return 0, fmt.Errorf("cluster: node %d answered a prefix of %d for %d keys", n, h, len(r.Blocks))
+	}
 	for j, x := range res[:h] {
+		if x.Status != wire.StatusOK {
+			return 0, fmt.Errorf("cluster: node %d answered a prefix of %d keys whose key %d (block %d) is %v, not OK (lookup %+v)", n, h, j, r.Blocks[j], x.Status, lk)
+		}
 		obj, err := c.Bytes(x.Block)
 		if err != nil {
 			return 0, err
@@ -252,8 +258,16 @@ func (d *daemonDriver) Lookup(i int, r *trace.Request) (int, error) {
 					extra = fmt.Sprintf("; L2's value for it now holds %s (check %d)", whose(vals[0]), checkPattern(vals[0], r.Blocks[j]))
 				}
 			}
-			return 0, fmt.Errorf("cluster: node %d read block %d (%s; hit %d of %d, lookup %+v) with a wrong word at byte %d: %s%s",
-				n, r.Blocks[j], src, j, h, lk, w, whose(obj), extra)
+			if pool, _ := d.nodes[n].srv.Pool(); int64(len(pool)) >= x.Block.Offset+x.Block.Size {
+				extra += fmt.Sprintf("; the daemon's own mapping there holds %s", whose(pool[x.Block.Offset:x.Block.Offset+x.Block.Size]))
+			}
+			for _, e := range d.nodes[n].srv.Manager().Snapshot() {
+				if e.Block.Offset == x.Block.Offset && e.Key != node.Key(r.Blocks[j], 0) {
+					extra += fmt.Sprintf("; the daemon's l1 also has %x at that block (finished %v, write-locked %v)", e.Key.ChunkHash, e.Finished, e.WriteLocked)
+				}
+			}
+			return 0, fmt.Errorf("cluster: node %d read block %d at offset %d (%s; hit %d of %d, lookup %+v) with a wrong word at byte %d: %s%s",
+				n, r.Blocks[j], x.Block.Offset, src, j, h, lk, w, whose(obj), extra)
 		}
 		f.reads = append(f.reads, x.Lease)
 	}
