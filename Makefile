@@ -34,6 +34,7 @@ test:
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-invariants
 	@$(MAKE) --no-print-directory kill-harness
+	@$(MAKE) --no-print-directory l2-faults
 	@$(MAKE) --no-print-directory python-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 
@@ -66,6 +67,21 @@ endef
 ## short harness under it).
 kill-harness:
 	$(call KILL_RUN,$(KILLS),^TestKillHarness)
+
+## l2-faults: the L2 tier's fault tests on real Redis, verbose for their
+## counts: server's TestL2ClusterFaults (two daemons over a Redis Cluster of
+## 3 masters and 3 replicas; a master SIGSTOPped past the timeouts, a
+## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
+## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
+## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
+## mid-put, then its hits per request recovering from L2). About 30 s.
+.PHONY: l2-faults
+l2-faults: redis
+	@out=$$(mktemp); status=0; \
+	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
+	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
 ## the counts and the time from kill to release, p50 and p99.
@@ -196,7 +212,7 @@ bench:
 ## bench-run: the suite in BENCH_COUNT interleaved rounds of BENCH_TIME each
 ## into bench/out/bench.txt, the commit measured in bench/out/bench.commit
 ## (bench/run.sh).
-bench-run:
+bench-run: redis
 	GO=$(GO) BENCH_OUT=$(BENCH_OUT) BENCH_COUNT=$(BENCH_COUNT) BENCH_TIME=$(BENCH_TIME) BENCH_RE='$(BENCH_RE)' sh bench/run.sh
 
 ## bench-report: the benchstat summary of bench/out/bench.txt and the

@@ -164,6 +164,8 @@ func frameSeeds() []seed {
 		"finish_read":                   {Type: wire.TypeFinishRead, ID: 11, Epoch: epoch, Locks: 1, Keys: keys, Leases: leases},
 		"delete":                        {Type: wire.TypeDelete, ID: 12, Epoch: epoch, Flags: wire.FlagForce, Keys: keys},
 		"touch":                         {Type: wire.TypeTouch, ID: 13, Epoch: epoch, Keys: keys},
+		"lookup":                        {Type: wire.TypeLookup, ID: 15, Epoch: epoch, Flags: wire.FlagPrefetch, Keys: keys},
+		"reserve_read_prefix_wait":      {Type: wire.TypeReserveReadPrefixWait, ID: 16, Epoch: epoch, Size: 250000, Locks: 1, Keys: keys},
 	}
 	ok := wire.Result{Status: wire.StatusOK, Block: allocator.Block{Offset: 4096, Size: 4096, Gen: 9}, Lease: 5}
 	answers := map[string]wire.Answer{
@@ -180,6 +182,8 @@ func frameSeeds() []seed {
 		"finish_read_answer":         {Type: wire.TypeFinishRead.Answer(), ID: 11, Epoch: epoch, Statuses: []wire.Status{wire.StatusOverRelease}},
 		"delete_answer":              {Type: wire.TypeDelete.Answer(), ID: 12, Epoch: epoch, Statuses: []wire.Status{wire.StatusKeyIsLocked}},
 		"touch_answer":               {Type: wire.TypeTouch.Answer(), ID: 13, Epoch: epoch},
+		"lookup_answer":              {Type: wire.TypeLookup.Answer(), ID: 15, Epoch: epoch, Lookup: wire.Lookup{N: 3, L1: 1, L2: 2, Prefetch: 2}},
+		"wait_answer":                {Type: wire.TypeReserveReadPrefixWait.Answer(), ID: 16, Epoch: epoch, Prefix: 1, Results: []wire.Result{ok, {Status: wire.StatusKeyNotReadable}, {Status: wire.StatusSkipped}}},
 		"error_answer":               {Type: wire.TypeError, Epoch: epoch, Code: wire.CodeTooLarge, Message: "frame size 1 outside [24, 16777216]"},
 		"wrong_epoch_answer":         {Type: wire.TypeFinishWrite.Answer(), ID: 14, Epoch: epoch, Code: wire.CodeWrongEpoch, Message: "epoch"},
 	}

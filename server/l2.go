@@ -20,8 +20,9 @@ type L2Config struct {
 	// Queue bounds the finished objects waiting to be copied to L2
 	// (default 1024); past it a copy is dropped and counted.
 	Queue int
-	// Batch is the most objects one put carries (default 8), Workers the
-	// puts in flight (default 2).
+	// Batch is the most objects one put carries (default 2), Workers the
+	// puts in flight (default 8): a finish of a few large objects goes
+	// out at once, over every master of a cluster.
 	Batch, Workers int
 	// MaxPrefetch bounds the keys being loaded from L2 at once, over all
 	// lookups (default 4096); a lookup past it prefetches fewer.
@@ -41,8 +42,8 @@ func (c L2Config) withDefaults() (L2Config, error) {
 		}
 	}
 	def(&c.Queue, 1024)
-	def(&c.Batch, 8)
-	def(&c.Workers, 2)
+	def(&c.Batch, 2)
+	def(&c.Workers, 8)
 	def(&c.MaxPrefetch, 4096)
 	def(&c.PrefetchBatch, 8)
 	return c, nil

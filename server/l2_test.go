@@ -7,6 +7,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,6 +151,9 @@ func TestL2SharesAcrossNodes(t *testing.T) {
 	if s := b.tier.Stats(); s.Hits != 10 || s.Corrupt != 0 {
 		t.Fatalf("B's tier: %+v", s)
 	}
+	if lc := b.s.LookupCounts(); lc != (server.LookupCounts{Lookups: 3, L1Hits: 10, L2Hits: 20, Prefetched: 10, Loaded: 10}) {
+		t.Fatalf("B's lookup counts: %+v", lc)
+	}
 }
 
 // TestL2CorruptNeverServed: a value corrupted in Redis directly (a payload
@@ -262,4 +268,36 @@ func TestL2WaitDeadlineIsMiss(t *testing.T) {
 		t.Fatalf("after the release: prefix %d, want 4", p)
 	}
 	check(t, b.s)
+}
+
+// TestL2Metrics: /metrics of a daemon with an L2 tier serves the tier's
+// counters and histograms and the lookups' L1 and L2 hits.
+func TestL2Metrics(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{MetricsAddr: "127.0.0.1:0"})
+	keys := l2keys("metrics", 3)
+	a.write(t, keys, 4096, 1)
+	a.waitPuts(t, 3)
+	if _, err := a.c.Delete(keys[1:], false); err != nil {
+		t.Fatal(err)
+	}
+	if lk, err := a.c.Lookup(keys, false); err != nil || lk.L1 != 1 || lk.L2 != 2 {
+		t.Fatalf("lookup: %+v, %v", lk, err)
+	}
+	resp, err := http.Get("http://" + a.s.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"kvallocd_l2_puts_total 3", "kvallocd_l2_written_bytes_total", "kvallocd_l2_breaker_state 0",
+		"kvallocd_l2_checksum_failures_total 0", "kvallocd_l2_drops_total 0", "kvallocd_l2_put_seconds_bucket",
+		"kvallocd_l2_get_seconds_count", "kvallocd_lookups_total 1", "kvallocd_lookup_l1_hits_total 1",
+		"kvallocd_lookup_l2_hits_total 2",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 }

@@ -22,6 +22,8 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	n := s.l1Prefix(q.Keys)
 	s.gate.RUnlock()
 	a.Lookup = wire.Lookup{N: uint32(len(q.Keys)), L1: uint32(n)}
+	s.l2cnt.lookups.Add(1)
+	s.l2cnt.l1Hits.Add(uint64(n))
 	t := s.l2
 	if t == nil || n == len(q.Keys) {
 		return
@@ -33,6 +35,7 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 		m++
 	}
 	a.Lookup.L2 = uint32(m)
+	s.l2cnt.l2Hits.Add(uint64(m))
 	if q.Flags&wire.FlagPrefetch != 0 && m > 0 {
 		a.Lookup.Prefetch = uint32(t.prefetch(rest[:m], sizes[:m]))
 	}
@@ -81,7 +84,13 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 			j++
 		}
 		size := max(sizes[n], 1) // l1 takes no empty object; a 0-byte payload fills 0 of it
-		res, err := s.mgr.ReserveWrite(keys[n:j], nil, size, l1.ModeNew)
+		// l1 keeps the keys it reserves: they must not alias the frame,
+		// which the next request overwrites (wire.Decoder.Borrow).
+		run := make([]l1.ObjectKey, j-n)
+		for i := range run {
+			run[i] = cloneKey(&keys[n+i])
+		}
+		res, err := s.mgr.ReserveWrite(run, nil, size, l1.ModeNew)
 		if err != nil {
 			break
 		}
@@ -95,21 +104,21 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 		var backL []l1.Lease
 		for i := got; i < len(res); i++ {
 			if res[i].Status == l1.OK {
-				back, backL = append(back, keys[n+i]), append(backL, res[i].Lease)
+				back, backL = append(back, run[i]), append(backL, res[i].Lease)
 			}
 		}
 		if len(back) > 0 {
 			_, _ = s.mgr.AbortWrite(back, backL)
 		}
 		for i := range got {
-			k := cloneKey(&keys[n+i])
+			k := run[i]
 			ld := &loading{done: make(chan struct{})}
 			t.pending[k] = ld
 			t.inflight++
 			mine, leases, blocks, lens, dones = append(mine, k), append(leases, res[i].Lease),
 				append(blocks, res[i]), append(lens, sizes[n+i]), append(dones, ld)
 		}
-		t.own.writes.addAll(keys[n:n+got], res[:got], 1)
+		t.own.writes.addAll(run[:got], res[:got], 1)
 		n += got
 		if got < len(res) {
 			break
@@ -121,6 +130,7 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 	t.mu.Unlock()
 	s.gate.RUnlock()
 	if len(mine) > 0 {
+		s.l2cnt.prefetched.Add(uint64(len(mine)))
 		go t.load(mine, leases, blocks, lens, dones)
 	}
 	return n
@@ -153,6 +163,8 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 				badK, badL = append(badK, ks[i]), append(badL, ls[i])
 			}
 		}
+		s.l2cnt.loaded.Add(uint64(len(okK)))
+		s.l2cnt.failed.Add(uint64(len(badK)))
 		s.gate.RLock()
 		if len(okK) > 0 {
 			_, _ = s.mgr.FinishWrite(okK, okL)

@@ -56,7 +56,8 @@ type Server struct {
 	releasedWrites, releasedReads, relBytes atomic.Uint64
 	dbg                                     debugCounts
 
-	l2 *l2tier // nil without an L2 store (l2.go)
+	l2    *l2tier  // nil without an L2 store (l2.go)
+	l2cnt l2counts // the lookups' figures (l2metrics.go)
 }
 
 // CloseRecord says when a connection ended and what its release freed.

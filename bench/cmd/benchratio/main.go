@@ -330,6 +330,18 @@ var targets = []target{
 	{num: m("DaemonCycle/size=8MiB/keys=5700", "cpu-ns/key"), den: m("L1Cycle/size=8MiB/keys=5700", "cpu-ns/key"), report: true,
 		note: "the same cycle on CPU time: client, daemon and collector against caller, manager and collector"},
 	{num: m("DaemonRoundTrip/op=reserve-finish", "ns/rtt"), den: m("DaemonRoundTrip/op=ping", "ns/rtt"), op: "<=", bound: 1.5},
+	// The L2 tier on a real Redis Cluster: an L1 hit (32 keys) with L2 on
+	// against off, and L2 get and put throughput of 8 MiB objects through
+	// the daemon against a plain pipelined GET and SET loop with the same
+	// go-redis client on the same cluster; then the smaller blocks, for
+	// what the block size does.
+	{num: m("L2Hit/l2=on", "ns/op"), den: m("L2Hit/l2=off", "ns/op"), op: "<=", bound: 1.1},
+	{num: m("L2Get/path=daemon/size=8MiB", "GB/s"), den: m("L2Get/path=plain/size=8MiB", "GB/s"), op: ">=", bound: 0.8},
+	{num: m("L2Put/path=daemon/size=8MiB", "GB/s"), den: m("L2Put/path=plain/size=8MiB", "GB/s"), op: ">=", bound: 0.8},
+	{num: m("L2Get/path=daemon/size=1MiB", "GB/s"), den: m("L2Get/path=plain/size=1MiB", "GB/s"), report: true, note: "1 MiB blocks"},
+	{num: m("L2Get/path=daemon/size=64KiB", "GB/s"), den: m("L2Get/path=plain/size=64KiB", "GB/s"), report: true, note: "64 KiB blocks"},
+	{num: m("L2Put/path=daemon/size=1MiB", "GB/s"), den: m("L2Put/path=plain/size=1MiB", "GB/s"), report: true, note: "1 MiB blocks"},
+	{num: m("L2Put/path=daemon/size=64KiB", "GB/s"), den: m("L2Put/path=plain/size=64KiB", "GB/s"), report: true, note: "64 KiB blocks"},
 	// Contention: ops/s on two cores ÷ on one, one manager or allocator
 	// shared by b.RunParallel's goroutines; reported, no bound (l1/DESIGN.md,
 	// "Contention").

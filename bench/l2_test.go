@@ -1,0 +1,289 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/internal/rediscluster"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/l2"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// The L2 tier's benchmarks run against one real Redis Cluster (3 masters,
+// 3 replicas, on loopback), started once per process and killed by
+// TestMain: an L1 hit with L2 on against off, and L2 get and put
+// throughput through the daemon against a plain pipelined GET and SET
+// loop with the same go-redis client on the same cluster, at three block
+// sizes.
+
+var (
+	clusterOnce sync.Once
+	cluster     *rediscluster.Cluster
+	clusterErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cluster != nil {
+		cluster.Close()
+	}
+	os.Exit(code)
+}
+
+// l2URL is the shared cluster's seeds; the benchmark fails (never skips)
+// without Redis.
+func l2URL(b *testing.B) string {
+	b.Helper()
+	clusterOnce.Do(func() {
+		cluster, clusterErr = rediscluster.Start(context.Background(), rediscluster.Options{MaxMemory: "2gb"})
+	})
+	if clusterErr != nil {
+		b.Fatal(clusterErr)
+	}
+	return cluster.URL()
+}
+
+// l2Daemon is a daemon with an L2 tier on the shared cluster, and a
+// client of it.
+type l2Daemon struct {
+	s    *server.Server
+	c    *client.Client
+	tier *l2.Tier
+	rd   *l2.Redis
+}
+
+func startL2Daemon(b *testing.B, poolSize int64, withL2 bool, prefix string) *l2Daemon {
+	b.Helper()
+	cfg := server.Config{SocketPath: filepath.Join(b.TempDir(), "kvallocd.sock"), PoolSize: poolSize}
+	d := &l2Daemon{}
+	if withL2 {
+		rd, err := l2.NewRedis(context.Background(), l2URL(b), l2.RedisOptions{Timeout: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tier, err := l2.NewTier(rd, l2.Options{Timeout: 10 * time.Second, Prefix: prefix})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.L2 = server.L2Config{Store: tier}
+		d.tier, d.rd = tier, rd
+	}
+	s, err := server.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve()
+	b.Cleanup(func() { s.Close() })
+	c, err := client.Dial(s.SocketPath(), client.Options{Timeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	d.s, d.c = s, c
+	return d
+}
+
+func l2BenchKeys(tag string, n int) []l1.ObjectKey {
+	ks := make([]l1.ObjectKey, n)
+	for i := range ks {
+		ks[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("%s-%05d", tag, i), Model: "bench", KVRank: 0}
+	}
+	return ks
+}
+
+// writeAll reserves, stamps and finishes keys of size on d.
+func (d *l2Daemon) writeAll(b *testing.B, keys []l1.ObjectKey, size int64) {
+	b.Helper()
+	res, err := d.c.ReserveWrite(keys, nil, size, l1.ModeAll)
+	leases := make([]client.Lease, len(keys))
+	daemonLeases(b, "ReserveWrite", res, err, leases)
+	for i, r := range res {
+		bs, err := d.c.Bytes(r.Block)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for off := int64(0); off < size; off += 4096 {
+			bs[off] = byte(i + int(off>>12))
+		}
+	}
+	daemonAll(b, "FinishWrite")(d.c.FinishWrite(keys, leases))
+}
+
+// waitPuts waits until d's tier has stored want values in all.
+func (d *l2Daemon) waitPuts(b *testing.B, want uint64) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for d.tier.Stats().Puts < want {
+		if time.Now().After(deadline) {
+			b.Fatalf("L2 puts %+v, want %d", d.tier.Stats(), want)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// BenchmarkL2Hit is an L1 hit, reserve_read_prefix + finish_read of 32
+// keys of 8 MiB, on a daemon with an L2 tier (l2=on) and without
+// (l2=off): L2 must cost an L1 hit nothing. Reports ns/op.
+func BenchmarkL2Hit(b *testing.B) {
+	const n = 32
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("l2=%v", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+			l2URL(b) // the cluster runs in both, so that both share the machine with it
+			d := startL2Daemon(b, 2*n*prodObject, on, "bench-hit:")
+			keys := l2BenchKeys("hit", n)
+			d.writeAll(b, keys, prodObject)
+			if on {
+				d.waitPuts(b, n)
+			}
+			leases := make([]client.Lease, n)
+			hit := func() {
+				res, p, err := d.c.ReserveReadPrefix(keys, 1)
+				if err != nil || p != n {
+					b.Fatalf("ReserveReadPrefix: %d, %v", p, err)
+				}
+				for i := range res {
+					leases[i] = res[i].Lease
+				}
+				daemonAll(b, "FinishRead")(d.c.FinishRead(keys, leases, 1))
+			}
+			for range 500 { // warm: the write-through's garbage collected, the caches hot
+				hit()
+			}
+			for b.Loop() {
+				hit()
+			}
+		})
+	}
+}
+
+// l2Sizes are the block sizes of the throughput benchmarks, and the keys
+// per op at each (about 8 to 64 MiB an op).
+var l2Sizes = []struct {
+	name string
+	size int64
+	keys int
+}{{"64KiB", 64 << 10, 128}, {"1MiB", 1 << 20, 16}, {"8MiB", 8 << 20, 8}}
+
+// BenchmarkL2Get is L2 get throughput: path=daemon is a node loading keys
+// another node put, through the daemon (lookup with prefetch, then
+// reserve_read_prefix_wait, finish_read and a delete, so that the next op
+// loads them again); path=plain is a pipelined GET of the same values
+// with the same go-redis client on the same cluster. Reports GB/s of
+// payload.
+func BenchmarkL2Get(b *testing.B) {
+	for _, sz := range l2Sizes {
+		prefix := "bench-get-" + sz.name + ":"
+		keys := l2BenchKeys("get-"+sz.name, sz.keys)
+		b.Run("path=daemon/size="+sz.name, func(b *testing.B) {
+			a := startL2Daemon(b, 2*int64(sz.keys)*sz.size, true, prefix)
+			a.writeAll(b, keys, sz.size)
+			a.waitPuts(b, uint64(sz.keys))
+			d := startL2Daemon(b, 2*int64(sz.keys)*sz.size, true, prefix)
+			leases := make([]client.Lease, sz.keys)
+			for b.Loop() {
+				lk, err := d.c.Lookup(keys, true)
+				if err != nil || int(lk.Prefetch) != sz.keys {
+					b.Fatalf("Lookup: %+v, %v", lk, err)
+				}
+				res, p, err := d.c.ReserveReadPrefixWait(keys, 1, wire.MaxWait*time.Microsecond)
+				if err != nil || p != sz.keys {
+					b.Fatalf("ReserveReadPrefixWait: %d of %d, %v (%+v)", p, sz.keys, err, d.tier.Stats())
+				}
+				for i := range res {
+					leases[i] = res[i].Lease
+				}
+				daemonAll(b, "FinishRead")(d.c.FinishRead(keys, leases, 1))
+				daemonAll(b, "Delete")(d.c.Delete(keys, false))
+			}
+			bandwidth(b, int64(sz.keys)*sz.size)
+		})
+		b.Run("path=plain/size="+sz.name, func(b *testing.B) {
+			a := startL2Daemon(b, 2*int64(sz.keys)*sz.size, true, prefix)
+			a.writeAll(b, keys, sz.size) // the same values, once more
+			a.waitPuts(b, uint64(sz.keys))
+			cl := a.rd.Client()
+			names := make([]string, len(keys))
+			for i := range keys {
+				names[i] = l2.StoreKey(prefix, &keys[i])
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				cmds, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for _, n := range names {
+						p.Get(ctx, n)
+					}
+					return nil
+				})
+				if err != nil || len(cmds) != len(names) {
+					b.Fatalf("pipelined GET: %v", err)
+				}
+				for _, c := range cmds {
+					if v, err := c.(*redis.StringCmd).Bytes(); err != nil || int64(len(v)) < sz.size {
+						b.Fatalf("GET: %d bytes, %v", len(v), err)
+					}
+				}
+			}
+			bandwidth(b, int64(sz.keys)*sz.size)
+		})
+	}
+}
+
+// BenchmarkL2Put is L2 put throughput: path=daemon is write-through, a
+// reserve_write and finish_write of fresh objects and the wait until the
+// daemon has stored them all in L2; path=plain is a pipelined SET of
+// values of the same size (made by l2.Encode) with the same go-redis
+// client on the same cluster. Reports GB/s of payload.
+func BenchmarkL2Put(b *testing.B) {
+	for _, sz := range l2Sizes {
+		prefix := "bench-put-" + sz.name + ":"
+		keys := l2BenchKeys("put-"+sz.name, sz.keys)
+		b.Run("path=daemon/size="+sz.name, func(b *testing.B) {
+			d := startL2Daemon(b, 4*int64(sz.keys)*sz.size, true, prefix)
+			done := uint64(0)
+			for b.Loop() {
+				d.writeAll(b, keys, sz.size)
+				done += uint64(sz.keys)
+				d.waitPuts(b, done)
+				b.StopTimer()
+				daemonAll(b, "Delete")(d.c.Delete(keys, false))
+				b.StartTimer()
+			}
+			bandwidth(b, int64(sz.keys)*sz.size)
+		})
+		b.Run("path=plain/size="+sz.name, func(b *testing.B) {
+			d := startL2Daemon(b, int64(sz.keys)*sz.size, true, prefix)
+			cl := d.rd.Client()
+			names := make([]string, len(keys))
+			vals := make([][]byte, len(keys))
+			for i := range keys {
+				names[i] = l2.StoreKey(prefix, &keys[i])
+				vals[i], _ = l2.Encode(nil, &keys[i], make([]byte, sz.size))
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				_, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for i, n := range names {
+						p.Set(ctx, n, vals[i], 0)
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatalf("pipelined SET: %v", err)
+				}
+			}
+			bandwidth(b, int64(sz.keys)*sz.size)
+		})
+	}
+}

@@ -1,0 +1,137 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvalloc/kvalloc/client"
+	"github.com/kvalloc/kvalloc/internal/rediscluster"
+	"github.com/kvalloc/kvalloc/l1"
+)
+
+func dialWait(t *testing.T, sock string) *client.Client {
+	t.Helper()
+	waitSocket(t, sock)
+	// A killed daemon's socket file stays until the next one replaces it.
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		c, err := client.Dial(sock, client.Options{})
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fill(b []byte, key int) {
+	for off := 0; off+8 <= len(b); off += 8 {
+		binary.LittleEndian.PutUint64(b[off:], uint64(key)<<32|uint64(off))
+	}
+}
+
+// TestL2KilledDaemonWarmsUpFromL2 runs kvallocd processes with -l2 on a
+// real redis-server: node A writes objects and is SIGKILLed at once, its
+// puts in flight; a fresh A on the same socket then reads the prefix back
+// through lookup and reserve_read_prefix_wait. Every byte it serves is
+// what the killed A wrote (a Redis SET is atomic and every value is
+// checked: nothing half-written is served), and its hits over the
+// requests recover from 0 to what reached L2.
+func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "a.sock")
+	args := []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s"}
+	a, _ := daemon(t, args...)
+	c := dialWait(t, sock)
+	const size = 256 << 10
+	const n = 64
+	keys := make([]l1.ObjectKey, n)
+	for i := range keys {
+		keys[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("warm-%03d", i), Model: "m"}
+	}
+	res, err := c.ReserveWrite(keys, nil, size, l1.ModeAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := make([]client.Lease, n)
+	for i, r := range res {
+		b, _ := c.Bytes(r.Block)
+		fill(b[:size], i)
+		leases[i] = r.Lease
+	}
+	if _, err := c.FinishWrite(keys, leases); err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once some puts are in Redis: the others are in flight.
+	rc := srv.Client()
+	defer rc.Close()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		if k, _ := rc.DBSize(t.Context()).Result(); k >= 8 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("no put reached Redis")
+		}
+	}
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.Wait()
+	c.Close()
+
+	daemon(t, args...)
+	c2 := dialWait(t, sock)
+	// A request is one lookup and read per key: the puts went out in
+	// parallel, so what reached Redis is a scattering of keys, not a
+	// prefix.
+	var curve, l2hits []int
+	want := make([]byte, size)
+	for req := range 3 {
+		l1h, l2h := 0, 0
+		for i := range keys {
+			k := keys[i : i+1]
+			lk, err := c2.Lookup(k, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l1h += int(lk.L1)
+			l2h += int(lk.L2)
+			rr, p, err := c2.ReserveReadPrefixWait(k, 1, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == 0 {
+				if lk.L1+lk.L2 > 0 {
+					t.Fatalf("request %d: key %d was a hit (%+v) and did not load: %v", req, i, lk, rr[0].Status)
+				}
+				continue
+			}
+			b, _ := c2.Bytes(rr[0].Block)
+			fill(want, i)
+			if !bytes.Equal(b[:size], want) {
+				t.Fatalf("request %d: WRONG BYTES for key %d", req, i)
+			}
+			if _, err := c2.FinishRead(k, []client.Lease{rr[0].Lease}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if req == 0 && l1h != 0 {
+			t.Fatalf("a fresh daemon has %d L1 hits", l1h)
+		}
+		curve, l2hits = append(curve, l1h), append(l2hits, l2h)
+	}
+	inRedis, _ := rc.DBSize(t.Context()).Result()
+	t.Logf("killed mid-put with %d of %d values in Redis; after the restart, per request: L1 hits %v, L2 hits %v", inRedis, n, curve, l2hits)
+	if curve[len(curve)-1] == 0 || l2hits[0] == 0 || curve[1] != l2hits[0] {
+		t.Fatalf("the restarted daemon did not warm up from L2: L1 %v, L2 %v", curve, l2hits)
+	}
+}
