@@ -65,3 +65,21 @@ func AgreeResult(model, got *Result, tol float64) error {
 	}
 	return nil
 }
+
+// BandTolerance is how far outside its band a replay through daemons over
+// Redis may fall (AgreeBand).
+const BandTolerance = 0.005
+
+// AgreeBand checks a replay with L2 through daemons over a real Redis
+// Cluster against the model's band: at least lo's block hit rate (the
+// model with random eviction in L2, what Redis's allkeys-lru degrades to
+// when its one-second clock sees a replay of an hour in seconds) and at
+// most hi's (exact LRU), each by tol.
+func AgreeBand(lo, hi, got *Result, tol float64) error {
+	g := got.HitRate()
+	if g < lo.HitRate()-tol || g > hi.HitRate()+tol {
+		return fmt.Errorf("%w: %s: hit rate %s outside the model's band [%s random, %s exact LRU] by more than %s", ErrDisagree,
+			hi.Config.Name(), sim.Percent(g, 2), sim.Percent(lo.HitRate(), 2), sim.Percent(hi.HitRate(), 2), sim.PercentPoints(tol, 1))
+	}
+	return nil
+}

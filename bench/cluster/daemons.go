@@ -91,6 +91,11 @@ func RunDaemons(tr *trace.Trace, cfg Config) (_ *Result, err error) {
 	defer func() {
 		err = errors.Join(err, d.close(), os.RemoveAll(dir))
 		if rl2 != nil {
+			if err == nil {
+				var kerr error
+				d.res.L2Keys, kerr = rl2.keys(ctx)
+				err = kerr
+			}
 			rl2.close()
 		}
 	}()

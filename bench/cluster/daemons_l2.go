@@ -157,4 +157,23 @@ func (r *redisL2) tier(ctx context.Context) (*countingStore, error) {
 	return &countingStore{Store: t}, nil
 }
 
+// keys returns the keys the cluster's masters hold.
+func (r *redisL2) keys(ctx context.Context) (int64, error) {
+	masters, err := r.c.Masters(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, m := range masters {
+		cl := m.Client()
+		k, err := cl.DBSize(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	return n, nil
+}
+
 func (r *redisL2) close() { r.c.Close() }

@@ -65,19 +65,46 @@ func TestDaemonsRefuseWriteBack(t *testing.T) {
 
 // TestDaemonsWithL2AgreeWithTheModel: nodes through real daemons over a
 // real Redis Cluster (write-through, every byte of every hit checked,
-// whether from the node's l1 or loaded from L2) read no wrong byte, hit
-// what the model hits within the tolerance, and L2 serves hits.
+// whether from the node's l1 or loaded from L2) read no wrong byte, L2
+// serves hits, Redis holds about Q values, and the hit rate lies in the
+// model's band: between random eviction in L2 (what allkeys-lru's
+// one-second clock makes of a replay of an hour in seconds) and exact
+// LRU; with an L2 that never evicts, the band is one point.
 func TestDaemonsWithL2AgreeWithTheModel(t *testing.T) {
 	tr, _ := load(t, shapeFile)
 	p := slots(tr)
+	for _, q := range []int64{p, 4 * p} {
+		cfg := cluster.Config{Nodes: 2, L1: p, L2: q, Write: cluster.WriteThrough, Routing: node.RoundRobin, Options: trace.Options{MaxRequests: daemonRequests}}
+		hi, err := cluster.Run(tr, cfg)
+		require.NoError(t, err)
+		cfg.L2Evict = cluster.RandomEvict
+		lo, err := cluster.Run(tr, cfg)
+		require.NoError(t, err)
+		cfg.L2Evict = cluster.ExactLRU
+		got, err := cluster.RunDaemons(tr, cfg)
+		require.NoError(t, err)
+		t.Logf("Q=%d: model %.2f%% random, %.2f%% exact; daemons %.2f%% (L2 hits %d, puts %d, drops %d, unsettled %d, Redis holds %d values)",
+			q, 100*lo.HitRate(), 100*hi.HitRate(), 100*got.HitRate(), got.L2Hits, got.Puts, got.Drops, got.Unsettled, got.L2Keys)
+		require.Positive(t, got.L2Hits)
+		require.Zero(t, got.Lost)
+		require.InDelta(t, float64(min(q, hi.Stored)), float64(got.L2Keys), float64(q)/20)
+		require.NoError(t, cluster.AgreeBand(lo, hi, got, cluster.BandTolerance))
+	}
+}
+
+// TestDaemonsWithL2AgreeBites: daemons with an L2 of Q are outside the
+// band of a model whose L2 is Q/4.
+func TestDaemonsWithL2AgreeBites(t *testing.T) {
+	tr, _ := load(t, shapeFile)
+	p := slots(tr)
 	cfg := cluster.Config{Nodes: 2, L1: p, L2: p, Write: cluster.WriteThrough, Routing: node.RoundRobin, Options: trace.Options{MaxRequests: daemonRequests}}
-	model, err := cluster.Run(tr, cfg)
-	require.NoError(t, err)
 	got, err := cluster.RunDaemons(tr, cfg)
 	require.NoError(t, err)
-	t.Logf("model %.2f%% (L2 hits %d), daemons %.2f%% (L2 hits %d, puts %d, drops %d, unsettled %d)",
-		100*model.HitRate(), model.L2Hits, 100*got.HitRate(), got.L2Hits, got.Puts, got.Drops, got.Unsettled)
-	require.Positive(t, got.L2Hits)
-	require.Zero(t, got.Lost)
-	require.NoError(t, cluster.AgreeResult(model, got, cluster.DefaultTolerance))
+	cfg.L2 = p / 4
+	hi, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	cfg.L2Evict = cluster.RandomEvict
+	lo, err := cluster.Run(tr, cfg)
+	require.NoError(t, err)
+	require.True(t, errors.Is(cluster.AgreeBand(lo, hi, got, cluster.BandTolerance), cluster.ErrDisagree))
 }

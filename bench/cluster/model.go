@@ -87,12 +87,20 @@ const (
 	// round, an eviction pool of 16, a one-second access clock, seeded
 	// so that replays repeat).
 	RedisLRU
+	// RandomEvict evicts a block drawn uniformly (Redis's allkeys-random,
+	// seeded): what allkeys-lru degrades to when its one-second clock
+	// cannot tell the keys' ages apart, as in a replay of an hour of
+	// traffic in seconds.
+	RandomEvict
 )
 
-// String returns "exact LRU" or "Redis allkeys-lru".
+// String returns "exact LRU", "Redis allkeys-lru" or "random".
 func (e L2Evict) String() string {
-	if e == RedisLRU {
+	switch e {
+	case RedisLRU:
 		return "Redis allkeys-lru"
+	case RandomEvict:
+		return "random"
 	}
 	return "exact LRU"
 }
@@ -117,8 +125,8 @@ func (c *Config) Name() string {
 		touch = "+touch"
 	}
 	evict := ""
-	if c.L2Evict == RedisLRU {
-		evict = " (Redis allkeys-lru)"
+	if c.L2Evict != ExactLRU {
+		evict = " (" + c.L2Evict.String() + ")"
 	}
 	return fmt.Sprintf("%d nodes + L2 %d%s %s%s %s", c.Nodes, c.L2, evict, c.Write, touch, c.Routing.Name)
 }
@@ -141,6 +149,9 @@ type Result struct {
 	// to L2 the daemons' bounded queues dropped, and finishes whose
 	// copies were not all handed to L2 within SettleTimeout.
 	Drops, Unsettled int64
+	// L2Keys is the values the Redis Cluster held at the end of the
+	// daemons' replay (against the model's Config.L2).
+	L2Keys int64
 	// Held is the distinct blocks the l1s and L2 held together at the
 	// end of the replay, and Places their places (N × L1 + L2): Held ÷
 	// Places is how much of the cluster's memory holds distinct data,
@@ -185,7 +196,7 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	if cfg.Nodes < 1 || cfg.Nodes > 256 || cfg.L1 < 1 || cfg.L2 < 0 {
 		return nil, fmt.Errorf("%w: %d nodes of %d blocks, L2 of %d: need 1-256 nodes of at least 1 block and an L2 of at least 0", ErrConfig, cfg.Nodes, cfg.L1, cfg.L2)
 	}
-	if cfg.Write > WriteBoth || cfg.L2Evict > RedisLRU {
+	if cfg.Write > WriteBoth || cfg.L2Evict > RandomEvict {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, cfg.Write)
 	}
 	if cfg.Routing.Assign == nil {
@@ -214,8 +225,10 @@ func Run(tr *trace.Trace, cfg Config) (*Result, error) {
 	}
 	var clock sim.Clock
 	switch {
-	case cfg.L2 > 0 && cfg.L2Evict == RedisLRU:
-		d.l2 = newRedisLRU(cfg.L2, clock.Now, uint64(cfg.Nodes)<<32|uint64(cfg.L2))
+	case cfg.L2 > 0 && cfg.L2Evict != ExactLRU:
+		r := newRedisLRU(cfg.L2, clock.Now, uint64(cfg.Nodes)<<32|uint64(cfg.L2))
+		r.random = cfg.L2Evict == RandomEvict
+		d.l2 = r
 	case cfg.L2 > 0:
 		d.l2 = newLRU(cfg.L2)
 	}

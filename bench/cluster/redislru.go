@@ -54,6 +54,9 @@ type redisLRU struct {
 	rng   *rand.Rand
 	now   func() time.Duration
 	evict int64
+	// random evicts a key drawn uniformly (Redis's allkeys-random), not
+	// by sampled idle time.
+	random bool
 }
 
 type poolEntry struct {
@@ -91,6 +94,12 @@ func (c *redisLRU) insert(b int32, _ bool) victim {
 // evictOne is Redis's performEvictions for one key: populate the pool
 // from a sample, then evict its most idle live entry.
 func (c *redisLRU) evictOne() victim {
+	if c.random {
+		b := c.keys[c.rng.IntN(len(c.keys))]
+		c.remove(b)
+		c.evict++
+		return victim{block: b, ok: true}
+	}
 	now := c.clock()
 	for {
 		for range RedisSamples {

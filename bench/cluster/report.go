@@ -228,7 +228,10 @@ func EvictTable(exact, redis *Report, w WritePolicy) *sim.Table {
 
 // DaemonRow is one configuration replayed by the model and by daemons.
 type DaemonRow struct {
-	Model, Daemons *Result
+	// Model is the model's replay of the configuration; Low, for a
+	// configuration with L2, the model with random eviction in L2 (the
+	// band's low end, AgreeBand).
+	Model, Low, Daemons *Result
 	// Err is the daemons' replay's error (Daemons is then nil).
 	Err  error
 	Wall float64 // seconds of the daemons' replay
@@ -236,7 +239,7 @@ type DaemonRow struct {
 
 // DaemonTable puts the daemons' block hit rates beside the model's.
 func DaemonTable(rows []DaemonRow, tol float64) *sim.Table {
-	t := &sim.Table{Columns: []string{"trace", "configuration", "model: hit", "daemons: hit", "Δ", "within " + sim.PercentPoints(tol, 1), "hits' bytes checked", "wall"}}
+	t := &sim.Table{Columns: []string{"trace", "configuration", "model: hit", "model, random L2", "daemons: hit", "Δ", "agrees", "L2 hits", "Redis holds", "hits' bytes checked", "wall"}}
 	for _, r := range rows {
 		if r.Err != nil || r.Daemons == nil {
 			msg := "no result"
@@ -246,16 +249,34 @@ func DaemonTable(rows []DaemonRow, tol float64) *sim.Table {
 					msg = msg[i+2:]
 				}
 			}
-			t.Rows = append(t.Rows, []string{r.Model.Trace, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), "FAILED", msg, "NO", "", strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
+			t.Rows = append(t.Rows, []string{r.Model.Trace, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), "", "FAILED", msg, "NO", "", "", "", strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
 			continue
 		}
 		d := r.Daemons.HitRate() - r.Model.HitRate()
-		ok := "yes"
-		if d > tol || d < -tol {
+		ok, low, held := "yes", "–", "–"
+		if r.Agree(tol) != nil {
 			ok = "NO"
 		}
-		t.Rows = append(t.Rows, []string{r.Model.Trace, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), sim.Percent(r.Daemons.HitRate(), 2),
-			sim.PercentPoints(d, 2), ok, bytesStr(float64(r.Daemons.Hits * r.Daemons.BlockBytes)), strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
+		if r.Low != nil {
+			low, held = sim.Percent(r.Low.HitRate(), 2), strconv.FormatInt(r.Daemons.L2Keys, 10)+" of "+strconv.FormatInt(r.Model.Config.L2, 10)
+		}
+		t.Rows = append(t.Rows, []string{r.Model.Trace, r.Model.Config.Name(), sim.Percent(r.Model.HitRate(), 2), low, sim.Percent(r.Daemons.HitRate(), 2),
+			sim.PercentPoints(d, 2), ok, strconv.FormatInt(r.Daemons.L2Hits, 10), held, bytesStr(float64(r.Daemons.Hits * r.Daemons.BlockBytes)), strconv.FormatFloat(r.Wall, 'f', 1, 64) + " s"})
 	}
 	return t
+}
+
+// Agree checks r: a failed replay is its error; a configuration with L2
+// must lie in the model's band (AgreeBand, BandTolerance); one without,
+// within tol of the model (AgreeResult).
+func (r *DaemonRow) Agree(tol float64) error {
+	switch {
+	case r.Err != nil:
+		return r.Err
+	case r.Daemons == nil:
+		return fmt.Errorf("%w: %s: no result", ErrDisagree, r.Model.Config.Name())
+	case r.Low != nil:
+		return AgreeBand(r.Low, r.Model, r.Daemons, BandTolerance)
+	}
+	return AgreeResult(r.Model, r.Daemons, tol)
 }

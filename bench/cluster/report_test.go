@@ -116,8 +116,8 @@ func TestDaemonTableFlagsDisagreement(t *testing.T) {
 	far := *m
 	far.Hits += far.Refs / 10
 	tab := cluster.DaemonTable([]cluster.DaemonRow{{Model: m, Daemons: m}, {Model: m, Daemons: &far}}, cluster.DefaultTolerance)
-	require.Equal(t, "yes", tab.Rows[0][5])
-	require.Equal(t, "NO", tab.Rows[1][5])
+	require.Equal(t, "yes", tab.Rows[0][6])
+	require.Equal(t, "NO", tab.Rows[1][6])
 	require.Equal(t, tr.Name, tab.Rows[0][0])
 }
 
