@@ -327,6 +327,28 @@ node-bench:
 bench-node:
 	$(GO) run ./bench/cmd/nodebench -pool $(NODE_POOL) -policies $(NODE_POLICY) $(TRACE_FILE)
 
+# CLUSTER_TRACES are make cluster-bench's traces: the Mooncake conversation
+# trace and the shape whose prompts share segments across conversations.
+CLUSTER_TRACES ?= $(TRACE_FILE) testdata/scenarios/shared-prefix.shape
+
+.PHONY: cluster-bench
+## cluster-bench: N nodes with their own l1 over one shared L2 (the
+## in-process model of bench/cluster), replaying CLUSTER_TRACES with DP
+## routing round-robin and by conversation, N in {2,4}, Q in {0.25,1,4}
+## times one node's l1, write-through, write-back and both: hit rates and
+## prefill tokens beside isolated nodes and the ideal bound, bytes to and
+## from L2 per hit, the recommended write policy, and whether an L2 hit
+## beats recomputing at the bandwidth of one local redis-server (needs
+## redis-server and redis-benchmark, and the l2 package over a Redis
+## Cluster); then isolated nodes, and write-through for every Q over a
+## real Redis Cluster, through real kvallocd daemons and clients (every
+## byte of every hit checked), failing after the tables if a replay fails
+## or a hit rate differs from the model's by more than 2 pp; stdout and
+## bench/out/cluster.md. Linux only.
+cluster-bench: redis
+	@mkdir -p $(BENCH_OUT)
+	$(GO) run ./bench/cmd/clusterbench -out $(BENCH_OUT) $(CLUSTER_TRACES)
+
 .PHONY: trace
 ## trace: replay the Mooncake conversation trace through every l1 policy and
 ## the ideal-LRU and Belady bounds at pool fractions TRACE_POOLS: the tables
