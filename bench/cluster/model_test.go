@@ -14,7 +14,6 @@ import (
 	"github.com/kvalloc/kvalloc/bench/node"
 	"github.com/kvalloc/kvalloc/bench/scenario"
 	"github.com/kvalloc/kvalloc/bench/trace"
-	"github.com/kvalloc/kvalloc/internal/reference/mutant"
 )
 
 // The tests replay the first testRequests requests of each trace.
@@ -90,7 +89,7 @@ func TestOneNodeIsTheIdealLRU(t *testing.T) {
 // recency is not the ideal LRU.
 func TestOneNodeIsTheIdealLRUBites(t *testing.T) {
 	tr, _ := load(t, conversationFile)
-	require.False(t, oneNodeMatchesIdealLRU(t, tr, mutant.ClusterNoTouch))
+	require.False(t, oneNodeMatchesIdealLRU(t, tr, clusterNoTouch))
 }
 
 // unboundedL2Gap replays 4 nodes routed round-robin over an L2 that holds
@@ -130,7 +129,7 @@ func TestUnboundedL2SharesEverything(t *testing.T) {
 // the count of puts.
 func TestUnboundedL2SharesEverythingBites(t *testing.T) {
 	tr, _ := load(t, conversationFile)
-	gap, r := unboundedL2Gap(t, tr, mutant.ClusterDropsPuts)
+	gap, r := unboundedL2Gap(t, tr, clusterDropsPuts)
 	require.Greater(t, gap, 0.002)
 	require.Less(t, r.Puts, r.Stored)
 }
