@@ -33,6 +33,12 @@ import (
 // asked, so every key up to the cut counts, whatever l1 then answers for
 // it. A one-key call is thus all or nothing, and a connection at its limit
 // changes nothing until it gives something back.
+//
+// The status names what binds. A reserve_write is not cut where memory
+// binds before the limit can: a ConnWriteBytes of the pool's size or more,
+// or an object larger than the pool; l1 answers it whole. And when the
+// cut prefix itself ran out of memory, the keys past the cut are
+// OUT_OF_MEMORY, as l1 would have answered them, not OVER_LIMIT.
 
 // Defaults of the per-connection limits, sized for a node of 8 GPUs at
 // TP 8: some 64 engine ranks on one daemon, each restoring or storing
@@ -101,7 +107,11 @@ func (c *conn) fit(q *wire.Request) int {
 		}
 		room, cost = c.s.cfg.ConnReadLocks-c.own.reads.count, int64(q.Locks)
 	case wire.TypeReserveWrite:
-		if q.Size <= 0 {
+		// Where the memory binds before the limit can, l1's
+		// OUT_OF_MEMORY is the answer: a limit of the pool's size or
+		// more (one connection cannot hold more than the pool), and an
+		// object larger than the pool.
+		if pool := int64(len(c.s.pool.Bytes())); q.Size <= 0 || q.Size > pool || c.s.cfg.ConnWriteBytes >= pool {
 			return n
 		}
 		room, cost = c.s.cfg.ConnWriteBytes-c.own.writes.count, q.Size
@@ -142,9 +152,19 @@ func (c *conn) dispatchLimited(q *wire.Request, a *wire.Answer) error {
 	if err := c.dispatch(q, a); err != nil {
 		return err
 	}
-	c.s.overLimit.Add(uint64(n - k))
+	// A reserve_write whose cut prefix already ran out of memory: the
+	// keys past the cut would have been OUT_OF_MEMORY too (l1 grants the
+	// longest prefix that fits), and that is what binds.
+	oom := q.Type == wire.TypeReserveWrite && len(a.Results) > 0 && a.Results[len(a.Results)-1].Status == wire.StatusOutOfMemory
+	if !oom {
+		c.s.overLimit.Add(uint64(n - k))
+	}
 	for i := range n - k {
 		st := wire.StatusOverLimit
+		if oom {
+			a.Results = append(a.Results, wire.Result{Status: wire.StatusOutOfMemory})
+			continue
+		}
 		if prefix := q.Type == wire.TypeReserveReadPrefix || q.Type == wire.TypeReserveReadPrefixWait; prefix && (i > 0 || int(a.Prefix) < k) {
 			st = wire.StatusSkipped
 		}

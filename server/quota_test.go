@@ -180,6 +180,38 @@ func TestConnReadLocksFinishWriteAndReserveRead(t *testing.T) {
 	check(t, s)
 }
 
+// TestConnWriteBytesMemoryBindsFirst: the status names what binds. With a
+// limit of the pool's size or more, and for an object larger than the
+// pool, l1 answers every key (its OUT_OF_MEMORY tail); a cut prefix that
+// ran out of memory makes the keys past the cut OUT_OF_MEMORY too.
+func TestConnWriteBytesMemoryBindsFirst(t *testing.T) {
+	const obj = 8 << 20
+	s := start(t, server.Config{PoolSize: 8 * obj, ConnWriteBytes: 9 * obj}) // a limit past the pool
+	w := dial(t, s)
+	ks := keys("mem", 10)
+	res, err := w.ReserveWrite(ks, nil, obj, l1.ModeAll)
+	results(t, "10 objects into room for 8, a limit of 9", res, err,
+		append(repeat(wire.StatusOK, 8), wire.StatusOutOfMemory, wire.StatusOutOfMemory)...)
+	allOK(t, "abort")(w.AbortWrite(ks[:8], leasesOf(res)[:8]))
+
+	s = start(t, server.Config{PoolSize: 8 * obj, ConnWriteBytes: 6 * obj})
+	other, w := dial(t, s), dial(t, s)
+	held, err := other.ReserveWrite(keys("other", 5), nil, obj, l1.ModeAll)
+	results(t, "another connection's 5", held, err, repeat(wire.StatusOK, 5)...)
+	res, err = w.ReserveWrite(ks, nil, obj, l1.ModeAll) // cut at 6; memory for 3
+	results(t, "cut at 6 with memory for 3", res, err, append(repeat(wire.StatusOK, 3), repeat(wire.StatusOutOfMemory, 7)...)...)
+	if n := metric(t, s, "kvalloc_daemon_over_limit_keys_total"); n != 0 {
+		t.Fatalf("over_limit_keys_total %v, want 0: memory bound first", n)
+	}
+	allOK(t, "abort")(w.AbortWrite(ks[:3], leasesOf(res)[:3]))
+	res, err = w.ReserveWrite(ks[:2], nil, 9*obj, l1.ModeAll)
+	results(t, "objects larger than the pool", res, err, wire.StatusOutOfMemory, wire.StatusOutOfMemory)
+	allOK(t, "the other connection aborts")(other.AbortWrite(keys("other", 5), leasesOf(held)))
+	res, err = w.ReserveWrite(ks[:2], nil, 4*obj, l1.ModeAll) // the limit binds: 6 of 8 objects' worth
+	results(t, "the limit binds", res, err, wire.StatusOK, wire.StatusOverLimit)
+	allOK(t, "abort")(w.AbortWrite(ks[:1], leasesOf(res)[:1]))
+}
+
 // TestConnWriteBytesAtTheLimit: write reservations count the bytes asked;
 // at and under ConnWriteBytes every key is reserved, past it the call is
 // cut in request order (chain positions with it), and a size beyond the
