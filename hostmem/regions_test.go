@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -604,18 +605,24 @@ func TestNewTouchesNoMemoryForCapacity(t *testing.T) {
 	if overcommitMode(t) == "2" {
 		t.Skip("vm.overcommit_memory=2: the kernel ignores MAP_NORESERVE")
 	}
+	// TotalAlloc counts every goroutine's allocations, the runtime's and
+	// other tests' too, so one reading can only overstate New's: the
+	// least of five is the measurement.
 	for _, size := range []int64{1 << 30, 1 << 40} {
-		r, err := NewMmapRegion(size, MmapOptions{NoReserve: true})
-		require.NoError(t, err)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		a, err := allocator.New(r, allocator.Options{})
-		runtime.ReadMemStats(&after)
-		require.NoError(t, err)
-		bytes := after.TotalAlloc - before.TotalAlloc
-		t.Logf("New over %s allocated %d bytes", regionSizeString(size), bytes)
-		assert.Less(t, bytes, uint64(8<<10), "New over %d bytes allocated %d bytes", size, bytes)
-		require.NoError(t, a.Close())
+		least := uint64(math.MaxUint64)
+		for range 5 {
+			r, err := NewMmapRegion(size, MmapOptions{NoReserve: true})
+			require.NoError(t, err)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			a, err := allocator.New(r, allocator.Options{})
+			runtime.ReadMemStats(&after)
+			require.NoError(t, err)
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
+			require.NoError(t, a.Close())
+		}
+		t.Logf("New over %s allocated %d bytes (the least of 5)", regionSizeString(size), least)
+		assert.Less(t, least, uint64(8<<10), "New over %d bytes allocated %d bytes", size, least)
 	}
 }
 
