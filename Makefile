@@ -349,6 +349,15 @@ cluster-bench: redis
 	@mkdir -p $(BENCH_OUT)
 	$(GO) run ./bench/cmd/clusterbench -out $(BENCH_OUT) $(CLUSTER_TRACES)
 
+.PHONY: two-nodes
+## two-nodes: the L2 tier's quickstart on this machine, start to finish: a
+## Redis Cluster of 3 masters and 3 replicas on 127.0.0.1:7000-7005 (PORT=
+## moves it), two kvallocd daemons over it, and the twonodes example, which
+## writes chunks on node A and reads them, every byte checked, on node B;
+## all of it stopped on exit. TestTwoNodesQuickstart runs it in make test.
+two-nodes: redis
+	PORT=$(or $(PORT),7000) bash client/example/twonodes/two-nodes.sh
+
 .PHONY: trace
 ## trace: replay the Mooncake conversation trace through every l1 policy and
 ## the ideal-LRU and Belady bounds at pool fractions TRACE_POOLS: the tables
