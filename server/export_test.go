@@ -29,3 +29,8 @@ func MarkStopping(s *Server) {
 // hundredth of the finished objects out of its index: the bug the handoff
 // harness's bite test must catch.
 func DropFromHandoffs() { handoffDropBite = true }
+
+// CountUnpaidL2 makes s's lookups count and prefetch every L2 hit,
+// whether it pays or not: the bug the break-even rule's bite test must
+// catch.
+func CountUnpaidL2(s *Server) { s.countUnpaidL2.Store(true) }

@@ -5,8 +5,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/l2"
@@ -30,11 +32,28 @@ type L2Config struct {
 	// PrefetchBatch is the most keys one prefetch get carries (default
 	// 8): a prefetch finishes its keys in order, a batch at a time.
 	PrefetchBatch int
+	// MinRate is the break-even of an L2 hit, in bytes per second: while
+	// the daemon's estimate of its L2 load rate (L2Estimate) is below
+	// it, a lookup counts its L2 hits as misses and prefetches none of
+	// them (PROTOCOL.md, "The L2 tier"). 0, the default here, counts
+	// every hit; kvallocd's -l2-min-rate defaults to DefaultL2MinRate.
+	MinRate float64
+	// ProbeInterval is how long a refusal of the rule above stands
+	// without a new measure (default 1 s): past it, a refused lookup
+	// with the prefetch flag loads its first batch anyway, uncounted, so
+	// that a store that became fast is counted again.
+	ProbeInterval time.Duration
 }
 
 func (c L2Config) withDefaults() (L2Config, error) {
-	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 {
+	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 || c.ProbeInterval < 0 {
 		return c, fmt.Errorf("%w: negative L2 bound (%+v)", l1.ErrInvalidArgument, c)
+	}
+	if !(c.MinRate >= 0) || math.IsInf(c.MinRate, 1) {
+		return c, fmt.Errorf("%w: L2 break-even rate %v is not a rate (want 0 or a finite positive number of bytes per second)", l1.ErrInvalidArgument, c.MinRate)
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultL2ProbeInterval
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -71,6 +90,8 @@ type l2tier struct {
 	pending  map[l1.ObjectKey]*loading // keys being loaded from L2
 	inflight int                       // len(pending)
 	closed   bool
+
+	rate loadRate // the estimate of the L2 load rate (l2rate.go)
 }
 
 // loading is one key's prefetch: done closes once it is finished or

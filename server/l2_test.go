@@ -294,7 +294,9 @@ func TestL2Metrics(t *testing.T) {
 		"kvallocd_l2_puts_total 3", "kvallocd_l2_written_bytes_total", "kvallocd_l2_breaker_state 0",
 		"kvallocd_l2_checksum_failures_total 0", "kvallocd_l2_drops_total 0", "kvallocd_l2_put_seconds_bucket",
 		"kvallocd_l2_get_seconds_count", "kvallocd_lookups_total 1", "kvallocd_lookup_l1_hits_total 1",
-		"kvallocd_lookup_l2_hits_total 2",
+		"kvallocd_lookup_l2_hits_total 2", `kvallocd_lookup_l2_unpaid_total{reason="rate"} 0`,
+		`kvallocd_lookup_l2_unpaid_total{reason="budget"} 0`, "kvallocd_l2_prefetch_probe_keys_total 0",
+		"kvallocd_l2_load_rate_bytes_per_second 0", "kvallocd_l2_load_samples_total 0",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)

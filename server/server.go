@@ -53,6 +53,10 @@ type Server struct {
 	// bite test (export_test.go): a connection's end forgets its read
 	// locks instead of releasing them.
 	forgetReads bool
+	// countUnpaidL2 is a deliberate bug, set only by the break-even
+	// rule's bite test (export_test.go): a lookup counts and prefetches
+	// every L2 hit, paying or not.
+	countUnpaidL2 atomic.Bool
 
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
