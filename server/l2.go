@@ -336,3 +336,31 @@ func (s *Server) L2Work() L2Work {
 	}
 	return w
 }
+
+// verifyOwn checks the daemon's own locks against the work they are for,
+// for Check: every write lock is a key being loaded, and there are no
+// more read locks than objects queued for, or in, their copy to L2 (a
+// copy's lock lives for the copy only).
+func (t *l2tier) verifyOwn(bad func(format string, a ...any)) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ws := t.own.writes.all()
+	for _, h := range ws {
+		if _, ok := t.pending[h.key]; !ok {
+			bad("the daemon write-locks %v under lease %d for no prefetch", h.key, h.lease)
+		}
+	}
+	if len(ws) != len(t.pending) {
+		bad("the daemon holds %d write locks for %d keys being loaded", len(ws), len(t.pending))
+	}
+	var reads int64
+	for _, h := range t.own.reads.all() {
+		reads += h.n
+	}
+	if q := t.queued.Load(); reads > q {
+		bad("the daemon holds %d read locks of its own with %d objects queued for, or in, their copy to L2", reads, q)
+	}
+}
