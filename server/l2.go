@@ -216,7 +216,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		s.gate.RUnlock()
 		return
 	}
-	res, err := s.mgr.ReserveRead(keys, 1)
+	res, err := s.mgr.ReserveReadUntracked(keys, 1) // a copy is no reader: no use recorded
 	sizes := make([]int64, len(keys))
 	if err == nil {
 		t.mu.Lock()
@@ -267,7 +267,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		return
 	}
 	s.gate.RLock()
-	sts, err := s.mgr.FinishRead(lk, leases, 1)
+	sts, err := s.mgr.FinishReadUntracked(lk, leases, 1)
 	t.mu.Lock()
 	for j := range lk {
 		t.own.subRead(leases[j], 1)

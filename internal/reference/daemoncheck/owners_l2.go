@@ -102,7 +102,7 @@ func (o *Owners[K]) copyToL2(keys []K) {
 		if st, ok := o.M.State(k); !ok || st.Temporary {
 			continue
 		}
-		res, err := o.M.ReserveRead([]K{k}, 1)
+		res, err := o.M.ReserveReadUntracked([]K{k}, 1)
 		if err != nil || res[0].Status != l1.OK {
 			continue
 		}
@@ -113,7 +113,7 @@ func (o *Owners[K]) copyToL2(keys []K) {
 		if !ok || st.ReadLease != lease || st.Size < 0 || st.Size > res[0].Block.Size {
 			size = -1
 		}
-		sts, err := o.M.FinishRead([]K{k}, []l1.Lease{lease}, 1)
+		sts, err := o.M.FinishReadUntracked([]K{k}, []l1.Lease{lease}, 1)
 		if o.l2.reads[lease]--; o.l2.reads[lease] == 0 {
 			delete(o.l2.reads, lease)
 		}
