@@ -83,7 +83,7 @@ func slowStoreScenario(t *testing.T, bug bool) error {
 	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
 	sets := paySets(t, a, "slow", 8)
 	var slow *slowGet
-	const probe = time.Second
+	const probe = 2 * time.Second // well past the steps between the sample and the refused lookup
 	b, bs := payNode(t, srv.URL(), func(st l2.Store) l2.Store {
 		slow = &slowGet{Store: st}
 		slow.delay.Store(int64(paySlow))
