@@ -56,7 +56,7 @@ func FrontL2(url string) l1check.Variant {
 	}}
 }
 
-// FrontL2Loads returns how many keys the daemon of an FrontL2 front end
+// FrontL2Loads returns how many keys the daemon of a FrontL2 front end
 // (the System's M) has loaded from L2, and whether M is one.
 func FrontL2Loads(m l1check.Manager) (uint64, bool) {
 	f, ok := m.(*l2front)
