@@ -18,10 +18,27 @@ type Lookup = wire.Lookup
 // prefetch the daemon also starts loading the L2 part into L1, under
 // write locks of its own; ReserveReadPrefixWait then reads it. A daemon
 // without L2, or whose L2 is down, answers L2 = 0: L2 never makes it fail.
+//
+// A daemon counts only the L2 hits that pay: while its estimate of its
+// L2 load rate is below its break-even (kvallocd -l2-min-rate), L2 = 0.
 func (c *Client) Lookup(keys []l1.ObjectKey, prefetch bool) (Lookup, error) {
+	return c.LookupWithin(keys, prefetch, 0)
+}
+
+// LookupWithin is Lookup with a budget: the daemon counts (and
+// prefetches) only the L2 hits it estimates it can load within budget
+// from now, a prefix of them; the rest answer as misses. The budget is
+// rounded up to a microsecond and must be in [0, wire.MaxWait µs]; 0 is
+// no budget, Lookup.
+func (c *Client) LookupWithin(keys []l1.ObjectKey, prefetch bool, budget time.Duration) (Lookup, error) {
+	us := (budget + time.Microsecond - 1) / time.Microsecond
+	if budget < 0 || us > wire.MaxWait {
+		return Lookup{}, &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("lookup budget %v outside [0, %v]", budget, wire.MaxWait*time.Microsecond)}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.keyed(wire.TypeLookup, keys)
+	q.Size = int64(us)
 	if prefetch {
 		q.Flags = wire.FlagPrefetch
 	}

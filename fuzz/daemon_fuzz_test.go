@@ -50,12 +50,18 @@ func checkDaemon(setup daemoncheck.Setup, ops []daemoncheck.Op, v daemoncheck.Va
 // and records past the cap, are ignored.
 //
 //	header: units (8 + b%57), placement/prefix/on-demand (b%3, b/3%3, b/9%2),
-//	        eviction policy (b%3), TTLs (bit 0: 60 s write, 30 s read)
+//	        eviction policy (b%3), TTLs (bit 0: 60 s write, 30 s read;
+//	        bit 1: an L2 tier, daemoncheck.Setup.L2)
 //	record: kind, conn, first key, count (1+b%6; bit 7: the first key
 //	        repeated), size (1+b%4 units; bit 4: b bytes; 255: 0) or locks
 //	        (1+b%3; 255: 0), mode (b%3; bit 7: chain positions), flags
-//	        (bit 0 force, bits 1-2 the lease source %3, bits 3-4 a
-//	        pattern of temporary keys), advance (b*5 s)
+//	        (bit 0 force, or a lookup's prefetch; bits 1-2 the lease
+//	        source %3, %4 with L2; bits 3-4 a pattern of temporary keys),
+//	        advance (b*5 s)
+//
+// Without L2 the kind is b%daemoncheck.NumBaseOpKinds, with it
+// b%daemoncheck.NumOpKinds (lookups, loads and L2 evictions too), so that
+// the inputs without L2 keep their meaning.
 const (
 	daemonHeader = 4
 	daemonRecord = 8
@@ -79,15 +85,20 @@ func decodeDaemonOps(data []byte) (daemoncheck.Setup, []daemoncheck.Op) {
 	if h[3]&1 != 0 {
 		setup.WriteTTL, setup.ReadTTL = 60*time.Second, 30*time.Second
 	}
+	setup.L2 = h[3]&2 != 0
 	var ops []daemoncheck.Op
 	for rest := data[min(len(data), daemonHeader):]; len(rest) >= daemonRecord && len(ops) < daemonMaxOps; rest = rest[daemonRecord:] {
-		ops = append(ops, decodeDaemonOp(daemonRec(rest[:daemonRecord])))
+		ops = append(ops, decodeDaemonOp(daemonRec(rest[:daemonRecord]), setup.L2))
 	}
 	return setup, ops
 }
 
-func decodeDaemonOp(r daemonRec) daemoncheck.Op {
-	op := daemoncheck.Op{Kind: daemoncheck.OpKind(int(r[0]) % int(daemoncheck.NumOpKinds)), Conn: int(r[1]) % daemoncheck.Conns}
+func decodeDaemonOp(r daemonRec, withL2 bool) daemoncheck.Op {
+	kinds, froms := int(daemoncheck.NumBaseOpKinds), 3
+	if withL2 {
+		kinds, froms = int(daemoncheck.NumOpKinds), 4
+	}
+	op := daemoncheck.Op{Kind: daemoncheck.OpKind(int(r[0]) % kinds), Conn: int(r[1]) % daemoncheck.Conns}
 	n := 1 + int(r[3]&0x7f)%6
 	for i := range n {
 		k := (int(r[2]) + i) % daemoncheck.Keys
@@ -113,7 +124,8 @@ func decodeDaemonOp(r daemonRec) daemoncheck.Op {
 		op.Positions[n-1] |= l1.Partial
 	}
 	op.Force = r[6]&1 != 0
-	op.From = daemoncheck.LeaseFrom(int(r[6]>>1&3) % 3)
+	op.Prefetch = op.Force
+	op.From = daemoncheck.LeaseFrom(int(r[6]>>1&3) % froms)
 	if t := r[6] >> 3 & 3; t != 0 {
 		op.Temporary = make([]bool, n)
 		for i := range op.Temporary {
@@ -158,6 +170,18 @@ func dDisconnect(conn int) dop {
 	return dop{r}
 }
 
+func dLookup(conn, first, count int, prefetch bool) dop {
+	d := drec(daemoncheck.OpLookup, conn, first, count)
+	if prefetch {
+		d = d.force()
+	}
+	return d
+}
+
+func dLoad() dop { return drec(daemoncheck.OpLoad, 0, 0, 1) }
+
+func dEvictL2(first, count int) dop { return drec(daemoncheck.OpEvictL2, 0, first, count) }
+
 // encodeDaemon builds an input from a header and records.
 func encodeDaemon(h [daemonHeader]byte, ops ...dop) []byte {
 	var b bytes.Buffer
@@ -184,6 +208,8 @@ func init() {
 	small := [daemonHeader]byte{24 - 8, 0, 0, 0}     // 24 units, contiguous-first, onepass, no eviction
 	evict := [daemonHeader]byte{12 - 8, 1 + 9, 1, 0} // 12 units, scattered, on-demand, prefix-aware
 	lapse := [daemonHeader]byte{16 - 8, 0, 0, 1}     // 60 s write TTL, 30 s read
+	withL2 := [daemonHeader]byte{16 - 8, 0, 0, 2}    // an L2 tier
+	withL2Lapse := [daemonHeader]byte{16 - 8, 0, 0, 3}
 	seedSets["FuzzDaemonOwnership"] = []seed{
 		{"own-cycle", encodeDaemon(small,
 			drec(dRW, 0, 0, 4).units(2), drec(dFW, 0, 0, 4), drec(dPrefix, 0, 0, 5), drec(dFR, 0, 0, 4), drec(dDel, 0, 0, 4))},
@@ -215,6 +241,30 @@ func init() {
 		{"lapse", encodeDaemon(lapse,
 			drec(dRW, 0, 1, 2), dAdvance(65), drec(dRW, 1, 1, 2), drec(dFW, 0, 1, 2), drec(dFW, 1, 1, 2),
 			drec(dRead, 2, 1, 2), dAdvance(35), drec(dFR, 2, 1, 2), drec(dRead, 0, 1, 1), dDisconnect(0), drec(dDel, 1, 1, 2).force())},
+		// With L2: what a finish finished is copied (the daemon's read
+		// lock, for the copy only); deleted from L1, it is a lookup's L2
+		// run, prefetched under the daemon's write locks, which no
+		// connection can finish, abort or release, and which outlive the
+		// connection that looked up; unreadable until loaded, then
+		// readable with exactly the L2 bytes.
+		{"l2-prefetch", encodeDaemon(withL2,
+			drec(dRW, 0, 0, 4), drec(dFW, 0, 0, 4), drec(dDel, 0, 0, 4), dLookup(1, 0, 5, false), dLookup(1, 0, 5, true),
+			drec(dPrefix, 2, 0, 4), drec(dFW, 2, 0, 4).from(daemoncheck.LeaseDaemon), drec(dAbort, 2, 0, 4).from(daemoncheck.LeaseDaemon),
+			drec(dFR, 2, 0, 4).from(daemoncheck.LeaseDaemon), dDisconnect(1), dDisconnect(2), dLoad(),
+			drec(dPrefix, 2, 0, 5), drec(dFR, 2, 0, 4), dLookup(0, 0, 4, true))},
+		// A value evicted from L2 between the lookup and the load is
+		// aborted, and the prefix stops there; the rest of the load stands.
+		{"l2-evicted-before-load", encodeDaemon(withL2,
+			drec(dRW, 0, 5, 3).units(2), drec(dFWRR, 0, 5, 3), drec(dFR, 0, 5, 3), drec(dDel, 1, 5, 3), dLookup(2, 5, 3, true),
+			dEvictL2(6, 1), dLoad(), drec(dPrefix, 1, 5, 3), dLookup(1, 5, 3, true), dLoad())},
+		// Two prefetches in flight load in order; a temporary object is not
+		// copied (so not in L2); a forced delete of a key being loaded
+		// holds its block until the load lets go; the daemon's writes
+		// lapse past the write TTL like anyone's.
+		{"l2-delete-and-lapse", encodeDaemon(withL2Lapse,
+			drec(dRW, 0, 8, 4), drec(dFW, 0, 8, 4), drec(dRW, 0, 12, 3).temporary(), drec(dFW, 0, 12, 3), drec(dDel, 0, 8, 4),
+			dLookup(1, 8, 2, true), dLookup(1, 10, 2, true), dLookup(1, 12, 2, true), drec(dDel, 2, 9, 1).force(), drec(dRW, 2, 9, 1), dLoad(),
+			dAdvance(65), drec(dRW, 0, 10, 2), dLoad(), dLookup(2, 8, 4, true), dLoad())},
 		// Bad arguments are refused whole, and change nothing.
 		{"invalid", encodeDaemon(small,
 			drec(dRW, 0, 0, 2), dop{func() daemonRec { r := drec(dRW, 0, 3, 1).daemonRec; r[4] = 255; return r }()},
@@ -235,7 +285,7 @@ func TestDaemonOpsEncode(t *testing.T) {
 		t.Fatalf("%+v %+v", ops[1], ops[2])
 	}
 	for _, m := range l1.Modes {
-		if o := decodeDaemonOp(drec(dRW, 0, 0, 2).temporary().chain().mode(m).force().daemonRec); o.Mode != m || o.Temporary == nil || o.Positions == nil || !o.Force {
+		if o := decodeDaemonOp(drec(dRW, 0, 0, 2).temporary().chain().mode(m).force().daemonRec, false); o.Mode != m || o.Temporary == nil || o.Positions == nil || !o.Force {
 			t.Fatalf("mode %v: %+v", m, o)
 		}
 	}

@@ -33,7 +33,11 @@
 //     clock advances, against the manager model extended with connection
 //     ownership (daemoncheck.Owners): NOT_OWNER and OVER_RELEASE where the
 //     model says, and after every step every object's state and the
-//     daemon's Check (internal/reference/daemoncheck).
+//     daemon's Check (internal/reference/daemoncheck). With bit 1 of the
+//     header's byte 3, the daemon has an L2 tier and the model its own
+//     locks: the copies after each finish, the prefetches of lookups,
+//     their loads, L2 evictions, and connections presenting the daemon's
+//     leases.
 //
 // Inputs are sequences of fixed-size binary records, decoded with
 // encoding/binary and built by an encode helper that a round-trip test

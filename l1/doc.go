@@ -16,6 +16,8 @@
 //	                                                  the first miss; AppendReadPrefix: leases only
 //	    UnsafeRead(keys)                              blocks of read-locked keys
 //	    FinishRead(keys, leases, locks)               unlock; temporary objects go
+//	ReserveReadUntracked, FinishReadUntracked        the same locks for an owner's own copy: no use
+//	                                                  recorded, no lookup counted, no event
 //	Delete(keys, force), Clear(force), Close()        remove
 //	Touch(keys), EvictTo(ratio)                       recency; eviction, in Config.Eviction's order
 //	Export(), Restore(mem, cfg, saved)                finished objects and their eviction order, out of

@@ -32,6 +32,21 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]Result, error) {
 // connection). On an error it returns nil and the error, as ReserveRead
 // does, and dst's contents are unchanged.
 func (m *Manager[K]) AppendReserveRead(dst []Result, keys []K, locks int) ([]Result, error) {
+	return m.reserveRead(dst, keys, locks, true)
+}
+
+// ReserveReadUntracked is ReserveRead for a copy an owner makes of its
+// own objects (kvallocd's write-through to its L2 tier): the same locks,
+// leases and statuses, but no use is recorded. Recency, the eviction
+// policy's counts and the Partial hint stay as they were, no lookup is
+// counted and no event is reported, so that the copy does not pass for a
+// reader. FinishReadUntracked releases its locks.
+func (m *Manager[K]) ReserveReadUntracked(keys []K, locks int) ([]Result, error) {
+	return m.reserveRead(nil, keys, locks, false)
+}
+
+// reserveRead is AppendReserveRead; track records the uses.
+func (m *Manager[K]) reserveRead(dst []Result, keys []K, locks int, track bool) ([]Result, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
 	}
@@ -54,6 +69,10 @@ func (m *Manager[K]) AppendReserveRead(dst []Result, keys []K, locks int) ([]Res
 			out[i].Status = KeyNotExist
 		case o.write.held(now):
 			out[i].Status = KeyNotReadable
+		case !track:
+			m.readLockLocked(o, locks, now)
+			m.syncEvictLocked(o, now)
+			out[i] = Result{Status: OK, Block: o.block, Lease: o.rlease}
 		default:
 			out[i] = Result{Status: OK, Block: o.block, Lease: m.readOneLocked(o, locks, now)}
 			hits++
@@ -62,8 +81,10 @@ func (m *Manager[K]) AppendReserveRead(dst []Result, keys []K, locks int) ([]Res
 			}
 		}
 	}
-	m.countLookupsLocked(LookupRead, hits, len(keys)-hits, 0)
-	m.emitLocked(EventReadReserved, ok)
+	if track {
+		m.countLookupsLocked(LookupRead, hits, len(keys)-hits, 0)
+		m.emitLocked(EventReadReserved, ok)
+	}
 	return dst, nil
 }
 
@@ -130,6 +151,20 @@ func (m *Manager[K]) UnsafeRead(keys []K) ([]Result, error) {
 // reclaimed (CauseExpired), so FinishRead answers KeyNotExist for it;
 // LMCache answered KEY_IN_WRONG_STATE and leaked the object until eviction.
 func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, error) {
+	return m.finishRead(keys, leases, locks, true)
+}
+
+// FinishReadUntracked is FinishRead for the locks of ReserveReadUntracked:
+// it releases as FinishRead does (the release, like any, makes the object
+// most recently used, but counts no use for the eviction policy) and
+// reports no ReadFinished event; a temporary object whose count reaches
+// zero is removed, and reported, as FinishRead does.
+func (m *Manager[K]) FinishReadUntracked(keys []K, leases []Lease, locks int) ([]Status, error) {
+	return m.finishRead(keys, leases, locks, false)
+}
+
+// finishRead is FinishRead; track records the uses.
+func (m *Manager[K]) finishRead(keys []K, leases []Lease, locks int, track bool) ([]Status, error) {
 	if err := checkLocks(locks); err != nil {
 		return nil, err
 	}
@@ -170,7 +205,7 @@ func (m *Manager[K]) FinishRead(keys []K, leases []Lease, locks int) ([]Status, 
 				m.touchLocked(o, false)
 				m.syncEvictLocked(o, now)
 			}
-			if m.listening() {
+			if track && m.listening() {
 				ok = append(ok, keys[i])
 			}
 		}

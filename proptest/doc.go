@@ -30,7 +30,13 @@
 //     every placement and prefix strategy, where the victims must be
 //     exactly those of the plain "free the next victim, then ask Fit" loop.
 //     Seeds that once failed are replayed as fixed cases
-//     (policy_regress_test.go).
+//     (policy_regress_test.go);
+//   - TestPropThroughDaemon and TestPropThroughDaemonL2: the ReserveWrite
+//     properties again through kvallocd (one suite, three front ends), the
+//     second with the daemon's L2 tier on over a real redis-server, pools
+//     of 8 to 32 units and engine-like preparations (store, read, delete)
+//     in which a read of a key L1 lost loads it back from L2; it counts
+//     the cases that loaded from L2 and fails if none did.
 //
 // Each property is named after the contract it checks, so a failure says
 // what broke, and each has a proof in bite_test.go: the same property run

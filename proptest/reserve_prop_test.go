@@ -73,11 +73,15 @@ func genKeyRun() gopter.Gen {
 // reservations of several sizes (fragmentation), commits, read locks,
 // deletions (holes), aborts, temporary objects, and clock advances that let
 // some locks lapse.
-func genPrepOp() gopter.Gen {
+func genPrepOp() gopter.Gen { return genPrepOpWeighted(2) }
+
+// genPrepOpWeighted is genPrepOp with reads of weight reads (of 19 - 2 +
+// reads).
+func genPrepOpWeighted(reads int) gopter.Gen {
 	return gopter.CombineGens(
 		gen.Weighted([]gen.WeightedGen{
 			{Weight: 6, Gen: gen.Const(l1check.OpReserveWrite)}, {Weight: 4, Gen: gen.Const(l1check.OpFinishWrite)},
-			{Weight: 2, Gen: gen.Const(l1check.OpReserveRead)}, {Weight: 3, Gen: gen.Const(l1check.OpDelete)},
+			{Weight: reads, Gen: gen.Const(l1check.OpReserveRead)}, {Weight: 3, Gen: gen.Const(l1check.OpDelete)},
 			{Weight: 1, Gen: gen.Const(l1check.OpFinishWriteAndReserveRead)}, {Weight: 1, Gen: gen.Const(l1check.OpAbortWrite)},
 			{Weight: 1, Gen: gen.Const(l1check.OpFinishRead)}, {Weight: 1, Gen: gen.Const(l1check.OpAdvance)},
 		}),
@@ -136,6 +140,12 @@ func genScenario() gopter.Gen {
 // scenario", on systems built with variant v. The prep operations run on
 // the manager alone; the check reads only the manager and the allocator.
 func reserveProp(check func(*l1check.Observation) error, v l1check.Variant) gopter.Prop {
+	return reservePropOf(genScenario(), check, v, nil)
+}
+
+// reservePropOf is reserveProp over the scenarios of scenarios, showing
+// each system to prepared, when not nil, once its preparation ran.
+func reservePropOf(scenarios gopter.Gen, check func(*l1check.Observation) error, v l1check.Variant, prepared func(*l1check.System)) gopter.Prop {
 	return prop.ForAll(func(sc scenario) string {
 		sys, err := l1check.New(sc.setup, v)
 		if err != nil {
@@ -145,12 +155,15 @@ func reserveProp(check func(*l1check.Observation) error, v l1check.Variant) gopt
 		for _, op := range sc.prep {
 			sys.Do(op)
 		}
+		if prepared != nil {
+			prepared(sys)
+		}
 		o := sys.ObserveReserve(sc.req.Keys, sc.req.Temporary, sc.req.Size, sc.req.Mode, true)
 		if err := check(o); err != nil {
 			return fmt.Sprintf("%v: %v", o, err)
 		}
 		return ""
-	}, genScenario())
+	}, scenarios)
 }
 
 // TestPropPrefixMaximality: the granted k equals the reference maximum

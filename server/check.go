@@ -20,6 +20,9 @@ import (
 //   - every read-locked object's count is the sum of the holds open
 //     connections and the daemon's L2 tier (a copy to L2) record under
 //     its current read lease for its key;
+//   - the daemon's own locks are for work in hand: a write lock for each
+//     key a prefetch is loading and no other, and no more read locks than
+//     objects queued for, or in, their copy to L2;
 //   - l1's own counts agree with its objects: as many objects, and as many
 //     write-locked ones, as its Stats say, their blocks summing to its
 //     held bytes, inside the pool and pairwise disjoint;
@@ -83,6 +86,7 @@ func (s *Server) Verify() VerifyReport {
 	s.mu.Unlock()
 	s.l2.holds(writers, readers) // the daemon's own locks (l2.go)
 	bad := func(format string, a ...any) { r.errs = append(r.errs, fmt.Errorf(format, a...)) }
+	s.l2.verifyOwn(bad)
 	snap := s.mgr.Snapshot()
 	var held int64
 	type span struct{ off, end int64 }

@@ -29,3 +29,18 @@ func MarkStopping(s *Server) {
 // hundredth of the finished objects out of its index: the bug the handoff
 // harness's bite test must catch.
 func DropFromHandoffs() { handoffDropBite = true }
+
+// CountUnpaidL2 makes s's lookups count and prefetch every L2 hit,
+// whether it pays or not: the bug the break-even rule's bite test must
+// catch.
+func CountUnpaidL2(s *Server) { s.countUnpaidL2.Store(true) }
+
+// L2PutKeepsRead makes s's copies to L2 keep the daemon's read lock on
+// each object for ever (recorded in its ledger, so Check still agrees):
+// the bug the ownership model's bite test must catch.
+func L2PutKeepsRead(s *Server) { s.l2PutKeepsRead.Store(true) }
+
+// L2PublishUnchecked makes s's prefetches finish every key they reserved,
+// a key whose value missed or failed its checks included: the bug the
+// ownership model's bite test must catch.
+func L2PublishUnchecked(s *Server) { s.l2PublishUnchecked.Store(true) }

@@ -5,8 +5,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/l2"
@@ -30,11 +33,28 @@ type L2Config struct {
 	// PrefetchBatch is the most keys one prefetch get carries (default
 	// 8): a prefetch finishes its keys in order, a batch at a time.
 	PrefetchBatch int
+	// MinRate is the break-even of an L2 hit, in bytes per second: while
+	// the daemon's estimate of its L2 load rate (L2Estimate) is below
+	// it, a lookup counts its L2 hits as misses and prefetches none of
+	// them (PROTOCOL.md, "The L2 tier"). 0, the default here, counts
+	// every hit; kvallocd's -l2-min-rate defaults to DefaultL2MinRate.
+	MinRate float64
+	// ProbeInterval is how long a refusal of the rule above stands
+	// without a new measure (default 1 s): past it, a refused lookup
+	// with the prefetch flag loads its first batch anyway, uncounted, so
+	// that a store that became fast is counted again.
+	ProbeInterval time.Duration
 }
 
 func (c L2Config) withDefaults() (L2Config, error) {
-	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 {
+	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 || c.ProbeInterval < 0 {
 		return c, fmt.Errorf("%w: negative L2 bound (%+v)", l1.ErrInvalidArgument, c)
+	}
+	if !(c.MinRate >= 0) || math.IsInf(c.MinRate, 1) {
+		return c, fmt.Errorf("%w: L2 break-even rate %v is not a rate (want 0 or a finite positive number of bytes per second)", l1.ErrInvalidArgument, c.MinRate)
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultL2ProbeInterval
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -71,6 +91,10 @@ type l2tier struct {
 	pending  map[l1.ObjectKey]*loading // keys being loaded from L2
 	inflight int                       // len(pending)
 	closed   bool
+
+	rate loadRate // the estimate of the L2 load rate (l2rate.go)
+
+	queued atomic.Int64 // keys queued for, or in, their copy to L2
 }
 
 // loading is one key's prefetch: done closes once it is finished or
@@ -128,9 +152,11 @@ func (t *l2tier) finished(keys []l1.ObjectKey, sts []l1.Status, res []l1.Result)
 		if (sts != nil && sts[i] != l1.OK) || (res != nil && res[i].Status != l1.OK) {
 			continue
 		}
+		t.queued.Add(1)
 		select {
 		case t.queue <- cloneKey(&keys[i]):
 		default:
+			t.queued.Add(-1)
 			t.store.Drop(1)
 		}
 	}
@@ -164,10 +190,10 @@ func (t *l2tier) putter() {
 				break fill
 			}
 		}
-		if t.ctx.Err() != nil {
-			continue // closing: drain without work
+		if t.ctx.Err() == nil { // closing: drain without work
+			t.put(keys, bufs)
 		}
-		t.put(keys, bufs)
+		t.queued.Add(-int64(len(keys)))
 	}
 }
 
@@ -175,7 +201,22 @@ func (t *l2tier) putter() {
 func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 	s := t.s
 	s.gate.RLock()
-	res, err := s.mgr.ReserveRead(keys, 1)
+	// A temporary object goes with its last read lock: the copy's would
+	// consume it before its reader came. It is not copied. (An object
+	// rewritten as temporary between this look and the lock below is
+	// consumed all the same: a miss for its reader, never a wrong byte.)
+	keep := keys[:0]
+	for _, k := range keys {
+		if st, ok := s.mgr.State(k); ok && !st.Temporary {
+			keep = append(keep, k)
+		}
+	}
+	keys = keep
+	if len(keys) == 0 {
+		s.gate.RUnlock()
+		return
+	}
+	res, err := s.mgr.ReserveReadUntracked(keys, 1) // a copy is no reader: no use recorded
 	sizes := make([]int64, len(keys))
 	if err == nil {
 		t.mu.Lock()
@@ -219,8 +260,14 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 	if len(lk) == 0 {
 		return
 	}
+	if s.l2PutKeepsRead.Load() {
+		// The deliberate bug: the lock is never released; the ledger
+		// keeps its record, so Check agrees with l1.
+		t.store.Put(t.ctx, lk, vals)
+		return
+	}
 	s.gate.RLock()
-	sts, err := s.mgr.FinishRead(lk, leases, 1)
+	sts, err := s.mgr.FinishReadUntracked(lk, leases, 1)
 	t.mu.Lock()
 	for j := range lk {
 		t.own.subRead(leases[j], 1)
@@ -259,5 +306,61 @@ func (t *l2tier) holds(writers map[l1.Lease][]l1.ObjectKey, readers map[l1.Lease
 			readers[h.lease] = map[l1.ObjectKey]int64{}
 		}
 		readers[h.lease][h.key] += h.n
+	}
+}
+
+// L2Work is what the daemon's L2 tier has in hand.
+type L2Work struct {
+	// Queued is the finished keys waiting for, or in, their copy to L2.
+	Queued int
+	// Loading is the keys prefetches are loading from L2.
+	Loading int
+	// Writes and Reads are the locks the daemon holds of its own: a write
+	// lock per key loading, a read lock per object being copied.
+	Writes int
+	Reads  int64
+}
+
+// L2Work returns what the daemon's L2 tier has in hand; the zero L2Work
+// without one.
+func (s *Server) L2Work() L2Work {
+	t := s.l2
+	if t == nil {
+		return L2Work{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := L2Work{Queued: int(t.queued.Load()), Loading: t.inflight, Writes: len(t.own.writes.all())}
+	for _, h := range t.own.reads.all() {
+		w.Reads += h.n
+	}
+	return w
+}
+
+// verifyOwn checks the daemon's own locks against the work they are for,
+// for Check: every write lock is a key being loaded, and there are no
+// more read locks than objects queued for, or in, their copy to L2 (a
+// copy's lock lives for the copy only).
+func (t *l2tier) verifyOwn(bad func(format string, a ...any)) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ws := t.own.writes.all()
+	for _, h := range ws {
+		if _, ok := t.pending[h.key]; !ok {
+			bad("the daemon write-locks %v under lease %d for no prefetch", h.key, h.lease)
+		}
+	}
+	if len(ws) != len(t.pending) {
+		bad("the daemon holds %d write locks for %d keys being loaded", len(ws), len(t.pending))
+	}
+	var reads int64
+	for _, h := range t.own.reads.all() {
+		reads += h.n
+	}
+	if q := t.queued.Load(); reads > q {
+		bad("the daemon holds %d read locks of its own with %d objects queued for, or in, their copy to L2", reads, q)
 	}
 }

@@ -294,10 +294,49 @@ func TestL2Metrics(t *testing.T) {
 		"kvallocd_l2_puts_total 3", "kvallocd_l2_written_bytes_total", "kvallocd_l2_breaker_state 0",
 		"kvallocd_l2_checksum_failures_total 0", "kvallocd_l2_drops_total 0", "kvallocd_l2_put_seconds_bucket",
 		"kvallocd_l2_get_seconds_count", "kvallocd_lookups_total 1", "kvallocd_lookup_l1_hits_total 1",
-		"kvallocd_lookup_l2_hits_total 2",
+		"kvallocd_lookup_l2_hits_total 2", `kvallocd_lookup_l2_unpaid_total{reason="rate"} 0`,
+		`kvallocd_lookup_l2_unpaid_total{reason="budget"} 0`, "kvallocd_l2_prefetch_probe_keys_total 0",
+		"kvallocd_l2_load_rate_bytes_per_second 0", "kvallocd_l2_load_samples_total 0",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// TestL2TemporaryNotCopied: a temporary object is removed when its last
+// read lock goes, so the copy to L2, which read-locks it, would consume it
+// before its reader came: temporary objects are not copied. Finished with
+// finish_write, one is still there for its reader once the tier is idle,
+// and L2 holds no value of it; an ordinary object beside it is copied.
+func TestL2TemporaryNotCopied(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	keys := l2keys("temp", 2)
+	res, err := a.c.ReserveWrite(keys, []bool{true, false}, 4096, l1.ModeAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allOK(t, "FinishWrite")(a.c.FinishWrite(keys, leasesOf(res)))
+	a.waitPuts(t, 1)
+	for deadline := time.Now().Add(10 * time.Second); a.s.L2Work() != (server.L2Work{}); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tier is not idle: %+v", a.s.L2Work())
+		}
+	}
+	if st, ok := a.s.Manager().State(keys[0]); !ok || !st.Finished {
+		t.Fatalf("the temporary object is gone before its reader: %+v, %v", st, ok)
+	}
+	if s := a.tier.Stats(); s.Puts != 1 {
+		t.Fatalf("puts %+v, want the ordinary object's only", s)
+	}
+	rr, err := a.c.ReserveRead(keys[:1], 1)
+	if err != nil || rr[0].Status != wire.StatusOK {
+		t.Fatalf("the temporary object's reader: %v, %v", rr, err)
+	}
+	allOK(t, "FinishRead")(a.c.FinishRead(keys[:1], leasesOf(rr), 1))
+	if _, ok := a.s.Manager().State(keys[0]); ok {
+		t.Fatal("the temporary object outlived its reader")
+	}
+	check(t, a.s)
 }

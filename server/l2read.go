@@ -13,11 +13,19 @@ import (
 // lookup answers a lookup (PROTOCOL.md, "The L2 tier"): the longest
 // prefix of keys readable in L1, locking nothing; then, with an L2 store,
 // the run of keys after it that L2 holds (their headers, not their
-// bytes), and with the prefetch flag the start of their loading into L1.
-// It runs outside the gate and takes it around its l1 calls only, never
-// across L2's network calls, so a slow L2 holds up this connection alone.
-// L2 never makes it fail.
+// bytes), of which it counts the part that pays by the break-even rule
+// (judge, in l2rate.go: the daemon's estimate of its load rate against
+// MinRate, and the request's budget, q.Size microseconds); and with the
+// prefetch flag the start of that part's loading into L1. It runs outside
+// the gate and takes it around its l1 calls only, never across L2's
+// network calls, so a slow L2 holds up this connection alone. L2 never
+// makes it fail.
 func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
+	if q.Size < 0 || q.Size > wire.MaxWait {
+		a.Code = wire.CodeInvalidArgument
+		a.Message = fmt.Sprintf("lookup budget %d µs outside [0, %d]", q.Size, wire.MaxWait)
+		return
+	}
 	s.gate.RLock()
 	n := s.l1Prefix(q.Keys)
 	s.gate.RUnlock()
@@ -34,10 +42,27 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	for m < len(sizes) && sizes[m] >= 0 {
 		m++
 	}
-	a.Lookup.L2 = uint32(m)
-	s.l2cnt.l2Hits.Add(uint64(m))
-	if q.Flags&wire.FlagPrefetch != 0 && m > 0 {
-		a.Lookup.Prefetch = uint32(t.prefetch(rest[:m], sizes[:m]))
+	v := judge(t.rate.estimate(), t.cfg.MinRate, time.Duration(q.Size)*time.Microsecond, t.cfg.PrefetchBatch, sizes[:m])
+	if s.countUnpaidL2.Load() {
+		v = l2Verdict{paid: m} // the deliberate bug: every hit counts
+	}
+	a.Lookup.L2 = uint32(v.paid)
+	s.l2cnt.l2Hits.Add(uint64(v.paid))
+	s.l2cnt.l2Slow.Add(uint64(v.slow))
+	s.l2cnt.l2Late.Add(uint64(v.late))
+	if q.Flags&wire.FlagPrefetch == 0 {
+		return
+	}
+	if v.paid > 0 {
+		a.Lookup.Prefetch = uint32(t.prefetch(rest[:v.paid], sizes[:v.paid]))
+		return
+	}
+	// Nothing pays: without a new measure the estimate would refuse for
+	// ever, so once per ProbeInterval one such lookup loads a batch of
+	// what it found, behind its answer, which stays L2 = 0.
+	if m > 0 && t.rate.probeDue(time.Now(), t.cfg.ProbeInterval) {
+		k := min(m, t.cfg.PrefetchBatch)
+		s.l2cnt.probes.Add(uint64(t.prefetch(rest[:k], sizes[:k])))
 	}
 }
 
@@ -150,7 +175,16 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 		ks, ls := keys[at:end], leases[at:end]
 		var got [][]byte
 		if t.ctx.Err() == nil {
+			start := time.Now()
 			got = t.store.Get(t.ctx, ks)
+			if t.ctx.Err() == nil { // a get cut short by the daemon's end measures nothing
+				var bytes int64
+				for _, g := range got {
+					bytes += int64(len(g))
+				}
+				now := time.Now()
+				t.rate.observe(bytes, now.Sub(start), now)
+			}
 		}
 		var okK, badK []l1.ObjectKey
 		var okL, badL []l1.Lease
@@ -158,6 +192,10 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 			b := blocks[at+i].Block
 			if got != nil && got[i] != nil && int64(len(got[i])) == sizes[at+i] && sizes[at+i] <= b.Size {
 				copy(pool[b.Offset:b.Offset+b.Size], got[i])
+				okK, okL = append(okK, ks[i]), append(okL, ls[i])
+			} else if s.l2PublishUnchecked.Load() {
+				// The deliberate bug: a key whose value missed or failed
+				// its checks is finished all the same, its block unloaded.
 				okK, okL = append(okK, ks[i]), append(okL, ls[i])
 			} else {
 				badK, badL = append(badK, ks[i]), append(badL, ls[i])

@@ -154,7 +154,7 @@ func (s *Server) serveMetrics(addr string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.Collector(), collectors.NewGoCollector())
-	reg.MustRegister(l2Collector{&s.l2cnt}) // lookups' L1 and L2 hits (l2metrics.go)
+	reg.MustRegister(l2Collector{&s.l2cnt, s}) // lookups' L1 and L2 hits (l2metrics.go)
 	if c, ok := s.cfg.L2.Store.(prometheus.Collector); ok {
 		reg.MustRegister(c) // the L2 tier's kvallocd_l2_* (package l2)
 	}

@@ -53,6 +53,15 @@ type Server struct {
 	// bite test (export_test.go): a connection's end forgets its read
 	// locks instead of releasing them.
 	forgetReads bool
+	// countUnpaidL2 is a deliberate bug, set only by the break-even
+	// rule's bite test (export_test.go): a lookup counts and prefetches
+	// every L2 hit, paying or not.
+	countUnpaidL2 atomic.Bool
+	// l2PutKeepsRead and l2PublishUnchecked are deliberate bugs of the
+	// daemon's own locks, set only by the ownership model's bite tests
+	// (export_test.go): a copy to L2 that never releases its read lock,
+	// and a prefetch that finishes a key whose value failed to load.
+	l2PutKeepsRead, l2PublishUnchecked atomic.Bool
 
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64

@@ -12,7 +12,8 @@ import (
 // A keyed request's body is its parameters, 16 bytes,
 //
 //	u64 size    reserve_write: bytes per object (two's complement);
-//	            reserve_read_prefix_wait: the wait in microseconds; else 0
+//	            reserve_read_prefix_wait: the wait in microseconds;
+//	            lookup: the budget in microseconds (0: none); else 0
 //	u32 locks   the read-lock count of finish_write_and_reserve_read,
 //	            reserve_read, reserve_read_prefix, reserve_read_prefix_wait
 //	            and finish_read; else 0
@@ -57,7 +58,7 @@ func params(t Type) (size, locks, mode bool, flags uint8) {
 	case TypeDelete:
 		return false, false, false, FlagForce
 	case TypeLookup:
-		return false, false, false, FlagPrefetch
+		return true, false, false, FlagPrefetch
 	}
 	return false, false, false, 0
 }

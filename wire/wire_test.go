@@ -67,6 +67,7 @@ func randRequest(rng *rand.Rand, t wire.Type) wire.Request {
 			q.Flags = wire.FlagForce
 		}
 	case wire.TypeLookup:
+		q.Size = rng.Int64() // the budget
 		if rng.IntN(2) == 0 {
 			q.Flags = wire.FlagPrefetch
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvalloc/kvalloc/l2"
@@ -19,6 +20,8 @@ type l2Flags struct {
 	breakerCooldown time.Duration
 	prefix          string
 	maxPrefetch     int
+	minRate         float64 // GB/s
+	probeInterval   time.Duration
 }
 
 func (f *l2Flags) register(fs *flag.FlagSet) {
@@ -30,6 +33,8 @@ func (f *l2Flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.breakerCooldown, "l2-breaker-cooldown", l2.DefaultBreakerCooldown, "how long the open breaker skips L2 before it probes again")
 	fs.StringVar(&f.prefix, "l2-prefix", l2.DefaultPrefix, "prefix of every L2 name: daemons with different prefixes share no values")
 	fs.IntVar(&f.maxPrefetch, "l2-max-prefetch", 4096, "keys being loaded from L2 at once, over all lookups")
+	fs.Float64Var(&f.minRate, "l2-min-rate", server.DefaultL2MinRate/1e9, "break-even of an L2 hit, in GB/s (KV bytes per token × prefill tokens per second; the default is Kimi K2's at 10,000 tokens/s): while the daemon's measured L2 load rate is below it, lookups count L2 hits as misses; 0 counts every hit")
+	fs.DurationVar(&f.probeInterval, "l2-probe-interval", server.DefaultL2ProbeInterval, "while no L2 hit pays, how often one lookup's first batch is loaded anyway, uncounted, to measure the rate again")
 }
 
 // open connects to the L2 tier the flags name, into cfg; nothing without
@@ -41,6 +46,9 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 	if f.timeout <= 0 || f.queue <= 0 || f.batch <= 0 || f.breakerFailures <= 0 || f.breakerCooldown <= 0 || f.maxPrefetch <= 0 {
 		return fmt.Errorf("-l2-timeout, -l2-queue, -l2-batch, -l2-breaker-failures, -l2-breaker-cooldown and -l2-max-prefetch must be positive")
 	}
+	if !(f.minRate >= 0) || math.IsInf(f.minRate, 1) || f.probeInterval <= 0 {
+		return fmt.Errorf("-l2-min-rate must be 0 or a positive number of GB/s (got %v), and -l2-probe-interval positive (got %v)", f.minRate, f.probeInterval)
+	}
 	r, err := l2.NewRedis(ctx, f.url, l2.RedisOptions{Timeout: f.timeout})
 	if err != nil {
 		return err
@@ -51,6 +59,7 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 		r.Close()
 		return err
 	}
-	cfg.L2 = server.L2Config{Store: t, Queue: f.queue, Batch: f.batch, PrefetchBatch: f.batch, MaxPrefetch: f.maxPrefetch}
+	cfg.L2 = server.L2Config{Store: t, Queue: f.queue, Batch: f.batch, PrefetchBatch: f.batch, MaxPrefetch: f.maxPrefetch,
+		MinRate: f.minRate * 1e9, ProbeInterval: f.probeInterval}
 	return nil
 }

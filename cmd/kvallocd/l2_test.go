@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/internal/rediscluster"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/server"
 )
 
 func dialWait(t *testing.T, sock string) *client.Client {
@@ -49,7 +52,8 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "a.sock")
-	args := []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s"}
+	args := []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s",
+		"-l2-min-rate", "0"} // the warm-up from L2 is the test, not the break-even rule
 	a, _ := daemon(t, args...)
 	c := dialWait(t, sock)
 	const size = 256 << 10
@@ -133,5 +137,32 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 	t.Logf("killed mid-put with %d of %d values in Redis; after the restart, per request: L1 hits %v, L2 hits %v", inRedis, n, curve, l2hits)
 	if curve[len(curve)-1] == 0 || l2hits[0] == 0 || curve[1] != l2hits[0] {
 		t.Fatalf("the restarted daemon did not warm up from L2: L1 %v, L2 %v", curve, l2hits)
+	}
+}
+
+// TestL2MinRateFlag: -l2-min-rate defaults to the break-even of
+// server.DefaultL2MinRate, in GB/s, reaches the daemon's config in bytes
+// per second, and a rate that is not one (negative, NaN, infinite) or a
+// probe interval that is not positive is refused before any connection.
+func TestL2MinRateFlag(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	var f l2Flags
+	cfg, _, err := parse([]string{"-l2", srv.URL()}, io.Discard, &f)
+	if err != nil || f.minRate != 0.70272 || f.probeInterval != server.DefaultL2ProbeInterval {
+		t.Fatalf("defaults: %+v, %v", f, err)
+	}
+	if err := f.open(t.Context(), &cfg); err != nil || cfg.L2.MinRate != server.DefaultL2MinRate {
+		t.Fatalf("open: MinRate %v, %v", cfg.L2.MinRate, err)
+	}
+	cfg.L2.Store.Close()
+	for _, args := range [][]string{{"-l2-min-rate", "-1"}, {"-l2-min-rate", "NaN"}, {"-l2-min-rate", "+Inf"}, {"-l2-probe-interval", "0s"}} {
+		var f l2Flags
+		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.open(t.Context(), &cfg); err == nil || !strings.Contains(err.Error(), "-l2-min-rate") {
+			t.Errorf("%v: %v, want a refusal", args, err)
+		}
 	}
 }

@@ -9,25 +9,40 @@ import (
 	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
+	"github.com/kvalloc/kvalloc/internal/rediscluster"
 	"github.com/kvalloc/kvalloc/internal/reference/daemoncheck"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// fronts are the two front ends every contract runs against.
+// fronts are the three front ends every contract runs against: the
+// manager in process, behind a daemon, and behind a daemon whose L2 tier
+// is on over a real redis-server (one plain server: a cluster's six
+// processes and its slot map would cost each contract seconds, and the
+// contracts here are about what one daemon answers, not about sharding).
 var fronts = []struct {
 	name string
-	v    l1check.Variant
+	v    func(t *testing.T) l1check.Variant
 }{
-	{"in-process", l1check.Variant{}},
-	{"daemon", daemoncheck.Front()},
+	{"in-process", func(*testing.T) l1check.Variant { return l1check.Variant{} }},
+	{"daemon", func(*testing.T) l1check.Variant { return daemoncheck.Front() }},
+	{"daemon+l2", func(t *testing.T) l1check.Variant {
+		return daemoncheck.FrontL2(rediscluster.NewServer(t, rediscluster.Options{}).URL())
+	}},
+}
+
+// fromL2 reports whether s is the front end with L2, where a key L1 lost
+// but L2 holds is read from L2: a hit where l1 alone answers a miss.
+func fromL2(s *l1check.System) bool {
+	_, ok := daemoncheck.FrontL2Loads(s.M)
+	return ok
 }
 
 // each runs contract once per front end on a fresh system of setup.
 func each(t *testing.T, setup l1check.Setup, contract func(t *testing.T, s *l1check.System)) {
 	for _, f := range fronts {
 		t.Run(f.name, func(t *testing.T) {
-			s, err := l1check.New(setup, f.v)
+			s, err := l1check.New(setup, f.v(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,6 +177,21 @@ func TestReadPrefix(t *testing.T) {
 		res, _ := s.M.ReserveWrite(ks, nil, 64, l1.ModeAll)
 		s.M.FinishWrite(ks, leasesOf(res))
 		s.M.Delete(ks[3:4], false)
+		if fromL2(s) {
+			// The contract that differs: L1 lost key 3, L2 holds it, and
+			// the read loads it back: the prefix is whole.
+			got, n, err := s.M.ReserveReadPrefix(ks, 2)
+			want(t, "prefix, key 3 from L2", statusesOf(got), err, l1.OK, l1.OK, l1.OK, l1.OK, l1.OK, l1.OK)
+			if loads, _ := daemoncheck.FrontL2Loads(s.M); n != 6 || loads != 1 {
+				t.Fatalf("n %d, %d keys loaded from L2; want 6 and 1", n, loads)
+			}
+			sts, err := s.M.FinishRead(ks, leasesOf(got), 2)
+			want(t, "release", sts, err, l1.OK, l1.OK, l1.OK, l1.OK, l1.OK, l1.OK)
+			// A key that L2 does not hold either is a miss, as in l1.
+			res, _ := s.M.ReserveWrite(keys(20, 1), nil, 64, l1.ModeAll)
+			s.M.AbortWrite(keys(20, 1), leasesOf(res))
+			ks = append(ks[:3], 20, 4, 5)
+		}
 		got, n, err := s.M.ReserveReadPrefix(ks, 2)
 		want(t, "prefix", statusesOf(got), err, l1.OK, l1.OK, l1.OK, l1.KeyNotExist, l1.Skipped, l1.Skipped)
 		if n != 3 {

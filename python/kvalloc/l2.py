@@ -27,7 +27,8 @@ class L2Calls:
     """lookup and reserve_read_prefix_wait, mixed into the Client."""
 
     def lookup(self, keys: Keys, prefetch: bool = False,
-               timeout: Optional[float] = None) -> Lookup:
+               timeout: Optional[float] = None,
+               budget: float = 0.0) -> Lookup:
         """How much of ``keys``, as a prefix, L1 and L2 hold.
 
         Keys ``[0, l1)`` are readable in L1 and ``[l1, l1 + l2)`` are in
@@ -35,9 +36,20 @@ class L2Calls:
         ``prefetch`` the daemon also starts loading ``[l1, l1 +
         prefetch)`` into L1; :meth:`reserve_read_prefix_wait` reads them.
         A daemon without L2, or with L2 down, answers ``l2 == 0``.
+
+        The daemon counts only the L2 hits that pay: none while its
+        measured L2 load rate is below its break-even (``kvallocd
+        -l2-min-rate``), and with a ``budget`` (seconds, ``[0,
+        MAX_WAIT]``, rounded up to a microsecond; 0 is none) only those
+        it estimates it can load within it.
         """
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) \
+                or not 0 <= budget <= MAX_WAIT or math.isnan(budget):
+            raise InvalidArgumentError(f"budget {budget!r} outside [0, "
+                                       f"{MAX_WAIT}] seconds")
+        us = min(math.ceil(budget * 1e6), _MAX_WAIT_US)
         kb = self._keys(keys)
-        a = self._keyed(MessageType.LOOKUP, kb, timeout,
+        a = self._keyed(MessageType.LOOKUP, kb, timeout, size=us,
                         flags=Flag.PREFETCH if prefetch else 0)
         if a.lookup is None or a.lookup.n != len(kb):
             raise FrameError(a.code, f"lookup answer for {len(kb)} keys "

@@ -73,6 +73,11 @@ class TestL2Calls(DaemonTest):
             for prefetch in (False, True):
                 self.assertEqual(c.lookup(kb, prefetch=prefetch),
                                  Lookup(6, 3, 0, 0))
+                self.assertEqual(c.lookup(kb, prefetch=prefetch, budget=1.5),
+                                 Lookup(6, 3, 0, 0))
+            for bad in (-0.001, 10.5, float("nan"), True):
+                with self.assertRaises(InvalidArgumentError):
+                    c.lookup(kb, budget=bad)
             rr = c.reserve_read_prefix_wait(kb, wait=0.02)
             self.assertEqual(rr.prefix, 3)
             self.assertEqual(list(rr.statuses)[3:5],

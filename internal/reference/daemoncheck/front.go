@@ -39,13 +39,26 @@ func Front() l1check.Variant {
 }
 
 func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
+	f, fa, closeFront, err := startFront(m, a, server.L2Config{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return f, fa, closeFront, nil
+}
+
+// startFront starts a daemon of m's configuration over a pool of a's
+// capacity and alignment, with the L2 tier l2c, and connects to it.
+func startFront(m *l1.Manager[l1check.Key], a *allocator.Allocator, l2c server.L2Config) (*front, *allocator.Allocator, func(), error) {
 	path, err := socketPath()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	srv, err := server.New(server.Config{SocketPath: path, PoolSize: a.Capacity(), Align: a.Align(),
-		FrameTimeout: time.Minute, WriteTimeout: time.Minute, L1: m.Config()})
+		FrameTimeout: time.Minute, WriteTimeout: time.Minute, L1: m.Config(), L2: l2c})
 	if err != nil {
+		if l2c.Store != nil {
+			l2c.Store.Close()
+		}
 		return nil, nil, nil, err
 	}
 	go srv.Serve()

@@ -27,11 +27,27 @@ const (
 	OpTouch
 	OpAdvance
 	OpDisconnect
+	// NumBaseOpKinds is the number of operations of a System without L2;
+	// the ones below need Setup.L2.
+	NumBaseOpKinds OpKind = iota
+)
+
+// The operations of a System with Setup.L2.
+const (
+	// OpLookup is a lookup of the keys, with the prefetch flag when
+	// Op.Prefetch.
+	OpLookup OpKind = NumBaseOpKinds + iota
+	// OpLoad lets the oldest prefetch's get through and waits for its
+	// load; nothing without one.
+	OpLoad
+	// OpEvictL2 removes the keys' values from L2, as the store's own
+	// eviction would.
+	OpEvictL2
 	NumOpKinds
 )
 
 var opNames = [...]string{"ReserveWrite", "FinishWrite", "AbortWrite", "FinishWriteAndReserveRead", "ReserveRead",
-	"ReserveReadPrefix", "FinishRead", "Delete", "Touch", "Advance", "Disconnect"}
+	"ReserveReadPrefix", "FinishRead", "Delete", "Touch", "Advance", "Disconnect", "Lookup", "Load", "EvictL2"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
@@ -51,6 +67,10 @@ const (
 	LeaseOther
 	// LeaseZero: 0, never a lease.
 	LeaseZero
+	// LeaseDaemon: the daemon's own write lease of each key, where it is
+	// prefetching it (0 elsewhere): a lease no connection holds. For a
+	// System with Setup.L2.
+	LeaseDaemon
 )
 
 // Op is one step.
@@ -66,12 +86,19 @@ type Op struct {
 	Force     bool
 	From      LeaseFrom
 	Advance   time.Duration
+	Prefetch  bool // OpLookup
 }
 
 func (o Op) String() string {
 	switch o.Kind {
 	case OpAdvance:
 		return fmt.Sprintf("Advance(%v)", o.Advance)
+	case OpLookup:
+		return fmt.Sprintf("conn %d: Lookup(%v, prefetch %v)", o.Conn, o.Keys, o.Prefetch)
+	case OpLoad:
+		return "Load"
+	case OpEvictL2:
+		return fmt.Sprintf("EvictL2(%v)", o.Keys)
 	case OpDisconnect:
 		return fmt.Sprintf("Disconnect(conn %d)", o.Conn)
 	case OpReserveWrite:
@@ -94,6 +121,11 @@ func (s *System) leases(op Op, write bool) ([]client.Lease, []l1.Lease) {
 	cl := make([]client.Lease, len(op.Keys))
 	ml := make([]l1.Lease, len(op.Keys))
 	for i, k := range op.Keys {
+		if op.From == LeaseDaemon {
+			l, _ := s.Model.DaemonWriteLease(k)
+			cl[i], ml[i] = client.Lease{Epoch: epoch, ID: l}, l
+			continue
+		}
 		if op.From != LeaseZero {
 			cl[i] = client.Lease{Epoch: epoch, ID: book[k]}
 			ml[i] = book[k]
@@ -127,10 +159,14 @@ func (s *System) Run(ops []Op) error {
 	return nil
 }
 
-// Apply runs op on the daemon and on the model, compares the answers, then
-// every object's state.
+// Apply runs op on the daemon and on the model, compares the answers,
+// waits until the daemon's L2 tier (with Setup.L2) has done what the op
+// gave it to do, then compares every object's state.
 func (s *System) Apply(op Op) error {
 	if err := s.apply(op); err != nil {
+		return err
+	}
+	if err := s.waitL2(); err != nil {
 		return err
 	}
 	return s.Compare()
@@ -221,6 +257,8 @@ func (s *System) apply(op Op) error {
 		return sameStatuses(got, want)
 	case OpTouch:
 		return sameErr(c.Touch(keys), mm.Touch(op.Keys))
+	case OpLookup, OpLoad, OpEvictL2:
+		return s.applyL2(op)
 	}
 	return fmt.Errorf("unknown op %v", op.Kind)
 }

@@ -55,6 +55,7 @@ func badLocks(locks int) bool { return locks < 1 || locks > l1.MaxReadLocks }
 type Owners[K comparable] struct {
 	M     *l1ref.Manager[K]
 	conns map[int]*ledger[K]
+	l2    *daemonL2[K] // nil: a daemon without L2 (owners_l2.go)
 }
 
 type ledger[K comparable] struct {
@@ -154,9 +155,20 @@ func (o *Owners[K]) finishWrites(c int, keys []K, leases []l1.Lease, call func([
 	return out, nil
 }
 
-// FinishWrite finishes connection c's writes.
+// FinishWrite finishes connection c's writes; with L2, the daemon then
+// copies the finished keys (copyToL2).
 func (o *Owners[K]) FinishWrite(c int, keys []K, leases []l1.Lease) ([]l1.Status, error) {
-	return o.finishWrites(c, keys, leases, o.M.FinishWrite)
+	sts, err := o.finishWrites(c, keys, leases, o.M.FinishWrite)
+	if err == nil && o.l2 != nil {
+		var done []K
+		for i, st := range sts {
+			if st == l1.OK {
+				done = append(done, keys[i])
+			}
+		}
+		o.copyToL2(done)
+	}
+	return sts, err
 }
 
 // AbortWrite aborts connection c's writes.
@@ -180,13 +192,16 @@ func (o *Owners[K]) FinishWriteAndReserveRead(c int, keys []K, leases []l1.Lease
 		out[i].Status = NotOwner
 	}
 	l := o.conn(c)
+	var done []K
 	for j, i := range idx {
 		delete(l.writes, leases[i])
 		if res[j].Status == l1.OK {
 			o.addRead(l, keys[i], res[j].Lease, locks)
+			done = append(done, keys[i])
 		}
 		out[i] = res[j]
 	}
+	o.copyToL2(done)
 	return out, nil
 }
 

@@ -10,6 +10,13 @@
 // random calls on random connections, random disconnects and clock
 // advances.
 //
+// With Setup.L2 the daemon has an L2 tier over an in-memory store, and the
+// model the daemon's own locks (owners_l2.go): the copy of each finished
+// object, the prefetches of lookups and their loads, which the System
+// steps (OpLoad), so that no daemon lock outlives its work, no prefetched
+// key is readable before its load finished it with the L2 value's bytes,
+// and nothing a connection does releases a daemon lock.
+//
 // A Variant replaces how a connection ends, or how its delete is carried
 // out, which is how the broken daemons of package mutant (a disconnect
 // that forgets the read locks, a forced delete that frees a locked block
@@ -52,6 +59,11 @@ type Setup struct {
 	EvictOnDemand     bool
 	Eviction          l1.EvictionPolicy
 	WriteTTL, ReadTTL time.Duration
+	// L2 gives the daemon an L2 tier over an in-memory store whose
+	// prefetch gets wait for OpLoad (owners_l2.go models it): one put
+	// worker copying one object a call, so that its calls follow the
+	// finishes in order, and one get per prefetch.
+	L2 bool
 }
 
 // Variant replaces parts of a System; the zero Variant is the real thing.
@@ -70,6 +82,7 @@ type System struct {
 	Clients [Conns]*client.Client
 	Model   *Owners[int]
 	v       Variant
+	store   *stepStore // with Setup.L2
 
 	// Book holds each connection's last write and read lease of each key,
 	// as its caller keeps them: presented as they are, they go stale.
@@ -117,8 +130,13 @@ func New(setup Setup, v Variant) (*System, error) {
 	s := &System{Setup: setup, v: v, path: path}
 	cfg := l1.Config{Placement: setup.Placement, EvictOnDemand: setup.EvictOnDemand,
 		Eviction: setup.Eviction, WriteTTL: setup.WriteTTL, ReadTTL: setup.ReadTTL, Now: s.clock}
-	srv, err := server.New(server.Config{SocketPath: path, PoolSize: int64(setup.Units) * Unit, Align: Unit,
-		FrameTimeout: time.Minute, WriteTimeout: time.Minute, L1: cfg})
+	scfg := server.Config{SocketPath: path, PoolSize: int64(setup.Units) * Unit, Align: Unit,
+		FrameTimeout: time.Minute, WriteTimeout: time.Minute, L1: cfg}
+	if setup.L2 {
+		s.store = newStepStore()
+		scfg.L2 = server.L2Config{Store: s.store, Batch: 1, Workers: 1, PrefetchBatch: prefetchBatch}
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +144,9 @@ func New(setup Setup, v Variant) (*System, error) {
 	go srv.Serve()
 	cfg.QuarantineLapsedWrites = true // as the daemon always runs it
 	s.Model = NewOwners(l1ref.New[int](allocref.NewAlloc(int64(setup.Units)*Unit, Unit), l1ref.Config{Config: cfg, Epoch: Epoch}))
+	if setup.L2 {
+		s.Model.EnableL2()
+	}
 	for i := range Conns {
 		if err := s.dial(i); err != nil {
 			s.Close()
@@ -282,6 +303,9 @@ func sameResults(got []client.Result, want []l1.Result) error {
 func (s *System) Compare() error {
 	if err := s.Server.Check(); err != nil {
 		return fmt.Errorf("daemon check: %w", err)
+	}
+	if err := s.compareL2(); err != nil {
+		return err
 	}
 	got := s.Server.Manager().Snapshot()
 	s.Model.M.Sweep()

@@ -12,6 +12,27 @@ func (m *Manager[K]) ReserveRead(keys []K, locks int) ([]l1.Result, error) {
 	return out, err
 }
 
+// ReserveReadUntracked models l1.Manager.ReserveReadUntracked: ReserveRead
+// that records no use (no hit, no touch) and counts no lookup.
+func (m *Manager[K]) ReserveReadUntracked(keys []K, locks int) ([]l1.Result, error) {
+	return perKey(m, badLocks(locks), keys, func(_ int, _ K, o *object) l1.Result {
+		switch {
+		case o == nil:
+			return l1.Result{Status: l1.KeyNotExist}
+		case o.write.held(m.Now):
+			return l1.Result{Status: l1.KeyNotReadable}
+		}
+		m.readLockOne(o, locks)
+		return l1.Result{Status: l1.OK, Block: o.block, Lease: o.rlease}
+	})
+}
+
+// FinishReadUntracked models l1.Manager.FinishReadUntracked: FinishRead
+// (the model reports no events).
+func (m *Manager[K]) FinishReadUntracked(keys []K, leases []l1.Lease, locks int) ([]l1.Status, error) {
+	return m.FinishRead(keys, leases, locks)
+}
+
 // readLock read-locks o, as ReserveRead does each key: a missing key is
 // KeyNotExist, a write-locked one KeyNotReadable.
 func (m *Manager[K]) readLock(o *object, locks int) l1.Result {

@@ -41,6 +41,15 @@ var VariantDaemonAnswersReversed = l1check.Variant{Front: func(m *l1.Manager[l1c
 	return reversedAnswers{f}, fa, closeFront, err
 }}
 
+// VariantDaemonL2AnswersReversed is VariantDaemonAnswersReversed over the
+// front end with L2 (daemoncheck.FrontL2 over the Redis at url).
+func VariantDaemonL2AnswersReversed(url string) l1check.Variant {
+	return l1check.Variant{Front: func(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
+		f, fa, closeFront, err := daemoncheck.FrontL2(url).Front(m, a)
+		return reversedAnswers{f}, fa, closeFront, err
+	}}
+}
+
 type reversedAnswers struct{ l1check.Manager }
 
 // ReserveWrite reserves, then reverses the results.
