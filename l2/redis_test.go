@@ -128,6 +128,14 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("one seed of a cluster got a %T", r1.Client())
 	}
 	roundTrip(t, one, keysN("one", 20), 1000)
+	// One value a pipeline: every value of every master once, in parts.
+	rs, err := l2.NewRedis(context.Background(), c.URL(), l2.RedisOptions{StreamBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ := l2.NewTier(rs, l2.Options{})
+	defer streamed.Close()
+	roundTrip(t, streamed, keysN("streamed", 30), 10<<10)
 
 	ps, _ := payloads(keys, 64<<10)
 	masters, err := c.Masters(context.Background())

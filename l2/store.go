@@ -48,10 +48,11 @@ type Backend interface {
 	Get(ctx context.Context, names []string) ([][]byte, error)
 	// GetEach is Get that hands over each value as soon as its part of
 	// the batch has arrived: f(i, v) once for every name (v nil when
-	// absent or unreachable), from several goroutines at once. It
-	// returns, with the first error, after every f has returned. v is f's
-	// only until f returns.
-	GetEach(ctx context.Context, names []string, f func(i int, v []byte)) error
+	// absent or unreachable), from several goroutines at once. sizes[i]
+	// is about how long the caller expects value i to be (a hint for the
+	// batching). It returns, with the first error, after every f has
+	// returned. v is f's only until f returns.
+	GetEach(ctx context.Context, names []string, sizes []int, f func(i int, v []byte)) error
 	// GetPrefix returns each value's first n[i] bytes (fewer for a
 	// shorter value), and its whole length (-1 when absent).
 	GetPrefix(ctx context.Context, names []string, n []int) ([][]byte, []int64, error)

@@ -211,11 +211,15 @@ func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bo
 		return ok
 	}
 	names := t.names(keys)
+	sizes := make([]int, len(keys))
+	for i := range keys {
+		sizes[i] = PrefixLen(&keys[i]) + len(dst[i])
+	}
 	bad := make([]bool, len(keys))
 	var in atomic.Uint64
 	start := time.Now()
 	t.call(ctx, func(ctx context.Context) error {
-		return t.b.GetEach(ctx, names, func(i int, v []byte) {
+		return t.b.GetEach(ctx, names, sizes, func(i int, v []byte) {
 			if v == nil {
 				return
 			}

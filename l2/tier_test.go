@@ -51,7 +51,7 @@ func (b *memBackend) Get(ctx context.Context, names []string) ([][]byte, error) 
 
 // GetEach hands the values over from two goroutines, the odd names'
 // and the even ones', as a cluster's masters would.
-func (b *memBackend) GetEach(ctx context.Context, names []string, f func(i int, v []byte)) error {
+func (b *memBackend) GetEach(ctx context.Context, names []string, _ []int, f func(i int, v []byte)) error {
 	vs, err := b.Get(ctx, names)
 	var wg sync.WaitGroup
 	for half := range 2 {
