@@ -59,6 +59,69 @@ func TestCodecRefusesEveryFlip(t *testing.T) {
 	}
 }
 
+// TestDecodeIntoRefusesEveryFlip: DecodeInto refuses what Decode refuses
+// (every flip of a bit, every truncation, an extension) and loads what
+// it accepts, over payloads of several of its chunks, a flip in each.
+func TestDecodeIntoRefusesEveryFlip(t *testing.T) {
+	p := make([]byte, 2*checkChunk+100)
+	rand.NewChaCha8([32]byte{1}).Read(p)
+	v, _ := Encode(nil, &testKey, p)
+	dst := make([]byte, len(p))
+	if err := DecodeInto(&testKey, v, dst); err != nil || !bytes.Equal(dst, p) {
+		t.Fatalf("a good value: %v", err)
+	}
+	n := PrefixLen(&testKey)
+	flips := []int{n, n + checkChunk - 1, n + checkChunk, n + 2*checkChunk, len(v) - 1}
+	for i := range n {
+		flips = append(flips, i)
+	}
+	for _, i := range flips {
+		for bit := range 8 {
+			w := bytes.Clone(v)
+			w[i] ^= 1 << bit
+			if err := DecodeInto(&testKey, w, dst); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("flip of byte %d bit %d: %v", i, bit, err)
+			}
+		}
+	}
+	for _, m := range []int{0, 1, HeaderSize, n, n + 1, len(v) - 1} {
+		if err := DecodeInto(&testKey, v[:m], dst[:max(m-n, 0)]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d bytes: %v", m, err)
+		}
+	}
+	if err := DecodeInto(&testKey, append(bytes.Clone(v), 0), append(dst, 0)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("one byte too many: %v", err)
+	}
+	if err := DecodeInto(&testKey, v, dst[:len(p)-1]); !errors.Is(err, ErrSize) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("room for one byte less: %v", err)
+	}
+	k := testKey
+	k.KVRank++
+	if err := DecodeInto(&k, v, dst); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("another key: %v", err)
+	}
+}
+
+// TestEncodeIsEncodeSum: Encode's one-pass checksum is the payload's
+// CRC32C, and its value is byte for byte EncodeSum's, at sizes around its
+// chunks.
+func TestEncodeIsEncodeSum(t *testing.T) {
+	r := rand.NewChaCha8([32]byte{2})
+	for _, size := range []int{0, 1, checkChunk - 1, checkChunk, checkChunk + 1, 3*checkChunk + 5} {
+		p := make([]byte, size)
+		r.Read(p)
+		pre := []byte("already there")
+		got, err := Encode(bytes.Clone(pre), &testKey, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := EncodeSum(bytes.Clone(pre), &testKey, p, Checksum(p))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("size %d: Encode differs from EncodeSum", size)
+		}
+	}
+}
+
 // TestCodecKeyMismatch: a value is refused for a key that differs in any
 // field, even when the checksums are right for the value's own key.
 func TestCodecKeyMismatch(t *testing.T) {

@@ -4,15 +4,19 @@
 // The contract:
 //
 //   - Store is the small interface the daemon uses: batched Head (which
-//     values exist, and their sizes, without their bytes), Get, Put and
-//     Delete of KV objects named by l1.ObjectKey, plus Stats and Close.
+//     values exist, and their sizes, without their bytes), Get, Load (Get
+//     into the caller's memory: the daemon's blocks), Put and Delete of
+//     KV objects named by l1.ObjectKey, plus Stats and Close.
 //     Tier implements it over a Backend, the raw store (Redis, through
 //     NewRedis; a later store is one more Backend).
 //   - Every value carries a header (Encode): magic, version, the full key,
 //     the payload's size and CRC32C, and a CRC32C of the header and key.
-//     Tier serves a payload only when all of them check (Decode); a value
-//     that fails any check is a miss, is counted, and is deleted from the
-//     store. It is never returned.
+//     Tier serves a payload only when all of them check (Decode, or
+//     DecodeInto for Load, which checks the payload's CRC32C as it copies
+//     it and reports a miss for any refusal, so that the caller never
+//     serves the bytes it copied); a value that fails any check is a
+//     miss, is counted, and is deleted from the store. It is never
+//     returned.
 //   - Tier never fails a caller because the store failed: every call has
 //     a timeout, a failure is a miss (Get, Head) or a dropped put, and
 //     after Options.BreakerFailures failures in a row the circuit breaker

@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// DefaultStreamBytes is RedisOptions.StreamBytes's default.
+const DefaultStreamBytes = 4 << 20
 
 // RedisOptions configures NewRedis.
 type RedisOptions struct {
@@ -19,6 +23,12 @@ type RedisOptions struct {
 	// PoolSize is the connections per node (default go-redis's: 10 per
 	// CPU).
 	PoolSize int
+	// StreamBytes is about how many bytes of one master's values GetEach
+	// asks for in one pipeline (by the sizes its caller expects), before
+	// it checks them while the master's next pipeline is in flight
+	// (default 4 MiB: one pipeline per value of 8 MiB, four per value of
+	// 1 MiB, 64 per value of 64 KiB).
+	StreamBytes int
 	// Cluster forces a cluster client for one address; with several it is
 	// always one. Without it, one address is probed (INFO cluster) and a
 	// cluster node gets a cluster client.
@@ -30,7 +40,8 @@ type RedisOptions struct {
 // learns failovers) or one plain Redis (go-redis's Client). Batches are
 // pipelined: one round trip per node.
 type Redis struct {
-	c redis.UniversalClient
+	c      redis.UniversalClient
+	stream int // RedisOptions.StreamBytes
 }
 
 var _ Backend = (*Redis)(nil)
@@ -61,12 +72,15 @@ func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.StreamBytes <= 0 {
+		opts.StreamBytes = DefaultStreamBytes
+	}
 	cluster := opts.Cluster || len(addrs) > 1
 	if !cluster {
 		cluster = isClusterNode(ctx, addrs[0], opts.Timeout)
 	}
 	if cluster {
-		return &Redis{c: redis.NewClusterClient(&redis.ClusterOptions{
+		return &Redis{stream: opts.StreamBytes, c: redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, DialTimeout: opts.Timeout, ReadTimeout: opts.Timeout, WriteTimeout: opts.Timeout,
 			ContextTimeoutEnabled: true, PoolSize: opts.PoolSize, MaxRetries: 1,
 			// No redirect rounds: go-redis's retry round after a failed
@@ -78,7 +92,7 @@ func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error
 			MaxRedirects: -1,
 		})}, nil
 	}
-	return &Redis{c: redis.NewClient(&redis.Options{
+	return &Redis{stream: opts.StreamBytes, c: redis.NewClient(&redis.Options{
 		Addr: addrs[0], DialTimeout: opts.Timeout, ReadTimeout: opts.Timeout, WriteTimeout: opts.Timeout,
 		ContextTimeoutEnabled: true, PoolSize: opts.PoolSize, MaxRetries: -1,
 	})}, nil
@@ -127,6 +141,110 @@ func (r *Redis) Get(ctx context.Context, names []string) ([][]byte, error) {
 		}
 	}
 	return out, firstErr(all, err)
+}
+
+// GetEach implements Backend. The names are grouped by their slot's
+// master (one group on a plain Redis), and each group runs on one
+// connection at a time, all groups at once, as go-redis's cluster
+// pipeline runs one batch per node: no more connections than a pipelined
+// Get. Within a group the values are asked for in pipelines of about
+// RedisOptions.StreamBytes (by sizes), one after the other, and f runs on
+// each pipeline's values, in a goroutine of its own, while the group's
+// next pipeline is in flight: the checks and copies of one large value
+// overlap the transfer of the next.
+func (r *Redis) GetEach(ctx context.Context, names []string, sizes []int, f func(i int, v []byte)) error {
+	groups := r.byMaster(ctx, names)
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for g, idx := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[g] = r.getGroup(ctx, names, sizes, idx, f)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// byMaster groups the indexes of names by their slot's master, in order
+// of first appearance; one group of all on a plain Redis, or when the
+// cluster's slot map cannot be had (the pipeline then finds out).
+func (r *Redis) byMaster(ctx context.Context, names []string) [][]int {
+	cc, ok := r.c.(*redis.ClusterClient)
+	if !ok || len(names) < 2 {
+		return [][]int{seq(len(names))}
+	}
+	var groups [][]int
+	at := map[*redis.Client]int{}
+	for i, n := range names {
+		m, err := cc.MasterForKey(ctx, n)
+		if err != nil {
+			return [][]int{seq(len(names))}
+		}
+		g, ok := at[m]
+		if !ok {
+			g = len(groups)
+			at[m] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// getGroup is one group of GetEach: the names at idx, StreamBytes at a
+// time; it returns once every f has, with the first error.
+func (r *Redis) getGroup(ctx context.Context, names []string, sizes []int, idx []int, f func(i int, v []byte)) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var first error
+	for len(idx) > 0 {
+		n, sum := 1, sizes[idx[0]]
+		for n < len(idx) && sum+sizes[idx[n]] <= r.stream {
+			sum += sizes[idx[n]]
+			n++
+		}
+		part := idx[:n]
+		idx = idx[n:]
+		cmds := make([]*redis.StringCmd, len(part))
+		all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range part {
+				cmds[j] = p.Get(ctx, names[i])
+			}
+			return nil
+		})
+		if err = firstErr(all, err); err != nil && first == nil {
+			first = err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j, c := range cmds {
+				b, e := c.Bytes()
+				if e != nil {
+					b = nil
+				}
+				f(part[j], b)
+			}
+		}()
+		if ctx.Err() != nil {
+			// Past the deadline every later pipeline fails at once.
+			for _, i := range idx {
+				f(i, nil)
+			}
+			break
+		}
+	}
+	return first
 }
 
 // GetPrefix implements Backend: a pipelined GETRANGE and STRLEN per name.

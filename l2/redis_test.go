@@ -63,6 +63,15 @@ func roundTrip(t *testing.T, tier *l2.Tier, keys []l1.ObjectKey, size int) {
 			t.Fatalf("Get %v: wrong bytes (%d, want %d)", keys[i], len(got[i]), size)
 		}
 	}
+	dst := make([][]byte, len(keys))
+	for i := range dst {
+		dst[i] = make([]byte, size)
+	}
+	for i, ok := range tier.Load(ctx, keys, dst) {
+		if !ok || !bytes.Equal(dst[i], ps[i]) {
+			t.Fatalf("Load %v: %v, wrong bytes", keys[i], ok)
+		}
+	}
 	for i, s := range tier.Head(ctx, keys) {
 		if s != int64(size) {
 			t.Fatalf("Head %v = %d, want %d", keys[i], s, size)
@@ -119,6 +128,14 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("one seed of a cluster got a %T", r1.Client())
 	}
 	roundTrip(t, one, keysN("one", 20), 1000)
+	// One value a pipeline: every value of every master once, in parts.
+	rs, err := l2.NewRedis(context.Background(), c.URL(), l2.RedisOptions{StreamBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ := l2.NewTier(rs, l2.Options{})
+	defer streamed.Close()
+	roundTrip(t, streamed, keysN("streamed", 30), 10<<10)
 
 	ps, _ := payloads(keys, 64<<10)
 	masters, err := c.Masters(context.Background())
@@ -129,7 +146,7 @@ func TestRedisCluster(t *testing.T) {
 	if err := victim.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	hits := 0
+	hits, loaded := 0, 0
 	for range 4 {
 		start := time.Now()
 		got := tier.Get(context.Background(), keys)
@@ -141,6 +158,23 @@ func TestRedisCluster(t *testing.T) {
 				hits++
 				if !bytes.Equal(got[i], ps[i]) {
 					t.Fatalf("wrong bytes for %v", keys[i])
+				}
+			}
+		}
+		start = time.Now()
+		dst := make([][]byte, len(keys))
+		for i := range dst {
+			dst[i] = make([]byte, 64<<10)
+		}
+		ok := tier.Load(context.Background(), keys, dst)
+		if el := time.Since(start); el > timeout+500*time.Millisecond {
+			t.Fatalf("a load with a stopped master took %v (timeout %v)", el, timeout)
+		}
+		for i := range keys {
+			if ok[i] {
+				loaded++
+				if !bytes.Equal(dst[i], ps[i]) {
+					t.Fatalf("Load: wrong bytes for %v", keys[i])
 				}
 			}
 		}
@@ -169,5 +203,5 @@ func TestRedisCluster(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("stopped master: %d hits in 4 gets of %d keys; %+v", hits, len(keys), tier.Stats())
+	t.Logf("stopped master: %d hits in 4 gets and %d in 4 loads of %d keys; %+v", hits, loaded, len(keys), tier.Stats())
 }

@@ -17,6 +17,13 @@ type Store interface {
 	// Get returns, per key, the checked payload, or nil for a miss. A
 	// value that fails its checks is a miss, is counted and is deleted.
 	Get(ctx context.Context, keys []l1.ObjectKey) [][]byte
+	// Load is Get into the caller's memory: each key's checked payload
+	// is copied into dst[i], which must be exactly the payload's length,
+	// and ok[i] says whether it was. A value that fails its checks is a
+	// miss, counted and deleted; a valid value of another length is a
+	// miss. dst[i] of a miss may hold some of the value's bytes, which the
+	// caller must not serve.
+	Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) (ok []bool)
 	// Put stores values[i], keys[i]'s value as Encode made it, and
 	// returns how many it stored.
 	Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int
@@ -39,6 +46,13 @@ type Store interface {
 type Backend interface {
 	// Get returns the values; nil for an absent one.
 	Get(ctx context.Context, names []string) ([][]byte, error)
+	// GetEach is Get that hands over each value as soon as its part of
+	// the batch has arrived: f(i, v) once for every name (v nil when
+	// absent or unreachable), from several goroutines at once. sizes[i]
+	// is about how long the caller expects value i to be (a hint for the
+	// batching). It returns, with the first error, after every f has
+	// returned. v is f's only until f returns.
+	GetEach(ctx context.Context, names []string, sizes []int, f func(i int, v []byte)) error
 	// GetPrefix returns each value's first n[i] bytes (fewer for a
 	// shorter value), and its whole length (-1 when absent).
 	GetPrefix(ctx context.Context, names []string, n []int) ([][]byte, []int64, error)

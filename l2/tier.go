@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvalloc/kvalloc/l1"
@@ -33,6 +34,10 @@ type Options struct {
 	// Decode checks a value against its key and returns its payload; nil
 	// is the package's Decode. Tests set broken ones (mutants).
 	Decode func(k *l1.ObjectKey, v []byte) ([]byte, error)
+	// DecodeInto is Load's Decode: it checks a value and copies its
+	// payload into dst; nil is the package's DecodeInto. Tests set broken
+	// ones (mutants).
+	DecodeInto func(k *l1.ObjectKey, v, dst []byte) error
 }
 
 // Tier is a Store over a Backend: names from StoreKey, values checked
@@ -67,6 +72,9 @@ func NewTier(b Backend, opts Options) (*Tier, error) {
 	}
 	if opts.Decode == nil {
 		opts.Decode = Decode
+	}
+	if opts.DecodeInto == nil {
+		opts.DecodeInto = DecodeInto
 	}
 	return &Tier{b: b, opts: opts, br: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown, opts.Clock), c: newCounters()}, nil
 }
@@ -188,6 +196,58 @@ func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 	t.c.hits.Add(uint64(hits))
 	t.c.misses.Add(uint64(len(keys) - hits))
 	return out
+}
+
+// Load implements Store: the values arrive a node's batch at a time
+// (Backend.GetEach), and each is checked as it is copied into its dst
+// (Options.DecodeInto), so the checks and copies overlap the transfers
+// still in flight.
+func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
+	if len(keys) != len(dst) {
+		panic(fmt.Sprintf("l2: Load of %d keys into %d buffers", len(keys), len(dst)))
+	}
+	ok := make([]bool, len(keys))
+	if len(keys) == 0 {
+		return ok
+	}
+	names := t.names(keys)
+	sizes := make([]int, len(keys))
+	for i := range keys {
+		sizes[i] = PrefixLen(&keys[i]) + len(dst[i])
+	}
+	bad := make([]bool, len(keys))
+	var in atomic.Uint64
+	start := time.Now()
+	t.call(ctx, func(ctx context.Context) error {
+		return t.b.GetEach(ctx, names, sizes, func(i int, v []byte) {
+			if v == nil {
+				return
+			}
+			in.Add(uint64(len(v)))
+			switch err := t.opts.DecodeInto(&keys[i], v, dst[i]); {
+			case err == nil:
+				ok[i] = true
+			case !errors.Is(err, ErrSize):
+				bad[i] = true
+			}
+		})
+	})
+	since(t.c.getLatency, start)
+	t.c.bytesIn.Add(in.Load())
+	var idx []int
+	hits := 0
+	for i := range keys {
+		if bad[i] {
+			idx = append(idx, i)
+		}
+		if ok[i] {
+			hits++
+		}
+	}
+	t.corrupt(ctx, keys, names, idx)
+	t.c.hits.Add(uint64(hits))
+	t.c.misses.Add(uint64(len(keys) - hits))
+	return ok
 }
 
 // corrupt counts and deletes the values at idx, which failed a check.

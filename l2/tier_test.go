@@ -49,6 +49,28 @@ func (b *memBackend) Get(ctx context.Context, names []string) ([][]byte, error) 
 	return out, nil
 }
 
+// GetEach hands the values over from two goroutines, the odd names'
+// and the even ones', as a cluster's masters would.
+func (b *memBackend) GetEach(ctx context.Context, names []string, _ []int, f func(i int, v []byte)) error {
+	vs, err := b.Get(ctx, names)
+	var wg sync.WaitGroup
+	for half := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := half; i < len(names); i += 2 {
+				var v []byte
+				if i < len(vs) {
+					v = vs[i]
+				}
+				f(i, v)
+			}
+		}()
+	}
+	wg.Wait()
+	return err
+}
+
 func (b *memBackend) GetPrefix(ctx context.Context, names []string, n []int) ([][]byte, []int64, error) {
 	if err := b.enter(ctx); err != nil {
 		return nil, nil, err
@@ -131,6 +153,15 @@ func putGet(t *testing.T, tier Store, keys []l1.ObjectKey, size int) [][]byte {
 			t.Fatalf("Get %v: %d bytes, want %d", keys[i], len(got[i]), len(ps[i]))
 		}
 	}
+	dst := make([][]byte, len(keys))
+	for i := range dst {
+		dst[i] = bytes.Repeat([]byte{0xee}, size)
+	}
+	for i, ok := range tier.Load(ctx, keys, dst) {
+		if !ok || !bytes.Equal(dst[i], ps[i]) {
+			t.Fatalf("Load %v: %v, %d bytes", keys[i], ok, len(dst[i]))
+		}
+	}
 	for i, s := range tier.Head(ctx, keys) {
 		if s != int64(size) {
 			t.Fatalf("Head %v = %d, want %d", keys[i], s, size)
@@ -167,7 +198,7 @@ func TestTierCorruptIsMissAndDeleted(t *testing.T) {
 	if got[3] == nil {
 		t.Fatal("the good value was not served")
 	}
-	if s := tier.Stats(); s.Corrupt != 3 || s.Hits != 5 || s.Misses != 3 {
+	if s := tier.Stats(); s.Corrupt != 3 || s.Hits != 9 || s.Misses != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 	mem.m[name(3)][7]++ // the header's hash length: Head sees it
@@ -176,6 +207,76 @@ func TestTierCorruptIsMissAndDeleted(t *testing.T) {
 	}
 	if _, ok := mem.m[name(3)]; ok || tier.Stats().Corrupt != 4 {
 		t.Fatal("Head left a corrupt value, or did not count it")
+	}
+}
+
+// TestTierLoadChecksEveryByte: Load copies a payload into its buffer only
+// with every check passed. A value whose payload, header or key was
+// changed in the store, or another key's value, is a miss, counted and
+// deleted; a valid value of another size than the buffer is a miss, left
+// in the store; a missing one is a miss; the others are loaded whole.
+func TestTierLoadChecksEveryByte(t *testing.T) {
+	mem := newMem()
+	tier, err := NewTier(mem, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 3*checkChunk + 17 // several chunks of the fused copy and check
+	keys := testKeys(7)
+	ps := putGet(t, tier, keys, size)
+	name := func(i int) string { return StoreKey(DefaultPrefix, &keys[i]) }
+	mem.m[name(0)][len(mem.m[name(0)])-1] ^= 1       // the payload's last byte
+	mem.m[name(1)][PrefixLen(&keys[1])+checkChunk]++ // the first byte of a later chunk
+	mem.m[name(2)][24]++                             // header: size
+	mem.m[name(3)] = bytes.Clone(mem.m[name(6)])     // another key's value
+	delete(mem.m, name(4))                           // absent
+	before := tier.Stats()
+	dst := make([][]byte, len(keys))
+	for i := range dst {
+		dst[i] = make([]byte, size)
+	}
+	dst[5] = make([]byte, size-1) // room for another size
+	ok := tier.Load(context.Background(), keys, dst)
+	for i := range 6 {
+		if ok[i] {
+			t.Fatalf("key %d: a bad, absent or other-sized value was loaded", i)
+		}
+	}
+	if !ok[6] || !bytes.Equal(dst[6], ps[6]) {
+		t.Fatal("the good value was not loaded whole")
+	}
+	for i := range 4 {
+		if _, in := mem.m[name(i)]; in {
+			t.Fatalf("the corrupt value of key %d is still in the store", i)
+		}
+	}
+	if _, in := mem.m[name(5)]; !in {
+		t.Fatal("a valid value of another size was deleted")
+	}
+	s := tier.Stats()
+	if s.Corrupt-before.Corrupt != 4 || s.Hits-before.Hits != 1 || s.Misses-before.Misses != 6 {
+		t.Fatalf("stats %+v, before %+v", s, before)
+	}
+}
+
+// TestTierLoadBites: the check above fails for a DecodeInto that copies
+// without checking the payload's checksum.
+func TestTierLoadBites(t *testing.T) {
+	mem := newMem()
+	skip := func(k *l1.ObjectKey, v, dst []byte) error {
+		if _, err := DecodeHeader(k, v); err != nil {
+			return err
+		}
+		copy(dst, v[PrefixLen(k):])
+		return nil
+	}
+	tier, _ := NewTier(mem, Options{DecodeInto: skip})
+	keys := testKeys(2)
+	putGet(t, tier, keys, 1000)
+	mem.m[StoreKey(DefaultPrefix, &keys[0])][PrefixLen(&keys[0])+500] ^= 0x40
+	dst := [][]byte{make([]byte, 1000), make([]byte, 1000)}
+	if ok := tier.Load(context.Background(), keys, dst); !ok[0] {
+		t.Fatal("the mutant refused the corrupt value: the check cannot tell")
 	}
 }
 

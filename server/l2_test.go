@@ -215,7 +215,8 @@ func TestL2LookupOfHungStore(t *testing.T) {
 	check(t, b.s)
 }
 
-// hungGet is a Store whose Get waits for release (or its context) first.
+// hungGet is a Store whose Get and Load wait for release (or their
+// context) first.
 type hungGet struct {
 	l2.Store
 	release chan struct{}
@@ -228,6 +229,15 @@ func (h *hungGet) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 		return make([][]byte, len(keys))
 	}
 	return h.Store.Get(ctx, keys)
+}
+
+func (h *hungGet) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return make([]bool, len(keys))
+	}
+	return h.Store.Load(ctx, keys, dst)
 }
 
 // TestL2WaitDeadlineIsMiss: while a prefetch's get hangs, its keys are the

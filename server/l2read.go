@@ -161,8 +161,9 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 	return n
 }
 
-// load fetches prefetched keys from L2, a batch at a time, copies each
-// checked payload of the right size into its block and finishes it;
+// load fetches prefetched keys from L2, a batch at a time, checks each
+// payload of the right size as it copies it into its block (Store.Load)
+// and finishes it;
 // every other key (a miss, a bad value, a timeout, the daemon closing)
 // is aborted. Each key's waiters are woken once it is finished or
 // aborted.
@@ -173,14 +174,25 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 	for at := 0; at < len(keys); at += t.cfg.PrefetchBatch {
 		end := min(at+t.cfg.PrefetchBatch, len(keys))
 		ks, ls := keys[at:end], leases[at:end]
-		var got [][]byte
+		// Each payload is checked as it is copied straight into its
+		// block (the block is the daemon's write, so nothing reads it
+		// before the finish, and a refused one is aborted).
+		dst := make([][]byte, len(ks))
+		var ok []bool
 		if t.ctx.Err() == nil {
+			for i := range ks {
+				if b := blocks[at+i].Block; sizes[at+i] <= b.Size {
+					dst[i] = pool[b.Offset : b.Offset+sizes[at+i]]
+				}
+			}
 			start := time.Now()
-			got = t.store.Get(t.ctx, ks)
+			ok = t.store.Load(t.ctx, ks, dst)
 			if t.ctx.Err() == nil { // a get cut short by the daemon's end measures nothing
 				var bytes int64
-				for _, g := range got {
-					bytes += int64(len(g))
+				for i := range ok {
+					if ok[i] {
+						bytes += int64(len(dst[i]))
+					}
 				}
 				now := time.Now()
 				t.rate.observe(bytes, now.Sub(start), now)
@@ -189,9 +201,7 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 		var okK, badK []l1.ObjectKey
 		var okL, badL []l1.Lease
 		for i := range ks {
-			b := blocks[at+i].Block
-			if got != nil && got[i] != nil && int64(len(got[i])) == sizes[at+i] && sizes[at+i] <= b.Size {
-				copy(pool[b.Offset:b.Offset+b.Size], got[i])
+			if ok != nil && ok[i] && dst[i] != nil {
 				okK, okL = append(okK, ks[i]), append(okL, ls[i])
 			} else if s.l2PublishUnchecked.Load() {
 				// The deliberate bug: a key whose value missed or failed

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -22,10 +23,11 @@ const TierSource = "l2.Tier, 3-master cluster"
 // MeasureTier measures the daemon's own L2 path for each value size: it
 // starts a real Redis Cluster of 3 masters on loopback (no replicas, so
 // that the figure is the masters' own work), connects the l2 package's
-// Tier over its Redis backend, and times Put and Get of batches of batch
-// values (each an encoded value: header, full key and CRC32C, checked on
-// every get), about budget bytes per size and direction. Every get must
-// return every payload whole.
+// Tier over its Redis backend, and times Put and Load (the prefetch's
+// get, into buffers of the caller's) of batches of batch values (each an
+// encoded value: header, full key and CRC32C, checked on every load),
+// about budget bytes per size and direction. Every load must load every
+// payload whole.
 func MeasureTier(ctx context.Context, sizes []int64, batch int, budget int64) (_ []Bandwidth, err error) {
 	c, err := rediscluster.Start(ctx, rediscluster.Options{Replicas: -1})
 	if err != nil {
@@ -73,13 +75,22 @@ func MeasureTier(ctx context.Context, sizes []int64, batch int, budget int64) (_
 			}
 		}
 		b.Set = float64(size) * float64(n*rounds) / time.Since(t0).Seconds()
+		// Into buffers of their own, as the daemon's prefetch loads into
+		// its blocks (Tier.Load).
+		dst := make([][]byte, n)
+		for i := range dst {
+			dst[i] = make([]byte, size)
+		}
 		t0 = time.Now()
 		for range rounds {
-			for i, p := range t.Get(ctx, keys) {
-				if int64(len(p)) != size {
-					return nil, fmt.Errorf("cluster: the tier returned %d of %d bytes for value %d", len(p), size, i)
+			for i, ok := range t.Load(ctx, keys, dst) {
+				if !ok {
+					return nil, fmt.Errorf("cluster: the tier did not load value %d of %d bytes", i, size)
 				}
 			}
+		}
+		if !bytes.Equal(dst[0], payload) {
+			return nil, fmt.Errorf("cluster: the tier loaded other bytes for a value of %d bytes", size)
 		}
 		el := time.Since(t0)
 		b.Get = float64(size) * float64(n*rounds) / el.Seconds()

@@ -81,6 +81,18 @@ func (s *stepStore) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 	return out
 }
 
+// Load implements l2.Store: Get, each payload copied into its dst when
+// the lengths agree.
+func (s *stepStore) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
+	ok := make([]bool, len(keys))
+	for i, v := range s.Get(ctx, keys) {
+		if v != nil && len(v) == len(dst[i]) {
+			ok[i] = copy(dst[i], v) == len(v)
+		}
+	}
+	return ok
+}
+
 // Put implements l2.Store: a value that does not decode for its key is
 // not stored.
 func (s *stepStore) Put(_ context.Context, keys []l1.ObjectKey, values [][]byte) int {
