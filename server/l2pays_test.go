@@ -17,8 +17,8 @@ import (
 	"github.com/kvalloc/kvalloc/wire"
 )
 
-// slowGet is a Store whose Get waits delay first: an L2 that answers, but
-// slower than recomputing.
+// slowGet is a Store whose Get and Load wait delay first: an L2 that
+// answers, but slower than recomputing.
 type slowGet struct {
 	l2.Store
 	delay atomic.Int64 // nanoseconds
@@ -31,6 +31,15 @@ func (s *slowGet) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 		return make([][]byte, len(keys))
 	}
 	return s.Store.Get(ctx, keys)
+}
+
+func (s *slowGet) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
+	select {
+	case <-time.After(time.Duration(s.delay.Load())):
+	case <-ctx.Done():
+		return make([]bool, len(keys))
+	}
+	return s.Store.Load(ctx, keys, dst)
 }
 
 // The break-even tests' figures: sets of 4 keys of 64 KiB, one prefetch
