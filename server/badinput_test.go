@@ -137,7 +137,7 @@ func TestBadInput(t *testing.T) {
 		}, wire.CodeNoHello, wire.TypeHello.Answer()},
 		{"wrong version", false, func(r *rawConn) []byte {
 			b := r.frame(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
-			return set32(b, wire.HeaderSize+4, wire.Version+1)
+			return set32(b, wire.HeaderSize+4, wire.MaxVersion+1)
 		}, wire.CodeBadVersion, wire.TypeHello.Answer()},
 		{"half a frame then a stall", true, func(r *rawConn) []byte {
 			b := r.frame(wire.Request{Type: wire.TypeTouch, ID: 3, Epoch: r.epoch, Keys: keys("k", 20)})
