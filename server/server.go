@@ -53,6 +53,10 @@ type Server struct {
 	// bite test (export_test.go): a connection's end forgets its read
 	// locks instead of releasing them.
 	forgetReads bool
+	// handlesAnyLease is a deliberate bug, set only by the handle tests'
+	// bite (ResolveHandlesAnyLease): a call by handle takes the hold the
+	// handle names now, without checking the lease presented.
+	handlesAnyLease bool
 
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64
