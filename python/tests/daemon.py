@@ -4,6 +4,10 @@ The binaries come from ``$KVALLOC_DAEMON`` and ``$KVALLOC_GOCLIENT`` (make
 python-test builds them first), or are built here with ``go build`` into a
 temporary directory, once per test process. Without either the tests fail:
 they never skip for want of a daemon.
+
+``$KVALLOC_PROTOCOL`` (1 or 2, default 2) is the protocol version the
+tests' clients ask for (:func:`protocol`): make python-test runs the suite
+once with each.
 """
 
 import atexit
@@ -25,6 +29,15 @@ MIB = 1 << 20
 
 _built: Dict[str, str] = {}
 _tmp: Optional[str] = None
+
+
+def protocol() -> int:
+    """The protocol version the tests' clients ask for:
+    ``$KVALLOC_PROTOCOL``, 2 when unset."""
+    v = os.environ.get("KVALLOC_PROTOCOL", "2")
+    if v not in ("1", "2"):
+        raise RuntimeError(f"$KVALLOC_PROTOCOL={v!r}: want 1 or 2")
+    return int(v)
 
 
 def _tempdir() -> str:
@@ -149,9 +162,11 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def client(self, timeout: float = 10) -> Client:
-        """A new Python client of this daemon."""
-        return Client(self.socket, timeout=timeout)
+    def client(self, timeout: float = 10, **kw: Any) -> Client:
+        """A new Python client of this daemon, of :func:`protocol` unless
+        ``kw`` says."""
+        kw.setdefault("protocol", protocol())
+        return Client(self.socket, timeout=timeout, **kw)
 
     def go(self, *args: str, stdin: Any = None) -> Any:
         """Run the Go helper against this daemon; its JSON output."""
