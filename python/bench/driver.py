@@ -21,6 +21,10 @@ times from writing a command to reading its answer.
     call encodes them again.
 ``ping N``
     N empty round trips.
+
+The client asks for the protocol version ``$KVALLOC_PROTOCOL`` (1 or 2;
+2, key handles, when unset), so that one benchmark binary measures either:
+``KVALLOC_PROTOCOL=1 ./bench.test -test.bench PythonClient``.
 """
 
 import json
@@ -50,7 +54,8 @@ def cycle(c: Client, keys, size: int) -> None:
 
 
 def main() -> int:
-    c = Client(sys.argv[1], timeout=60)
+    c = Client(sys.argv[1], timeout=60,
+               protocol=int(os.environ.get("KVALLOC_PROTOCOL", "2")))
     keys, size = (), 0
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")

@@ -372,14 +372,16 @@ class Client(L2Calls):
         """Publish written objects: one write lease per key."""
         kb = self._keys(keys)
         return self._finish(_MT.FINISH_WRITE, kb,
-                            _leases(leases, len(kb), self.epoch), timeout)
+                            _leases(leases, len(kb), self.epoch), timeout,
+                            given=leases)
 
     def abort_write(self, keys: Keys, leases: Leases,
                     timeout: Optional[float] = None) -> StatusList:
         """Give back write reservations unwritten: one lease per key."""
         kb = self._keys(keys)
         return self._finish(_MT.ABORT_WRITE, kb,
-                            _leases(leases, len(kb), self.epoch), timeout)
+                            _leases(leases, len(kb), self.epoch), timeout,
+                            given=leases)
 
     def finish_write_and_reserve_read(
             self, keys: Keys, leases: Leases, locks: int = 1,
@@ -388,7 +390,7 @@ class Client(L2Calls):
         kb = self._keys(keys)
         return self._finish(_MT.FINISH_WRITE_AND_RESERVE_READ, kb,
                             _leases(leases, len(kb), self.epoch), timeout,
-                            locks=_locks(locks))
+                            locks=_locks(locks), given=leases)
 
     def reserve_read(self, keys: Keys, locks: int = 1,
                      timeout: Optional[float] = None) -> Results:
@@ -415,7 +417,7 @@ class Client(L2Calls):
         kb = self._keys(keys)
         return self._finish(_MT.FINISH_READ, kb,
                             _leases(leases, len(kb), self.epoch), timeout,
-                            locks=_locks(locks))
+                            locks=_locks(locks), given=leases)
 
     def delete(self, keys: Keys, force: bool = False,
                timeout: Optional[float] = None) -> StatusList:
@@ -461,39 +463,38 @@ class Client(L2Calls):
             table = self._handles
             if table is not None:
                 if t is _MT.RESERVE_WRITE:
-                    table.wrote(kb, res.statuses.raw, res.leases,
-                                res.handles)
+                    table.wrote(kb._keys, res)
                 else:
-                    table.read(kb, res.statuses.raw, res.leases,
-                               res.handles, locks)
+                    table.read(kb._keys, res, locks)
             return res
         return self._keyed(t, kb, timeout, after=after, **params)
 
     def _finish(self, t: MessageType, kb: KeyBatch, leases: Optional[array],
                 timeout: Optional[float], locks: int = 0,
-                flags: int = 0):
+                flags: int = 0, given: object = None):
         """finish_write, abort_write, finish_write_and_reserve_read,
         finish_read or delete (``leases`` None): by handle when the
         connection speaks version 2 and holds a record of every key (under
         its lease), else by key. Either way the records it frees leave the
-        handle table."""
+        handle table. ``given`` is the leases as the caller gave them (a
+        ``Results`` may be a whole grant the table keeps)."""
         n = len(kb)
-        sent: List[Optional[array]] = [None]  # the handles sent, if any
+        keys = kb._keys
+        # The handles sent, if any, and the table's batch they were.
+        sent: List = [None, None]
 
         def frame(id_: int, epoch: int) -> bytes:
             table = self._handles
             f = None
-            sent[0] = None
+            sent[:] = None, None
             if table is not None:
-                by = None
+                by, ls = None, leases
                 if t is _MT.DELETE:
-                    found = table.any_handles(kb)
+                    found = table.delete_handles(keys)
                     if found is not None:
                         by, ls = found
                 else:
-                    ls = leases
-                    by = (table.read_handles if t is _MT.FINISH_READ else
-                          table.write_handles)(kb, leases)
+                    by, sent[1] = table.handles(t, keys, given, leases)
                 if by is not None:
                     sent[0] = by
                     f = handle_request(t, id_, epoch, n,
@@ -517,18 +518,15 @@ class Client(L2Calls):
                 raw = got.raw
             if table is None or leases is None:
                 return got
-            if t is _MT.FINISH_READ:
-                table.finished_reads(kb, leases, raw, locks, sent[0])
-            else:
-                table.finished_writes(kb, leases, raw, sent[0])
-                if t is _MT.FINISH_WRITE_AND_RESERVE_READ:
-                    table.read(kb, raw, res.leases, res.handles, locks)
+            table.finished(t, keys, leases, raw, locks, sent[1], sent[0])
+            if t is _MT.FINISH_WRITE_AND_RESERVE_READ:
+                table.read(keys, res, locks)
             return got
 
         def refused() -> None:
             table = self._handles
             if table is not None and leases is not None:
-                table.forget(kb, leases)
+                table.forget(keys, leases)
         return self._call(t, frame, timeout, after, refused)
 
     def _fits(self, t: MessageType, n: int, f: bytes) -> bytes:

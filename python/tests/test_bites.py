@@ -11,8 +11,8 @@ from unittest import mock
 
 from kvalloc import Client, DeadlineExceededError, InvalidArgumentError
 from kvalloc import client as client_module
-from kvalloc import connection, results
-from kvalloc.handles import HandleTable
+from kvalloc import connection, handles, results
+from kvalloc.handles import HandleTable, Records
 from kvalloc.limits import MAX_INT64
 
 from daemon import MIB
@@ -75,7 +75,7 @@ class TestBites(DaemonTest):
         self.assertEqual(outcome, ["answered"])
 
 
-class _StaleHandles(HandleTable):
+class _StaleHandles(Records):
     """A broken table: each key's first handle, whatever the lease, and
     never a record freed. It sends a handle after its record was freed."""
 
@@ -114,11 +114,19 @@ class _StaleHandles(HandleTable):
         pass
 
 
-class _ReadsNeverFreed(HandleTable):
+class _ReadsNeverFreed(Records):
     """A broken table that never lets a read record go."""
 
     def finished_reads(self, *a, **kw):
         pass
+
+
+class _BatchesNeverFreed(HandleTable):
+    """A broken table that keeps a whole grant after its records went."""
+
+    def finished(self, t, keys, leases, raw, locks, b, hs):
+        if b is None:
+            super().finished(t, keys, leases, raw, locks, b, hs)
 
 
 class _SharedTable(HandleTable):
@@ -135,26 +143,37 @@ class _SharedTable(HandleTable):
 def _broken_table(cls):
     if cls is _SharedTable:
         cls.shared = None
+    if issubclass(cls, Records):
+        return mock.patch.object(handles, "Records", cls)
     return mock.patch.object(client_module, "HandleTable", cls)
 
 
 class TestHandleTableBites(test_handles_daemon.TestCallsByHandle):
     """The checks of test_handles_daemon against broken handle tables."""
 
-    def test_a_stale_handle_differs_from_version_1(self):
-        with _broken_table(_StaleHandles):
-            t = test_handles_daemon.TestSameAnswersInBothVersions(
-                "test_random_script")
-            t.daemon = self.daemon
-            # The broken table sends freed handles: the daemon answers
-            # NOT_OWNER where version 1's call by key is OK.
+    def random_script(self):
+        t = test_handles_daemon.TestSameAnswersInBothVersions(
+            "test_random_script")
+        t.daemon = self.daemon
+        try:
             with self.assertRaises(AssertionError) as cm:
                 t.test_random_script()
+        finally:
             t.doCleanups()
-        self.assertIn("NOT_OWNER", str(cm.exception))
+        return str(cm.exception)
+
+    def test_a_stale_handle_differs_from_version_1(self):
+        # The broken table sends freed handles: the daemon answers
+        # NOT_OWNER where version 1's call by key is OK.
+        with _broken_table(_StaleHandles):
+            self.assertIn("NOT_OWNER", self.random_script())
 
     def test_reads_never_freed(self):
         with _broken_table(_ReadsNeverFreed):
+            self.random_script()
+
+    def test_batches_never_freed(self):
+        with _broken_table(_BatchesNeverFreed):
             self.c.connect()
             with self.assertRaises(AssertionError):
                 super().test_a_cycle_of_5700_keys()

@@ -187,7 +187,7 @@ class TestCallsByHandle(DaemonTest):
             # records' handles sent on b are NOT_OWNER, and c's records
             # stay.
             w = c.reserve_write(keys(3, "two-w"), 4096)
-            b._handles.writes.update(c._handles.writes)
+            b._handles.batches.update(c._handles.batches)
             self.assertEqual(list(b.finish_write(keys(3, "two-w"), w)),
                              [NOT_OWNER] * 3)
             self.assertTrue(c.finish_write(keys(3, "two-w"), w).all_ok())
@@ -229,7 +229,9 @@ class TestSameAnswersInBothVersions(DaemonTest):
         for w in worlds:
             w.release_all()
         self.assertEqual(len(worlds[1].c._handles), 0)
-        self.assertGreater(worlds[1].by_handle, self.STEPS // 10)
+        self.assertGreater(min(worlds[1].by_handle, worlds[1].by_batch),
+                           self.STEPS // 100,
+                           (worlds[1].by_handle, worlds[1].by_batch))
         s = worlds[0].c.stats()
         self.assertEqual((s.write_locked, s.quarantined_bytes), (0, 0))
 
@@ -241,8 +243,9 @@ class _World:
         self.c = daemon.client(protocol=version)
         self.other = daemon.client(protocol=version)
         self.kb = keys(6, f"diff-v{version}-")
-        self.grants = []  # (kind, indices, Results, client)
-        self.by_handle = 0
+        self.grants = []  # (kind, indices, Results, client, keys)
+        # Calls sent by handle: of a whole grant, and of other keys.
+        self.by_batch = self.by_handle = 0
 
     def close(self):
         self.c.close()
@@ -262,15 +265,20 @@ class _World:
                 res = c.reserve_read(self.sub(idx), arg)
             else:
                 res = c.reserve_read_prefix(self.sub(idx), arg)
-            self.grants.append(("w" if kind == "rw" else "r", idx, res, c))
+            self.grants.append(("w" if kind == "rw" else "r", idx, res, c,
+                                self.sub(idx)))
             return [s.name for s in res.statuses]
         if kind == "del":
             _, idx, force, _ = op
             return [s.name for s in c.delete(self.sub(idx), force)]
         _, g, js, locks, stale, _ = op
-        _, idx, res, _ = self.grants[g]
-        ks = self.sub([idx[j] for j in js])
-        leases = [res.leases[j] ^ (1 << 40 if stale else 0) for j in js]
+        _, idx, res, _, gks = self.grants[g]
+        whole = js is None
+        if whole:  # the grant's keys and Results, as they came
+            ks, leases, js = gks, res, range(len(idx))
+        else:
+            ks = self.sub([idx[j] for j in js])
+            leases = [res.leases[j] ^ (1 << 40 if stale else 0) for j in js]
         with spy() as sent:
             if kind == "fw":
                 out = c.finish_write(ks, leases)
@@ -280,13 +288,14 @@ class _World:
                 out = c.finish_read(ks, leases, locks)
             else:
                 rr = c.finish_write_and_reserve_read(ks, leases, locks)
-                self.grants.append(("r", [idx[j] for j in js], rr, c))
+                self.grants.append(("r", [idx[j] for j in js], rr, c, ks))
                 out = rr.statuses
-        self.by_handle += len(sent)
+        self.by_handle += len(sent) and not whole
+        self.by_batch += len(sent) and whole
         return [s.name for s in out]
 
     def release_all(self):
-        for kind, idx, res, c in self.grants:
+        for kind, idx, res, c, _ in self.grants:
             ok = res.ok_indices()
             ks, ls = self.sub([idx[j] for j in ok]), res.select(ok)
             if kind == "w":
@@ -321,13 +330,15 @@ def _pick(rnd, world):
     # are the same, so world 0's say which): the calls that may go by
     # handle.
     g = len(grants) - 1 - min(int(rnd.expovariate(0.7)), len(grants) - 1)
-    kind, idx, res, _ = grants[g]
+    kind, idx, res, _, _ = grants[g]
     ok = res.ok_indices()
     pool = ok if ok and rnd.random() < 0.85 else range(len(idx))
     js = rnd.sample(pool, rnd.randint(1, len(pool)))
     if rnd.random() < 0.1:
         js.append(js[0])  # a key repeated in the call
     stale = rnd.random() < 0.1
+    if res.all_ok() and rnd.random() < 0.6:
+        js, stale = None, False  # the grant's own keys and Results
     who = "other" if rnd.random() < 0.05 else "self"
     if kind == "w":
         op = rnd.choice(["fw", "fw", "aw", "fwrr"])
