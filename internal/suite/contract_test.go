@@ -12,15 +12,19 @@ import (
 	"github.com/kvalloc/kvalloc/internal/reference/daemoncheck"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
-// fronts are the two front ends every contract runs against.
+// fronts are the front ends every contract runs against: the manager in
+// process, and behind a daemon through a client of each protocol version
+// (version 2 names finished keys by handle; the answers must not differ).
 var fronts = []struct {
 	name string
 	v    l1check.Variant
 }{
 	{"in-process", l1check.Variant{}},
 	{"daemon", daemoncheck.Front()},
+	{"daemon-v1", daemoncheck.FrontVersion(wire.Version)},
 }
 
 // each runs contract once per front end on a fresh system of setup.

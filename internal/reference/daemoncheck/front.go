@@ -34,11 +34,21 @@ import (
 // it are those whose checks do not depend on those answers (the
 // ReserveWrite properties: prefix maximality, request-order locking, tail
 // OOM statuses, no leak, and the contract tests of internal/suite).
-func Front() l1check.Variant {
-	return l1check.Variant{Front: newFront}
+//
+// Its client speaks the highest protocol version both sides speak
+// (version 2, key handles); FrontVersion picks one.
+func Front() l1check.Variant { return FrontVersion(0) }
+
+// FrontVersion is Front with a client that speaks protocol version
+// (client.Options.Version; 0 is the default): the suites run through both
+// versions, whose answers must be the same.
+func FrontVersion(version uint32) l1check.Variant {
+	return l1check.Variant{Front: func(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
+		return newFront(m, a, version)
+	}}
 }
 
-func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
+func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator, version uint32) (l1check.Manager, *allocator.Allocator, func(), error) {
 	path, err := socketPath()
 	if err != nil {
 		return nil, nil, nil, err
@@ -49,7 +59,7 @@ func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manag
 		return nil, nil, nil, err
 	}
 	go srv.Serve()
-	c, err := client.Dial(path, client.Options{Timeout: time.Minute})
+	c, err := client.Dial(path, client.Options{Timeout: time.Minute, Version: version})
 	if err != nil {
 		srv.Close()
 		return nil, nil, nil, err
