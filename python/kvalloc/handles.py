@@ -38,16 +38,19 @@ too long could send a freed handle. A key that is not hashable (a
 
 **Cost.** Kept record by record (:class:`Records`, dicts by (key, lease))
 the table costs some 1 to 2 ms of Python per call of 5,700 keys, more than
-the daemon saves. So a grant whose every key is ``OK`` is kept whole, as a
-*batch* (the answer's :class:`~kvalloc.results.Results` and the call's
-keys), and the finishing call that presents that same ``Results`` with the
-same keys goes by the batch's handles at no cost per key; its answer frees
-the batch whole when it frees every record of it (finish_write and
-abort_write but for ``OVER_LIMIT``; finish_read with every key ``OK`` and
-the batch's locks). Anything else first moves the batches it could touch
-into :class:`Records`, which then decides as above. A read batch is kept
-only while the connection holds no other read record, so that no read
-record is in two places.
+the daemon saves. So the ``OK`` records of a grant are kept together, as
+a *batch* (the answer's :class:`~kvalloc.results.Results`, the positions
+of its ``OK`` keys and those keys), and the finishing call that presents
+that ``Results`` with the same keys when every key is ``OK``, or
+``results.select(ok)`` with ``keys.subset(ok)`` for exactly the ``OK``
+positions (a partial grant, reserve_read_prefix's prefix), goes by the
+batch's handles at no cost per key; its answer frees the batch whole
+when it frees every record of it (finish_write and abort_write but for
+``OVER_LIMIT``; finish_read with every key ``OK`` and the batch's locks).
+Anything else first moves the batches it could touch into
+:class:`Records`, which then decides as above. A read batch is kept only
+while the connection holds no other read record, so that no read record
+is in two places.
 
 Not thread-safe: the :class:`~kvalloc.client.Client` reads and changes it
 only under its lock, in the order of the answers.
@@ -56,6 +59,7 @@ only under its lock, in the order of the answers.
 from array import array
 from collections import deque
 from itertools import repeat
+from operator import itemgetter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .enums import MessageType, Status
@@ -263,15 +267,41 @@ def _lookup(table: Dict[Pair, int], keys: Sequence,
 
 
 class _Batch:
-    """A grant kept whole: its ``Results`` (every key ``OK``, with a
-    handle), the call's keys, and the read locks per key (read)."""
+    """The ``OK`` records of a grant: its ``Results``, the positions of
+    its ``OK`` keys (``ok``, None when every key is), those keys, and the
+    read locks per key (read)."""
 
-    __slots__ = ("write", "keys", "results", "locks")
+    __slots__ = ("write", "keys", "results", "ok", "locks")
 
     def __init__(self, write: bool, keys: tuple, results: Results,
-                 locks: int) -> None:
+                 ok: Optional[Tuple[int, ...]], locks: int) -> None:
         self.write, self.keys, self.results = write, keys, results
-        self.locks = locks
+        self.ok, self.locks = ok, locks
+
+    def columns(self) -> Tuple[array, array]:
+        """The leases and handles of the batch's records."""
+        r = self.results
+        if self.ok is None:
+            return r.leases, r.handles
+        return (array("Q", _pick(self.ok, r.leases)),
+                array("I", _pick(self.ok, r.handles)))
+
+    def presented(self, given: object) -> Optional[array]:
+        """The handles to send when a call presents ``given`` as its
+        leases: those of every record of the batch, in order; else None."""
+        r = self.results
+        if given is r:
+            return r.handles if self.ok is None else None
+        origin = getattr(given, "origin", None)
+        if origin is None or origin[0] is not r:
+            return None
+        want = self.ok if self.ok is not None else tuple(range(len(r)))
+        return given.handles if origin[1] == want else None
+
+
+def _pick(idx: Tuple[int, ...], seq: Sequence) -> tuple:
+    """``seq``'s items at ``idx``, in C."""
+    return itemgetter(*idx)(seq) if len(idx) > 1 else (seq[idx[0]],)
 
 
 class HandleTable:
@@ -309,25 +339,37 @@ class HandleTable:
                 self._unbatch(b)
 
     def _unbatch(self, b: _Batch) -> None:
-        r = b.results
+        leases, handles = b.columns()
+        raw = bytes(len(b.keys))  # every record of a batch is OK
         if b.write:
-            self.records.wrote(b.keys, r.statuses.raw, r.leases, r.handles)
+            self.records.wrote(b.keys, raw, leases, handles)
         else:
             if self.reading is b:
                 self.reading = None
-            self.records.read(b.keys, r.statuses.raw, r.leases, r.handles,
-                              b.locks)
+            self.records.read(b.keys, raw, leases, handles, b.locks)
 
     @staticmethod
-    def _whole(res: Results) -> bool:
+    def _batch(write: bool, keys: tuple, res: Results,
+               locks: int) -> Optional[_Batch]:
+        """``res``'s OK records as a batch, or None when there are none or
+        one lacks a handle."""
         raw = res.statuses.raw
-        return bool(raw) and raw.count(_OK) == len(raw) and \
-            min(res.handles) > 0
+        n = len(raw)
+        if not n or len(keys) != n:
+            return None
+        hs = res.handles
+        if raw.count(_OK) == n:
+            return _Batch(write, keys, res, None, locks) if min(hs) else None
+        ok = tuple(res.statuses.indices(Status.OK))
+        if not ok or 0 in _pick(ok, hs):
+            return None
+        return _Batch(write, _pick(ok, keys), res, ok, locks)
 
     def wrote(self, keys: tuple, res: Results) -> None:
         """reserve_write answered ``res``: a write record per ``OK``."""
-        if self._whole(res):
-            self.batches[id(res)] = _Batch(True, keys, res, 0)
+        b = self._batch(True, keys, res, 0)
+        if b is not None:
+            self.batches[id(res)] = b
         else:
             self.records.wrote(keys, res.statuses.raw, res.leases,
                                res.handles)
@@ -335,11 +377,11 @@ class HandleTable:
     def read(self, keys: tuple, res: Results, locks: int) -> None:
         """A read-locking call answered ``res``: ``locks`` more under each
         ``OK`` key's read record."""
-        if self.reading is None and not self.records.reads and \
-                self._whole(res):
-            b = self.reading = _Batch(False, keys, res, locks)
-            self.batches[id(res)] = b
-            return
+        if self.reading is None and not self.records.reads:
+            b = self._batch(False, keys, res, locks)
+            if b is not None:
+                self.reading = self.batches[id(res)] = b
+                return
         self._settle(write=False)
         self.records.read(keys, res.statuses.raw, res.leases, res.handles,
                           locks)
@@ -350,11 +392,14 @@ class HandleTable:
         (``given`` as the caller gave them) by, and the batch they are,
         if one; (None, None) when the call goes by key."""
         write = t is not MessageType.FINISH_READ
-        b = self.batches.get(id(given)) if isinstance(given, Results) \
-            else None
-        if b is not None and b.results is given and b.write == write and \
-                (b.keys is keys or b.keys == keys):
-            return b.results.handles, b
+        if isinstance(given, Results):
+            origin = given.origin
+            b = self.batches.get(id(given if origin is None else origin[0]))
+            if b is not None and b.write == write and \
+                    (b.keys is keys or b.keys == keys):
+                hs = b.presented(given)
+                if hs is not None:
+                    return hs, b
         self._settle(write)
         r = self.records
         return (r.write_handles(keys, leases) if write else

@@ -9,7 +9,8 @@ so a 10,000-key answer costs no Python loop until you index it.
 import struct
 import sys
 from array import array
-from typing import Iterable, Iterator, List, NamedTuple, Sequence, Union
+from typing import (Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple, Union)
 
 from .enums import Status
 from .errors import InvalidArgumentError
@@ -140,7 +141,7 @@ class Results(Sequence[Result]):
     """
 
     __slots__ = ("statuses", "prefix", "epoch", "_records", "_words",
-                 "_cols")
+                 "_cols", "origin")
 
     def __init__(self, records: memoryview, prefix: int = 0,
                  epoch: int = 0) -> None:
@@ -151,6 +152,9 @@ class Results(Sequence[Result]):
         self._records = records
         self._words = records.cast("Q")
         self._cols: dict = {}
+        #: For results made by :meth:`select`: the Results they were
+        #: selected from and the indices, as a tuple; else None.
+        self.origin: Optional[Tuple["Results", Tuple[int, ...]]] = None
 
     @classmethod
     def from_list(cls, results: Sequence[Result], prefix: int = 0,
@@ -225,13 +229,16 @@ class Results(Sequence[Result]):
         same indices it makes the finishing call of a partial grant:
         ``finish_write(keys.subset(ok), res.select(ok))``.
         """
-        rec, n, parts = self._records, len(self), []
+        rec, n, parts, idx = self._records, len(self), [], []
         for i in indices:
             if not -n <= i < n:
                 raise IndexError(f"result {i} of {n}")
             i %= n
+            idx.append(i)
             parts.append(rec[i * RESULT_SIZE:(i + 1) * RESULT_SIZE])
-        return Results(memoryview(b"".join(parts)), 0, self.epoch)
+        out = Results(memoryview(b"".join(parts)), 0, self.epoch)
+        out.origin = (self, tuple(idx))
+        return out
 
     def __len__(self) -> int:
         return len(self.statuses)

@@ -244,9 +244,46 @@ class TestBatches(unittest.TestCase):
                 self.assertEqual((t.reading, t.batches, t.records.counts),
                                  (None, {}, left))
 
-    def test_a_partial_grant_is_no_batch(self):
+    def test_a_partial_grant_by_its_selection(self):
         t = HandleTable()
-        w = _results([OK, Status.OUT_OF_MEMORY], [10, 0], [1, 0])
+        w = _results([OK, Status.OUT_OF_MEMORY, OK], [10, 0, 12], [1, 0, 3])
+        t.wrote(tuple(K[:3]), w)
+        self.assertEqual((len(t), len(t.records)), (2, 0))
+        ok = w.ok_indices()
+        sel = w.select(ok)
+        hs, b = t.handles(MessageType.FINISH_WRITE, (K[0], K[2]), sel,
+                          sel.leases)
+        self.assertEqual((list(hs), b is not None), ([1, 3], True))
+        # Other positions, or the whole Results (whose key 1 has no
+        # record): record by record, where key 1 misses.
+        for given, ks in ((w.select([2, 0]), (K[2], K[0])),
+                          (w.select([0]), (K[0],)), (w, tuple(K[:3]))):
+            with self.subTest(given=given.origin and given.origin[1]):
+                t.clear()
+                t.wrote(tuple(K[:3]), w)
+                hs, b = t.handles(MessageType.FINISH_WRITE, ks, given,
+                                  given.leases)
+                self.assertIsNone(b)
+                self.assertEqual(hs is None, given is w)
+                self.assertEqual(t.records.writes,
+                                 {(K[0], 10): 1, (K[2], 12): 3})
+
+    def test_a_prefix_read_by_its_selection(self):
+        t = HandleTable()
+        r = _results([OK, OK, Status.KEY_NOT_EXIST, Status.SKIPPED],
+                     [20, 21, 0, 0], [5, 6, 0, 0])
+        t.read(tuple(K[:4]), r, 1)
+        sel = r.select(range(2))
+        hs, b = t.handles(MessageType.FINISH_READ, tuple(K[:2]), sel,
+                          sel.leases)
+        self.assertEqual(list(hs), [5, 6])
+        t.finished(MessageType.FINISH_READ, tuple(K[:2]), sel.leases,
+                   raw(OK, OK), 1, b, hs)
+        self.assertEqual((len(t), t.reading), (0, None))
+
+    def test_an_ok_without_a_handle_is_no_batch(self):
+        t = HandleTable()
+        w = _results([OK, OK], [10, 11], [1, 0])
         t.wrote(tuple(K[:2]), w)
         self.assertEqual((t.batches, t.records.writes),
                          ({}, {(K[0], 10): 1}))

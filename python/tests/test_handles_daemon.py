@@ -273,9 +273,12 @@ class _World:
             return [s.name for s in c.delete(self.sub(idx), force)]
         _, g, js, locks, stale, _ = op
         _, idx, res, _, gks = self.grants[g]
-        whole = js is None
-        if whole:  # the grant's keys and Results, as they came
+        whole = js is None or js == "ok"
+        if js is None:  # the grant's keys and Results, as they came
             ks, leases, js = gks, res, range(len(idx))
+        elif js == "ok":  # its OK keys: keys.subset(ok), res.select(ok)
+            js = res.ok_indices()
+            ks, leases = self.sub([idx[j] for j in js]), res.select(js)
         else:
             ks = self.sub([idx[j] for j in js])
             leases = [res.leases[j] ^ (1 << 40 if stale else 0) for j in js]
@@ -339,6 +342,8 @@ def _pick(rnd, world):
     stale = rnd.random() < 0.1
     if res.all_ok() and rnd.random() < 0.6:
         js, stale = None, False  # the grant's own keys and Results
+    elif ok and rnd.random() < 0.4:
+        js, stale = "ok", False  # its OK keys, selected
     who = "other" if rnd.random() < 0.05 else "self"
     if kind == "w":
         op = rnd.choice(["fw", "fw", "aw", "fwrr"])
