@@ -14,10 +14,10 @@ from kvalloc import Code, FrameError, InvalidArgumentError, MessageType
 from kvalloc.enums import Flag, Status
 from kvalloc.keys import ObjectKey
 from kvalloc.limits import MAX_KEYS
-from kvalloc.protocol import (Answer, Request, decode_answer, decode_request,
+from kvalloc.protocol import (Request, decode_answer, decode_request,
                               encode_answer, encode_request, handle_request,
                               simple_request)
-from kvalloc.results import Hello, Result, Results
+from kvalloc.results import Hello, Result
 
 T = MessageType
 EPOCH = 0x0123456789ABCDEF
