@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Each call of the 5700-key cycle, protocol version 1 against version 2.
 
-    KVALLOC_DAEMON=/path/kvallocd python3 python/bench/calls.py [CYCLES]
+    KVALLOC_DAEMON=/path/kvallocd python3 python/bench/calls.py [CYCLES] [prefix]
 
 It starts a kvallocd (tests/daemon.py: ``$KVALLOC_DAEMON``, or go build)
 with a 45 GiB pool that is never written, connects one client of each
@@ -11,6 +11,10 @@ delete, every status checked) CYCLES times on each, the two interleaved.
 It prints, per call, the medians of its wall time and of this process's
 CPU time (the client's own work) in each version, and their ratio v2/v1:
 version 1 is the floor of the same run.
+
+With ``prefix`` the read is an engine's lookup instead: reserve_read_prefix
+of the 5700 keys and 100 more that are missing, then finish_read of
+``keys.subset(range(prefix))`` with ``results.select(range(prefix))``.
 """
 
 import os
@@ -31,9 +35,11 @@ CALLS = ("reserve_write", "finish_write", "reserve_read", "finish_read",
 
 def main() -> int:
     cycles = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    prefix = sys.argv[2:3] == ["prefix"]
     d = Daemon().start()
     try:
         ks = tuple(keys(5700, "calls"))
+        missing = tuple(keys(100, "missing"))
         clients = {v: d.client(timeout=60, protocol=v) for v in (1, 2)}
         times = {v: {c: [] for c in CALLS} for v in clients}
         for r in range(cycles + 1):
@@ -52,9 +58,18 @@ def main() -> int:
                             Mode.ALL)
                 assert res.all_ok()
                 assert timed("finish_write", c.finish_write, kb, res).all_ok()
-                rr = timed("reserve_read", c.reserve_read, kb)
-                assert rr.all_ok()
-                assert timed("finish_read", c.finish_read, kb, rr).all_ok()
+                if prefix:
+                    lk = KeyBatch(ks + missing)
+                    rr = timed("reserve_read", c.reserve_read_prefix, lk)
+                    assert rr.prefix == len(ks), rr.prefix
+                    hit = range(rr.prefix)
+                    assert timed("finish_read", c.finish_read,
+                                 lk.subset(hit), rr.select(hit)).all_ok()
+                else:
+                    rr = timed("reserve_read", c.reserve_read, kb)
+                    assert rr.all_ok()
+                    assert timed("finish_read", c.finish_read, kb,
+                                 rr).all_ok()
                 assert timed("delete", c.delete, kb).all_ok()
         med = statistics.median
         print(f"{'call':14s} {'wall v1':>8s} {'wall v2':>8s} {'v2/v1':>6s}"

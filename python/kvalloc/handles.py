@@ -280,9 +280,11 @@ class _Batch:
 
     def columns(self) -> Tuple[array, array]:
         """The leases and handles of the batch's records."""
-        r = self.results
-        if self.ok is None:
+        r, ok = self.results, self.ok
+        if ok is None:
             return r.leases, r.handles
+        if ok[-1] == len(ok) - 1:  # a prefix
+            return r.leases[:len(ok)], r.handles[:len(ok)]
         return (array("Q", _pick(self.ok, r.leases)),
                 array("I", _pick(self.ok, r.handles)))
 
@@ -360,8 +362,16 @@ class HandleTable:
         hs = res.handles
         if raw.count(_OK) == n:
             return _Batch(write, keys, res, None, locks) if min(hs) else None
-        ok = tuple(res.statuses.indices(Status.OK))
-        if not ok or 0 in _pick(ok, hs):
+        k = raw.count(_OK)
+        if not k:
+            return None
+        if raw.count(_OK, 0, k) == k:  # a prefix: reserve_read_prefix's,
+            ok = tuple(range(k))       # an OUT_OF_MEMORY tail's
+            if 0 in hs[:k]:
+                return None
+            return _Batch(write, keys[:k], res, ok, locks)
+        ok = tuple([i for i, v in enumerate(raw) if v == _OK])
+        if 0 in _pick(ok, hs):
             return None
         return _Batch(write, _pick(ok, keys), res, ok, locks)
 
