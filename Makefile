@@ -166,7 +166,8 @@ unit-invariants:
 # installed. python-test builds kvallocd and the tests' Go helper into a
 # temporary directory and runs python/tests with python3 -m unittest against
 # daemons the tests start, twice: with the clients asking for protocol
-# version 2 (key handles), then for version 1 (KVALLOC_PROTOCOL). It fails
+# version 2 (key handles), then, with KVALLOC_PROTOCOL_VERSION=1 (which the
+# Python and the Go client both read), for version 1. It fails
 # if one of those daemons outlives the tests. A missing or old PYTHON
 # fails; it never skips.
 PYTHON ?= python3
@@ -181,7 +182,7 @@ python-test:
 	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
 	  $(GO) build -o "$$d/goclient" ./python/tests/goclient && \
 	  for v in 2 1; do echo "python-test: protocol version $$v"; \
-	    (cd python && KVALLOC_PROTOCOL=$$v KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
+	    (cd python && KVALLOC_PROTOCOL_VERSION=$$([ $$v = 1 ] && echo 1) KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
 	      $(PYTHON) -W error::ResourceWarning -m unittest discover -s tests) || exit 1; done; \
 	  if pgrep -f "$$d/kvallocd" >/dev/null; then \
 	    echo "python-test: FAIL: a kvallocd the tests started outlived them"; \

@@ -6,7 +6,8 @@
 
 Each round runs the benchmark binary (in the current directory, which must
 be bench/) twice, once with the Python client asking for version 1 and once
-for version 2 (``$KVALLOC_PROTOCOL``, which driver.py reads), in an order
+for version 2 (``$KVALLOC_DRIVER_PROTOCOL``, which driver.py reads; the
+Go client speaks its default in both), in an order
 that alternates from round to round; each run times the Go client's cycle
 too, the floor of that run. It prints, per version, the medians over the
 rounds of the Python cycle, the Go cycle, and their ratio within each run,
@@ -26,7 +27,7 @@ ROW = re.compile(r"^BenchmarkPythonClient/client=(\w+)/op=cycle-\d+\s+\d+\s+"
 
 def run(binary: str, version: int, benchtime: str) -> dict:
     """One run's cycle times in ms, by client."""
-    env = dict(os.environ, KVALLOC_PROTOCOL=str(version))
+    env = dict(os.environ, KVALLOC_DRIVER_PROTOCOL=str(version))
     p = subprocess.run(
         [binary, "-test.run", "^$", "-test.bench", PATTERN,
          f"-test.benchtime={benchtime}", "-test.count=1"],

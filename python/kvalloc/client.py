@@ -3,7 +3,10 @@
 Versions: the client asks for protocol version 2 (key handles) at hello,
 and connects again with version 1 when the daemon answers ``BAD_VERSION``
 (a version 1 daemon); ``Client(..., protocol=1)`` speaks version 1 from
-the start. On a version 2 connection it keeps the handle of every lock it
+the start and ``protocol=2`` insists on 2. Without ``protocol`` the
+environment variable ``KVALLOC_PROTOCOL_VERSION`` (1 or 2), when set,
+is the version, as it is for the Go client, so that a whole test suite,
+or a deployment, runs in either. On a version 2 connection it keeps the handle of every lock it
 is granted (:mod:`kvalloc.handles`) and sends finish_write, abort_write,
 finish_write_and_reserve_read, finish_read and delete by handle when it
 holds a handle for every key of the call; the calls, their arguments and
@@ -43,7 +46,7 @@ from .protocol import (Answer, decode_answer, handle_request, keyed_request,
                        pack_array, simple_request)
 from .results import Hello, Results, Stats, StatusList
 
-__all__ = ["Client", "Leases", "MAX_TIMEOUT"]
+__all__ = ["Client", "Leases", "MAX_TIMEOUT", "PROTOCOL_ENV"]
 
 #: What a finishing call accepts as leases: one per key, in key order. A
 #: :class:`Results` gives its ``leases``.
@@ -83,23 +86,29 @@ class Client(L2Calls):
     def __init__(self, path: Optional[str] = None,
                  timeout: float = 10.0, *,
                  daemon_uids: Optional[Iterable[int]] = None,
-                 protocol: int = VERSION) -> None:
+                 protocol: Optional[int] = None) -> None:
         """Connect to the daemon at ``path`` and map its pool.
 
         ``path`` None is :func:`~kvalloc.limits.default_socket_path`.
         ``daemon_uids`` are the uids the daemon may run as, None meaning
         root and this process's effective uid: a socket served by another
         uid raises :class:`~kvalloc.errors.UntrustedDaemonError` at connect,
-        before anything is sent. ``protocol`` is the newest protocol
-        version to ask for: 2 (the default) asks for key handles and falls
-        back to 1 against a daemon that speaks only 1; 1 speaks version 1.
+        before anything is sent. ``protocol`` is the protocol version to
+        speak: None (the default) asks for 2, key handles, and falls back
+        to 1 against a daemon that speaks only 1, unless
+        ``$KVALLOC_PROTOCOL_VERSION`` says 1 or 2; 1 speaks version 1; 2
+        insists on 2 (a version 1 daemon's ``BAD_VERSION`` is raised).
         :attr:`version` is the one the connection speaks.
         """
-        if type(protocol) is not int or protocol not in VERSIONS:
+        if protocol is None:
+            protocol = _env_protocol()
+        if protocol is not None and (type(protocol) is not int
+                                     or protocol not in VERSIONS):
             raise InvalidArgumentError(
                 f"protocol {protocol!r} is not a version this client "
                 f"speaks {VERSIONS}")
-        #: The newest protocol version this client asks for at connect.
+        #: The protocol version asked for at connect: None asks for the
+        #: newest (2) and falls back to 1 against a version 1 daemon.
         self.protocol = protocol
         self.timeout = _timeout(timeout)
         self.path = _path(path) if path is not None else \
@@ -126,23 +135,26 @@ class Client(L2Calls):
         """Connect (again): hello, receive the memfd, map it.
 
         Closes the current connection first, if any. The hello asks for
-        :attr:`protocol`; a daemon that answers ``BAD_VERSION`` (one that
-        speaks only version 1) closes, and the client connects again with
-        version 1, within the same deadline.
+        :attr:`protocol`, or for version 2 when it is None; then a daemon
+        that answers ``BAD_VERSION`` (one that speaks only version 1)
+        closes, and the client connects again with version 1, within the
+        same deadline.
         """
         if timeout is not None:
             _timeout(timeout)  # a bad one leaves the connection as it is
         with self._lock:
             self._close_locked()
             deadline = self._deadline(timeout)
-            version = self.protocol
+            version = self.protocol or VERSION
+            fallback = self.protocol is None
             while True:
                 conn = Connection(self.path, deadline, self._trusted)
                 try:
                     self._hello(conn, deadline, version)
                 except DaemonError as e:
                     conn.close()
-                    if e.code is Code.BAD_VERSION and version > 1:
+                    if e.code is Code.BAD_VERSION and fallback and \
+                            version > 1:
                         version -= 1
                         continue
                     raise
@@ -613,6 +625,22 @@ class Client(L2Calls):
     def _deadline(self, timeout: Optional[float]) -> float:
         return time.monotonic() + _timeout(
             self.timeout if timeout is None else timeout)
+
+
+#: The environment variable that sets the protocol version of a Client
+#: made without one (as ``Options.Version`` of the Go client).
+PROTOCOL_ENV = "KVALLOC_PROTOCOL_VERSION"
+
+
+def _env_protocol() -> Optional[int]:
+    """``$KVALLOC_PROTOCOL_VERSION``: None when unset or empty, else 1 or
+    2; anything else raises :class:`InvalidArgumentError`."""
+    v = os.environ.get(PROTOCOL_ENV, "")
+    if not v:
+        return None
+    if v not in ("1", "2"):
+        raise InvalidArgumentError(f"${PROTOCOL_ENV}={v!r}: want 1 or 2")
+    return int(v)
 
 
 def _timeout(t: float) -> float:

@@ -18,7 +18,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from kvalloc import Client, MessageType  # noqa: E402
 from kvalloc.protocol import keyed_request  # noqa: E402
 
-from daemon import protocol  # noqa: E402
 from helpers import keys, stamps  # noqa: E402
 
 SIZE = 8 << 20
@@ -26,7 +25,7 @@ SIZE = 8 << 20
 
 def main() -> None:
     socket, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    c = Client(socket, timeout=10, protocol=protocol())
+    c = Client(socket, timeout=10)
     kb = keys(n, "victim")
     if mode == "write":
         res = c.reserve_write(kb, SIZE)

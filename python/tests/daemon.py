@@ -5,9 +5,10 @@ python-test builds them first), or are built here with ``go build`` into a
 temporary directory, once per test process. Without either the tests fail:
 they never skip for want of a daemon.
 
-``$KVALLOC_PROTOCOL`` (1 or 2, default 2) is the protocol version the
-tests' clients ask for (:func:`protocol`): make python-test runs the suite
-once with each.
+The clients ask for the protocol version the client's own
+``$KVALLOC_PROTOCOL_VERSION`` says (kvalloc.client.PROTOCOL_ENV; unset,
+version 2 with the fallback to 1): make python-test runs the suite with
+it unset, then with 1.
 """
 
 import atexit
@@ -29,15 +30,6 @@ MIB = 1 << 20
 
 _built: Dict[str, str] = {}
 _tmp: Optional[str] = None
-
-
-def protocol() -> int:
-    """The protocol version the tests' clients ask for:
-    ``$KVALLOC_PROTOCOL``, 2 when unset."""
-    v = os.environ.get("KVALLOC_PROTOCOL", "2")
-    if v not in ("1", "2"):
-        raise RuntimeError(f"$KVALLOC_PROTOCOL={v!r}: want 1 or 2")
-    return int(v)
 
 
 def _tempdir() -> str:
@@ -163,9 +155,7 @@ class Daemon:
                 self.kill()
 
     def client(self, timeout: float = 10, **kw: Any) -> Client:
-        """A new Python client of this daemon, of :func:`protocol` unless
-        ``kw`` says."""
-        kw.setdefault("protocol", protocol())
+        """A new Python client of this daemon (``kw``: Client's)."""
         return Client(self.socket, timeout=timeout, **kw)
 
     def go(self, *args: str, stdin: Any = None) -> Any:

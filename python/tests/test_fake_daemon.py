@@ -12,10 +12,12 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 from kvalloc import (Client, ConnectionLostError, DeadlineExceededError,
                      FrameError, KeyBatch, KvallocError, MessageType,
                      ObjectKey)
+from kvalloc.client import PROTOCOL_ENV
 from kvalloc.enums import Code
 from kvalloc.protocol import Answer, decode_request, encode_answer
 from kvalloc.results import Hello, Result, Results
@@ -116,12 +118,24 @@ class Fake:
         os.rmdir(self.dir)
 
 
+def no_protocol_env(test: unittest.TestCase) -> None:
+    """Run ``test`` without ``$KVALLOC_PROTOCOL_VERSION``: a Client made
+    without ``protocol`` then asks for 2 and falls back to 1."""
+    p = mock.patch.dict(os.environ)
+    p.start()
+    test.addCleanup(p.stop)
+    os.environ.pop(PROTOCOL_ENV, None)
+
+
 def _answer_next(s, make):
     q = decode_request(_recv_frame(s), version=2)
     s.sendall(make(q))
 
 
 class TestFakeDaemon(unittest.TestCase):
+
+    def setUp(self):
+        no_protocol_env(self)
 
     def run_case(self, script, exc, fd=True, hello=None, call="ping",
                  within=2.0):

@@ -19,6 +19,7 @@ from kvalloc.enums import MessageType
 
 from daemon import MIB
 from helpers import STAMP, DaemonTest, keys, python_to_go, stamps
+from test_fake_daemon import no_protocol_env
 from v1proxy import V1Proxy
 
 T = MessageType
@@ -58,6 +59,7 @@ class TestNegotiation(DaemonTest):
             self.assertTrue(b.delete(kb).all_ok())
 
     def test_the_fallback_through_a_version_1_daemon(self):
+        no_protocol_env(self)
         p = V1Proxy(self.daemon.socket)
         self.addCleanup(p.close)
         with spy() as sent:
