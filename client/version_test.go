@@ -67,6 +67,7 @@ func startVersion1Daemon(t *testing.T) (string, <-chan uint32) {
 // version 2 hello is refused BAD_VERSION and it connects again with
 // version 1; with Options.Version 2 it does not, and says why.
 func TestDialFallsBackToVersion1(t *testing.T) {
+	t.Setenv("KVALLOC_PROTOCOL_VERSION", "") // the default, whatever the suite runs under
 	path, versions := startVersion1Daemon(t)
 	c, err := client.Dial(path, client.Options{Timeout: 10 * time.Second})
 	if err != nil {

@@ -398,9 +398,7 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		if q.Version >= wire.Version2 {
 			a.Hello.Versions = wire.Versions
 			c.dec.Version = q.Version
-			c.s.gate.RLock() // Verify reads the ledgers under the gate
 			c.own.useHandles(c.s.handlesAnyLease)
-			c.s.gate.RUnlock()
 		}
 		if !c.writeHello(a) {
 			return true, "hello answer not delivered"

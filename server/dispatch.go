@@ -150,6 +150,11 @@ func appendResults(dst []wire.Result, res []l1.Result, hs []uint32) []wire.Resul
 // to the request; nil when all passed, the common case, which copies
 // nothing.
 func (c *conn) ownedWrites(q *wire.Request) ([]l1.ObjectKey, []l1.Lease, []int) {
+	if q.ByHandles() && len(c.hbad) == 0 {
+		// Every handle named a write hold of this connection under its
+		// lease, and the key is the hold's: owned, as ownsWrite would say.
+		return q.Keys, q.Leases, nil
+	}
 	all := true
 	for i := range q.Keys {
 		if c.notOwned(q, i) || !c.own.ownsWrite(&q.Keys[i], q.Leases[i]) {

@@ -5,6 +5,7 @@ package server
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/kvalloc/kvalloc/l1"
@@ -35,6 +36,7 @@ const (
 // never a handle), free the handles freed, handed out again last freed
 // first. Touched by the connection's goroutine only, under the gate.
 type handleTable struct {
+	on   atomic.Bool // set by a version 2 hello
 	recs []handleRec
 	free []uint32
 }
@@ -45,9 +47,9 @@ type handleRec struct {
 }
 
 // alloc hands out a handle for a hold of kind under lease: 0 when t is nil
-// (a version 1 connection).
+// or not on (a version 1 connection).
 func (t *handleTable) alloc(lease l1.Lease, kind uint8) uint32 {
-	if t == nil {
+	if t == nil || !t.on.Load() {
 		return 0
 	}
 	if n := len(t.free); n > 0 {
@@ -201,6 +203,9 @@ func (c *conn) grantHandles(set *holdSet, keys []l1.ObjectKey, res []l1.Result, 
 // hold; on a version 1 connection no hold has one.
 func (l *ledger) checkHandles() error {
 	t := l.handles
+	if t != nil && !t.on.Load() {
+		t = nil
+	}
 	seen := map[uint32]bool{}
 	for _, set := range []*holdSet{&l.writes, &l.reads} {
 		for _, h := range set.all() {

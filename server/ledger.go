@@ -28,20 +28,25 @@ type ledger struct {
 	reads  holdSet // read locks per (key, lease)
 	// nwrites is the reservations held, as of the last publish.
 	nwrites atomic.Int64
-	// handles is the table of a version 2 connection's handles
-	// (handles.go); nil on a version 1 connection, whose holds get none.
+	// handles is the table of the connection's handles (handles.go),
+	// handing out none until a version 2 hello turns it on.
 	handles *handleTable
 }
 
-func newLedger() *ledger { return &ledger{} }
+func newLedger() *ledger {
+	l := &ledger{handles: &handleTable{}}
+	l.writes.tab, l.writes.kind = l.handles, handleWrite
+	l.reads.tab, l.reads.kind = l.handles, handleRead
+	return l
+}
 
 // useHandles gives every hold recorded from now on a handle, as a version
 // 2 connection's holds have (PROTOCOL.md, "Version 2: key handles"). It is
-// called at the hello, before anything is held.
+// called at the hello, before anything is held, outside the gate: the
+// table's switch is atomic for Verify.
 func (l *ledger) useHandles(anyLease bool) {
-	l.handles = &handleTable{}
-	l.writes.tab, l.writes.kind, l.writes.anyLease = l.handles, handleWrite, anyLease
-	l.reads.tab, l.reads.kind, l.reads.anyLease = l.handles, handleRead, anyLease
+	l.writes.anyLease, l.reads.anyLease = anyLease, anyLease
+	l.handles.on.Store(true)
 }
 
 func (l *ledger) ownsWrite(k *l1.ObjectKey, lease l1.Lease) bool { return l.writes.held(k, lease) > 0 }
@@ -65,9 +70,7 @@ func (l *ledger) clear() {
 	l.writes.clear()
 	l.reads.clear()
 	l.nwrites.Store(0)
-	if l.handles != nil {
-		*l.handles = handleTable{}
-	}
+	l.handles.recs, l.handles.free = nil, nil
 }
 
 // holdSet maps leases to holds: a key and a count. It is built for the
