@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Each call of the 5700-key cycle, protocol version 1 against version 2.
 
-    KVALLOC_DAEMON=/path/kvallocd python3 python/bench/calls.py [CYCLES] [prefix]
+    KVALLOC_DAEMON=kvallocd python3 python/bench/calls.py [CYCLES] [prefix]
 
 It starts a kvallocd (tests/daemon.py: ``$KVALLOC_DAEMON``, or go build)
 with a 45 GiB pool that is never written, connects one client of each

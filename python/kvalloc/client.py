@@ -4,13 +4,13 @@ Versions: the client asks for protocol version 2 (key handles) at hello,
 and connects again with version 1 when the daemon answers ``BAD_VERSION``
 (a version 1 daemon); ``Client(..., protocol=1)`` speaks version 1 from
 the start and ``protocol=2`` insists on 2. Without ``protocol`` the
-environment variable ``KVALLOC_PROTOCOL_VERSION`` (1 or 2), when set,
-is the version, as it is for the Go client, so that a whole test suite,
-or a deployment, runs in either. On a version 2 connection it keeps the handle of every lock it
-is granted (:mod:`kvalloc.handles`) and sends finish_write, abort_write,
-finish_write_and_reserve_read, finish_read and delete by handle when it
-holds a handle for every key of the call; the calls, their arguments and
-their answers are the same in both versions.
+environment variable ``KVALLOC_PROTOCOL_VERSION`` (1 or 2), when set, is
+the version, as it is for the Go client, so that a whole test suite, or a
+deployment, runs in either. On a version 2 connection the client keeps
+the handle of every lock it is granted (:mod:`kvalloc.handles`) and sends
+finish_write, abort_write, finish_write_and_reserve_read, finish_read and
+delete by handle when it holds a handle for every key of the call; the
+calls, their arguments and their answers are the same in both versions.
 
 Thread safety: a :class:`Client` is safe to share between threads. Each
 call holds the client's lock from sending its request to reading its

@@ -42,8 +42,8 @@ from .results import (RESULT_SIZE, STATS_NAMES, Hello, Lookup, Results,
 
 __all__ = [
     "Header", "Request", "Answer", "parse_header", "keyed_request",
-    "handle_request", "simple_request", "encode_request", "decode_request", "encode_answer",
-    "decode_answer", "pack_results",
+    "handle_request", "simple_request", "encode_request", "decode_request",
+    "encode_answer", "decode_answer", "pack_results",
 ]
 
 _HEADER = struct.Struct("<IHHIIQ")

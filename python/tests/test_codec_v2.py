@@ -297,7 +297,8 @@ class TestResultsWithHandles(unittest.TestCase):
     def test_refused_results(self):
         cases = {
             "reserved byte 1": [result(0, 2, r=b"\1\0\0")],
-            "reserved byte 3, later": [result(0, 2), result(0, 2, r=b"\0\0\x80")],
+            "reserved byte 3, later": [result(0, 2),
+                                       result(0, 2, r=b"\0\0\x80")],
         }
         for name, recs in cases.items():
             with self.subTest(name):
