@@ -129,6 +129,18 @@ class _BatchesNeverFreed(HandleTable):
             super().finished(t, keys, leases, raw, locks, b, hs)
 
 
+class _LeasesOnly(Records):
+    """A broken table that finds a write record by its lease alone, so
+    that a lease presented with another key sends that key's handle."""
+
+    def write_handles(self, keys, leases):
+        by_lease = {lease: h for (_, lease), h in self.writes.items()}
+        try:
+            return array("I", map(by_lease.__getitem__, leases))
+        except KeyError:
+            return None
+
+
 class _SharedTable(HandleTable):
     """A broken client whose connections share one table."""
 
@@ -178,6 +190,12 @@ class TestHandleTableBites(test_handles_daemon.TestCallsByHandle):
             with self.assertRaises(AssertionError):
                 super().test_a_cycle_of_5700_keys()
 
+    def test_a_table_that_ignores_the_keys(self):
+        with _broken_table(_LeasesOnly):
+            self.c.connect()
+            with self.assertRaises(AssertionError):
+                super().test_a_key_with_another_keys_lease()
+
     def test_one_table_for_two_connections(self):
         with _broken_table(_SharedTable):
             self.c.connect()
@@ -187,6 +205,7 @@ class TestHandleTableBites(test_handles_daemon.TestCallsByHandle):
     test_every_call_by_handle = test_a_lease_not_held_goes_by_key = None
     test_a_handle_after_a_forced_delete_by_another_connection = None
     test_a_cycle_of_5700_keys = test_two_connections = None
+    test_a_key_with_another_keys_lease = None
 
 
 class TestKilledClientBites(test_failures.TestKilledClient):

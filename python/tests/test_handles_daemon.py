@@ -13,7 +13,7 @@ import random
 import unittest
 from unittest import mock
 
-from kvalloc import Client, Mode, Status
+from kvalloc import Client, KeyBatch, Mode, ObjectKey, Status
 from kvalloc import client as client_module
 from kvalloc.enums import MessageType
 
@@ -197,6 +197,28 @@ class TestCallsByHandle(DaemonTest):
                          [(T.FINISH_READ, 6)] * 3 +
                          [(T.FINISH_WRITE, 3)] * 2)
         self.assertEqual(len(c._handles), 0)
+
+    def test_a_key_with_another_keys_lease(self):
+        # The lease of key 1 presented with key 0 names no record of key
+        # 0: NOT_OWNER, as by key, and key 1's write is left as it was.
+        # A copy of the keys (equal, not the same objects) is the keys.
+        c = self.c
+        kb = keys(2, "swap")
+        with spy() as sent:
+            w = c.reserve_write(kb, 4096)
+            self.assertEqual(list(c.finish_write(kb.subset([0]),
+                                                 w.select([1]))),
+                             [NOT_OWNER])
+            self.assertEqual(list(c.finish_write(kb.subset([0]),
+                                                 [w.leases[1]])),
+                             [NOT_OWNER])
+            copy = KeyBatch([ObjectKey(bytes(k.chunk_hash), k.model,
+                                       k.kv_rank, k.group_id, k.cache_salt)
+                             for k in kb])
+            self.assertEqual(list(c.finish_write(copy, w)), [OK, OK])
+        self.assertEqual(sent, [(T.FINISH_WRITE, 2)])
+        self.assertEqual(len(c._handles), 0)
+        c.delete(kb)
 
     def test_a_lease_not_held_goes_by_key(self):
         c = self.c
