@@ -165,8 +165,11 @@ unit-invariants:
 # PYTHON runs the Python client's tests: CPython 3.9 or later, nothing
 # installed. python-test builds kvallocd and the tests' Go helper into a
 # temporary directory and runs python/tests with python3 -m unittest against
-# daemons the tests start, and fails if one of those daemons outlives the
-# tests. A missing or old PYTHON fails; it never skips.
+# daemons the tests start, twice: with the clients asking for protocol
+# version 2 (key handles), then, with KVALLOC_PROTOCOL_VERSION=1 (which the
+# Python and the Go client both read), for version 1. It fails
+# if one of those daemons outlives the tests. A missing or old PYTHON
+# fails; it never skips.
 PYTHON ?= python3
 
 ## python-test: the Python client (python/) against real daemons.
@@ -178,8 +181,9 @@ python-test:
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
 	  $(GO) build -o "$$d/goclient" ./python/tests/goclient && \
-	  (cd python && KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
-	    $(PYTHON) -W error::ResourceWarning -m unittest discover -s tests) || exit 1; \
+	  for v in 2 1; do echo "python-test: protocol version $$v"; \
+	    (cd python && KVALLOC_PROTOCOL_VERSION=$$([ $$v = 1 ] && echo 1) KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
+	      $(PYTHON) -W error::ResourceWarning -m unittest discover -s tests) || exit 1; done; \
 	  if pgrep -f "$$d/kvallocd" >/dev/null; then \
 	    echo "python-test: FAIL: a kvallocd the tests started outlived them"; \
 	    pkill -KILL -f "$$d/kvallocd"; exit 1; fi

@@ -24,8 +24,15 @@ import (
 
 // startDaemon runs a daemon with a pool of poolSize bytes (a memfd, never
 // touched: the benchmarks write no KV bytes) and the manager configuration
-// cfg, and returns a function that dials it.
+// cfg, and returns a function that dials it, speaking the protocol's
+// highest version (2, key handles).
 func startDaemon(b *testing.B, poolSize int64, cfg l1.Config) (*server.Server, func() *client.Client) {
+	return startDaemonVersion(b, poolSize, cfg, 0)
+}
+
+// startDaemonVersion is startDaemon whose clients speak protocol version
+// (client.Options.Version).
+func startDaemonVersion(b *testing.B, poolSize int64, cfg l1.Config, version uint32) (*server.Server, func() *client.Client) {
 	b.Helper()
 	s, err := server.New(server.Config{SocketPath: filepath.Join(b.TempDir(), "kvallocd.sock"), PoolSize: poolSize, L1: cfg})
 	if err != nil {
@@ -34,7 +41,7 @@ func startDaemon(b *testing.B, poolSize int64, cfg l1.Config) (*server.Server, f
 	go s.Serve()
 	b.Cleanup(func() { s.Close() })
 	return s, func() *client.Client {
-		c, err := client.Dial(s.SocketPath(), client.Options{Timeout: time.Minute})
+		c, err := client.Dial(s.SocketPath(), client.Options{Timeout: time.Minute, Version: version})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -48,11 +55,22 @@ func startDaemon(b *testing.B, poolSize int64, cfg l1.Config) (*server.Server, f
 // ReserveRead, FinishRead, Delete, five frames each way of up to 400 KB.
 // Reports ns/key, and cpu-ns/key, the process's CPU time (client, daemon
 // and collector); compared with L1Cycle/size=8MiB/keys=5700, the same
-// cycle in process.
-func BenchmarkDaemonCycle(b *testing.B) {
+// cycle in process. The client speaks protocol version 2, which names the
+// finished keys by handle; BenchmarkDaemonCycleV1 is the same cycle in
+// version 1, every key sent five times.
+func BenchmarkDaemonCycle(b *testing.B) { daemonCycleBench(b, wire.Version2) }
+
+// BenchmarkDaemonCycleV1 is BenchmarkDaemonCycle with a client of protocol
+// version 1: what the cycle cost before key handles, in the same run.
+func BenchmarkDaemonCycleV1(b *testing.B) { daemonCycleBench(b, wire.Version) }
+
+func daemonCycleBench(b *testing.B, version uint32) {
 	b.Run(fmt.Sprintf("size=8MiB/keys=%d", prodKeys), func(b *testing.B) {
-		_, dial := startDaemon(b, int64(prodKeys)*prodObject, l1.Config{})
+		_, dial := startDaemonVersion(b, int64(prodKeys)*prodObject, l1.Config{}, version)
 		c := dial()
+		if c.Version() != version {
+			b.Fatalf("speaking version %d, not %d", c.Version(), version)
+		}
 		keys := cycleKeys(prodKeys, 2)
 		leases := make([]client.Lease, prodKeys)
 		daemonCycle(b, c, keys, leases, prodObject) // warm: see TestAllocsPerOpIndependentOfN

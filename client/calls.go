@@ -5,6 +5,7 @@ package client
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/wire"
@@ -37,6 +38,9 @@ func (c *Client) ReserveWriteChain(keys []l1.ObjectKey, positions []uint32, temp
 	if err := c.call(); err != nil {
 		return nil, err
 	}
+	if c.book != nil {
+		c.book.grant(&c.book.writes, keys, c.ans.Results, 1)
+	}
 	return c.results(), nil
 }
 
@@ -68,10 +72,35 @@ func (c *Client) finish(t wire.Type, keys []l1.ObjectKey, leases []Lease, locks 
 	if err := setLocks(q, locks, t == wire.TypeFinishRead); err != nil {
 		return nil, err
 	}
+	x := c.bookOf(t == wire.TypeFinishRead)
+	c.byHandle(x, keys, ids)
 	if err := c.call(); err != nil {
 		return nil, err
 	}
+	if t == wire.TypeFinishRead {
+		c.settle(x, c.ans.Statuses, locks)
+	} else {
+		c.settle(x, c.ans.Statuses, 0)
+	}
 	return c.statuses(), nil
+}
+
+// bookOf returns the book's index of reads or writes; nil on version 1.
+func (c *Client) bookOf(reads bool) *leaseIndex {
+	switch {
+	case c.book == nil:
+		return nil
+	case reads:
+		return &c.book.reads
+	}
+	return &c.book.writes
+}
+
+// granted records a read grant's holds in the book (version 2).
+func (c *Client) granted(keys []l1.ObjectKey, locks int) {
+	if c.book != nil {
+		c.book.grant(&c.book.reads, keys, c.ans.Results, int64(locks))
+	}
 }
 
 // setLocks sets a lock count the frame can carry; the daemon (l1) checks
@@ -101,8 +130,18 @@ func (c *Client) FinishWriteAndReserveRead(keys []l1.ObjectKey, leases []Lease, 
 	if err := setLocks(q, locks, true); err != nil {
 		return nil, err
 	}
+	c.byHandle(c.bookOf(false), keys, ids)
 	if err := c.call(); err != nil {
 		return nil, err
+	}
+	if c.book != nil {
+		sts := slices.Grow(c.sts[:0], len(c.ans.Results))
+		for _, r := range c.ans.Results {
+			sts = append(sts, r.Status)
+		}
+		c.sts = sts
+		c.settle(&c.book.writes, sts, 0)
+		c.book.grant(&c.book.reads, keys, c.ans.Results, int64(locks))
 	}
 	return c.results(), nil
 }
@@ -129,6 +168,7 @@ func (c *Client) reserveRead(t wire.Type, keys []l1.ObjectKey, locks int) ([]Res
 	if err := c.call(); err != nil {
 		return nil, 0, err
 	}
+	c.granted(keys, locks)
 	return c.results(), int(c.ans.Prefix), nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -34,6 +35,35 @@ type Options struct {
 	// no hello and no key. Empty means root and this process's effective
 	// uid.
 	DaemonUIDs []uint32
+	// Version is the protocol version to speak: 0, the default, is the
+	// highest this client and the daemon both speak (version 2, with key
+	// handles, falling back to 1, by connecting again, when the daemon
+	// answers a version 2 hello BAD_VERSION); wire.Version forces
+	// version 1, wire.Version2 insists on 2. The calls and their results
+	// are the same in every version (wire/PROTOCOL.md, "Version 2: key
+	// handles"). With Version 0, the environment variable
+	// KVALLOC_PROTOCOL_VERSION, when set to 1 or 2, is the version, so
+	// that a whole test suite, or a deployment, can be run in either.
+	Version uint32
+}
+
+// versionEnv names the environment variable that sets Options.Version
+// when it is 0.
+const versionEnv = "KVALLOC_PROTOCOL_VERSION"
+
+// envVersion reads versionEnv: 0 when unset; an error for anything but
+// 1 or 2.
+func envVersion() (uint32, error) {
+	v, ok := os.LookupEnv(versionEnv)
+	switch {
+	case !ok || v == "":
+		return 0, nil
+	case v == "1":
+		return wire.Version, nil
+	case v == "2":
+		return wire.Version2, nil
+	}
+	return 0, fmt.Errorf("%w: %s=%q: want 1 or 2", wire.ErrInvalidArgument, versionEnv, v)
 }
 
 // Errors. A refusal by the daemon is a *wire.Error: test it with
@@ -107,6 +137,14 @@ type Client struct {
 	req     wire.Request
 	ans     wire.Answer
 	leases  []l1.Lease
+
+	// version is the protocol version the hello agreed; on version 2,
+	// book is the connection's ledger as the answers tell it, and handles
+	// and sts the scratch of a call by handle (handles.go).
+	version uint32
+	book    *book
+	handles []uint32
+	sts     []wire.Status
 }
 
 // Dial connects to the daemon at path ("" means wire.DefaultSocketPath),
@@ -127,7 +165,31 @@ func Dial(path string, opts Options) (*Client, error) {
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("%w: negative timeout %v", wire.ErrInvalidArgument, opts.Timeout)
 	}
+	if opts.Version == 0 {
+		v, err := envVersion()
+		if err != nil {
+			return nil, err
+		}
+		opts.Version = v
+	}
+	if opts.Version > wire.MaxVersion {
+		return nil, fmt.Errorf("%w: protocol version %d; this client speaks %d to %d", wire.ErrInvalidArgument, opts.Version, wire.Version, wire.MaxVersion)
+	}
 	deadline := time.Now().Add(opts.Timeout)
+	if opts.Version != 0 {
+		return dial(path, opts, deadline, opts.Version)
+	}
+	c, err := dial(path, opts, deadline, wire.MaxVersion)
+	if errors.Is(err, wire.ErrBadVersion) {
+		// A daemon of version 1: it closed the connection; connect again
+		// and speak version 1.
+		return dial(path, opts, deadline, wire.Version)
+	}
+	return c, err
+}
+
+// dial is Dial speaking version.
+func dial(path string, opts Options, deadline time.Time, version uint32) (*Client, error) {
 	d := net.Dialer{Deadline: deadline}
 	nc, err := d.Dial("unix", path)
 	if err != nil {
@@ -142,7 +204,7 @@ func Dial(path string, opts Options) (*Client, error) {
 	_ = c.c.SetWriteBuffer(4 << 20)
 	_ = c.c.SetReadBuffer(4 << 20)
 	_ = c.c.SetDeadline(deadline)
-	fd, err := c.hello1()
+	fd, err := c.hello1(version)
 	if err != nil {
 		c.c.Close()
 		return nil, err
@@ -157,10 +219,11 @@ func Dial(path string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// hello1 sends the hello and reads its answer and the memfd.
-func (c *Client) hello1() (int, error) {
+// hello1 sends the hello of version and reads its answer and the memfd.
+func (c *Client) hello1(version uint32) (int, error) {
 	c.id++
-	out, err := c.enc.AppendRequest(c.out[:0], &wire.Request{Type: wire.TypeHello, ID: c.id, Version: wire.Version})
+	c.dec.Version = version
+	out, err := c.enc.AppendRequest(c.out[:0], &wire.Request{Type: wire.TypeHello, ID: c.id, Version: version})
 	if err != nil {
 		return -1, err
 	}
@@ -216,8 +279,17 @@ func (c *Client) hello1() (int, error) {
 		return fail(c.disconnected("hello answer with pool size %d, alignment %d, epoch %d", a.Hello.PoolSize, a.Hello.Align, a.Epoch))
 	case a.Hello.MaxFrame < wire.HeaderSize:
 		return fail(c.disconnected("hello answer with MaxFrame %d, under a header's %d bytes", a.Hello.MaxFrame, wire.HeaderSize))
+	case a.Hello.Version < wire.Version || a.Hello.Version > version:
+		return fail(c.disconnected("the daemon answered a version %d hello with version %d", version, a.Hello.Version))
 	}
-	c.hello, c.epoch = a.Hello, a.Epoch
+	// The connection speaks the answer's version: the hello's, or a lower
+	// one a daemon chose (the protocol's daemons answer a version they do
+	// not speak BAD_VERSION, which Dial takes as its cue to fall back).
+	c.hello, c.epoch, c.version = a.Hello, a.Epoch, a.Hello.Version
+	c.dec.Version = c.version
+	if c.version >= wire.Version2 {
+		c.book = &book{}
+	}
 	return fd, nil
 }
 
@@ -260,6 +332,11 @@ func readFull(c pathConn, b []byte) (int, error) {
 
 // Epoch is the pool's epoch: the daemon's, at Dial.
 func (c *Client) Epoch() uint64 { return c.epoch }
+
+// Version is the protocol version the connection speaks: wire.Version2
+// (key handles) unless the daemon speaks only wire.Version or
+// Options.Version asked for it.
+func (c *Client) Version() uint32 { return c.version }
 
 // PoolSize is the pool's size in bytes.
 func (c *Client) PoolSize() int64 { return c.hello.PoolSize }
@@ -337,7 +414,11 @@ func (c *Client) call() error {
 		return c.broken
 	}
 	q := &c.req
-	if n := len(q.Keys); n > int(c.hello.MaxKeys) {
+	nkeys := len(q.Keys)
+	if q.ByHandles() {
+		nkeys = len(q.Handles)
+	}
+	if n := nkeys; n > int(c.hello.MaxKeys) {
 		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%d keys exceed the daemon's limit %d", n, c.hello.MaxKeys)}
 	}
 	q.ID, q.Epoch = c.id+1, c.epoch
@@ -347,7 +428,7 @@ func (c *Client) call() error {
 	}
 	c.out = out
 	if len(out) > int(c.hello.MaxFrame) {
-		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%v of %d keys is a frame of %d bytes, over the daemon's limit %d", q.Type, len(q.Keys), len(out), c.hello.MaxFrame)}
+		return &wire.Error{Code: wire.CodeInvalidArgument, Msg: fmt.Sprintf("%v of %d keys is a frame of %d bytes, over the daemon's limit %d", q.Type, nkeys, len(out), c.hello.MaxFrame)}
 	}
 	c.id++
 	_ = c.c.SetDeadline(time.Now().Add(c.timeout))
@@ -383,8 +464,8 @@ func (c *Client) call() error {
 		case q.Type == wire.TypeLookup:
 			got, what = int(a.Lookup.N), "keys counted"
 		}
-		if got != len(q.Keys) {
-			return c.lost("a %v answer with %d %s for %d keys", q.Type, got, what, len(q.Keys))
+		if got != nkeys {
+			return c.lost("a %v answer with %d %s for %d keys", q.Type, got, what, nkeys)
 		}
 	}
 	return nil

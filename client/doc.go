@@ -14,6 +14,13 @@
 //     (SO_PEERCRED), whose uid must be root or this process's
 //     (Options.DaemonUIDs to say otherwise); any other is refused with an
 //     error wrapping ErrUntrustedDaemon that names both uids.
+//   - Dial speaks protocol version 2 (key handles: the finishing calls
+//     name their keys by the handles the grants answered) when the daemon
+//     does, and falls back to version 1, connecting again, when the daemon
+//     refuses a version 2 hello; Options.Version picks one. Every call's
+//     answer is the same in both versions: on version 2 the Client keeps
+//     its connection's ledger as the answers tell it, and a key it holds
+//     no lock on under the lease presented is NOT_OWNER, as in version 1.
 //   - Every error of the connection names the socket's path.
 //   - A Client is safe for concurrent use; its calls are serialized.
 //   - Every call has a deadline (Options.Timeout). A daemon that died, or

@@ -66,13 +66,18 @@ func startFake(t *testing.T, hello wire.Hello, answer func(q *wire.Request) []by
 }
 
 func (f *fake) serve(c *net.UnixConn, answer func(q *wire.Request) []byte) error {
-	var e wire.Encoder
-	var d wire.Decoder
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	frame, err := wire.ReadFrame(c, nil)
 	if err != nil {
 		return err
 	}
+	return f.serveAfterHello(c, frame, answer)
+}
+
+// serveAfterHello is serve once the hello's frame has been read.
+func (f *fake) serveAfterHello(c *net.UnixConn, frame []byte, answer func(q *wire.Request) []byte) error {
+	var e wire.Encoder
+	var d wire.Decoder
 	var q wire.Request
 	if err := d.DecodeRequest(frame, &q); err != nil {
 		return err

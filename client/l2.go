@@ -69,5 +69,6 @@ func (c *Client) ReserveReadPrefixWait(keys []l1.ObjectKey, locks int, wait time
 	if err := c.call(); err != nil {
 		return nil, 0, err
 	}
+	c.granted(keys, locks)
 	return c.results(), int(c.ans.Prefix), nil
 }

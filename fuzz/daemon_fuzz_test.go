@@ -11,6 +11,7 @@ import (
 	"github.com/kvalloc/kvalloc/allocator"
 	"github.com/kvalloc/kvalloc/internal/reference/daemoncheck"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
 // FuzzDaemonOwnership runs random calls of three client connections to
@@ -51,7 +52,8 @@ func checkDaemon(setup daemoncheck.Setup, ops []daemoncheck.Op, v daemoncheck.Va
 //
 //	header: units (8 + b%57), placement/prefix/on-demand (b%3, b/3%3, b/9%2),
 //	        eviction policy (b%3), TTLs (bit 0: 60 s write, 30 s read;
-//	        bit 1: an L2 tier, daemoncheck.Setup.L2)
+//	        bit 1: an L2 tier, daemoncheck.Setup.L2; bit 2: protocol
+//	        version 1, else version 2, key handles)
 //	record: kind, conn, first key, count (1+b%6; bit 7: the first key
 //	        repeated), size (1+b%4 units; bit 4: b bytes; 255: 0) or locks
 //	        (1+b%3; 255: 0), mode (b%3; bit 7: chain positions), flags
@@ -86,6 +88,9 @@ func decodeDaemonOps(data []byte) (daemoncheck.Setup, []daemoncheck.Op) {
 		setup.WriteTTL, setup.ReadTTL = 60*time.Second, 30*time.Second
 	}
 	setup.L2 = h[3]&2 != 0
+	if h[3]&4 != 0 {
+		setup.Version = wire.Version // the clients speak version 1; else 2, by handle
+	}
 	var ops []daemoncheck.Op
 	for rest := data[min(len(data), daemonHeader):]; len(rest) >= daemonRecord && len(ops) < daemonMaxOps; rest = rest[daemonRecord:] {
 		ops = append(ops, decodeDaemonOp(daemonRec(rest[:daemonRecord]), setup.L2))
@@ -269,6 +274,13 @@ func init() {
 		{"invalid", encodeDaemon(small,
 			drec(dRW, 0, 0, 2), dop{func() daemonRec { r := drec(dRW, 0, 3, 1).daemonRec; r[4] = 255; return r }()},
 			dop{func() daemonRec { r := drec(dRead, 1, 0, 2).daemonRec; r[4] = 255; return r }()}, drec(dFW, 0, 0, 2), drec(dTouch, 1, 0, 2))},
+	}
+	// The seeds above speak version 2 (key handles); each again in
+	// version 1, whose answers must be the same.
+	for _, sd := range seedSets["FuzzDaemonOwnership"] {
+		data := bytes.Clone(sd.data)
+		data[3] |= 4
+		seedSets["FuzzDaemonOwnership"] = append(seedSets["FuzzDaemonOwnership"], seed{"v1-" + sd.name, data})
 	}
 }
 

@@ -19,6 +19,8 @@ func TestFuzzFrameDecoderBites(t *testing.T) {
 		{"drop-last-key", func() frameDecoder { return &mutant.DropLastKey{} }, "leases for"},
 		{"internal-refusals", func() frameDecoder { return &mutant.InternalRefusals{} }, "refused with code INTERNAL"},
 		{"borrow-writes", func() frameDecoder { return &mutant.BorrowWrites{} }, "changed with the frame's bytes"},
+		{"handles-in-v1", func() frameDecoder { return &mutant.HandlesInV1{} }, "a version 1 decoder accepted a call by handle"},
+		{"result-handles-in-v1", func() frameDecoder { return &mutant.HandlesInV1{} }, "accepted result 0's handle"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, s := range seeds {

@@ -18,8 +18,12 @@ import (
 // that whatever it accepts encodes again and decodes to the same message;
 // then the same with a borrowing decoder (wire.Decoder.Borrow), whose
 // reserve_write keys must still own their chunk hashes: they must not
-// change when the frame's bytes do.
-// The seeds are every request and answer type, valid, plus malformed ones.
+// change when the frame's bytes do; then the same with a decoder of a
+// version 2 connection, which also accepts calls by handle, the handles of
+// results and the versions of a hello answer (a version 1 decoder must
+// accept none of them).
+// The seeds are every request and answer type, valid, plus malformed ones,
+// in both versions.
 func FuzzFrameDecoder(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -29,7 +33,19 @@ func FuzzFrameDecoder(f *testing.F) {
 		if err := checkFrame(data, &wire.Decoder{Borrow: true}); err != nil {
 			t.Fatalf("borrowing decoder: %v", err)
 		}
+		if err := checkFrame(data, &wire.Decoder{Borrow: true, Version: wire.Version2}); err != nil {
+			t.Fatalf("version 2 decoder: %v", err)
+		}
 	})
+}
+
+// versionOf is the protocol version a decoder under test decodes: its
+// Version, for a *wire.Decoder; 1 for the broken ones.
+func versionOf(d frameDecoder) uint32 {
+	if wd, ok := d.(*wire.Decoder); ok && wd.Version >= wire.Version2 {
+		return wd.Version
+	}
+	return wire.Version
 }
 
 // frameDecoder is the decoder under test: *wire.Decoder, or a broken one
@@ -64,6 +80,9 @@ func checkFrame(data []byte, d frameDecoder) error {
 			return fmt.Errorf("request %v: its keys changed with the frame's bytes: a manager keeps them", q.Type)
 		}
 		q.Keys = kept
+		if q.ByHandles() && versionOf(d) < wire.Version2 {
+			return fmt.Errorf("request %v: a version 1 decoder accepted a call by handle", q.Type)
+		}
 		if err := wellFormed(&q); err != nil {
 			return fmt.Errorf("request %v: %w", q.Type, err)
 		}
@@ -92,6 +111,14 @@ func checkFrame(data []byte, d frameDecoder) error {
 		if err := d.DecodeAnswer(b, &a2); err != nil || !a.Equal(&a2) {
 			return fmt.Errorf("answer %v: re-encoded, it decodes to %+v (%v), not %+v", a.Type, a2, err, a)
 		}
+		if versionOf(d) < wire.Version2 && a.Hello.Versions != 0 {
+			return fmt.Errorf("answer %v: a version 1 decoder accepted a hello answer's versions", a.Type)
+		}
+		for i, r := range a.Results {
+			if versionOf(d) < wire.Version2 && r.Handle != 0 {
+				return fmt.Errorf("answer %v: a version 1 decoder accepted result %d's handle %d", a.Type, i, r.Handle)
+			}
+		}
 		if (a.Code == wire.CodeOK) != (a.Err() == nil) {
 			return fmt.Errorf("answer %v: code %v but Err %v", a.Type, a.Code, a.Err())
 		}
@@ -117,7 +144,22 @@ func refusal(err error, codes ...wire.Code) error {
 // wellFormed checks what a decoded request promises its server.
 func wellFormed(q *wire.Request) error {
 	n := len(q.Keys)
+	if q.ByHandles() {
+		switch {
+		case !q.Type.ByHandle():
+			return fmt.Errorf("%v by handle", q.Type)
+		case len(q.Keys) != 0 || len(q.Temporary) != 0 || len(q.Positions) != 0:
+			return fmt.Errorf("a call by handle with %d keys", len(q.Keys))
+		case len(q.Handles) > wire.MaxKeys:
+			return fmt.Errorf("%d handles", len(q.Handles))
+		case len(q.Leases) != len(q.Handles):
+			return fmt.Errorf("%d leases for %d handles", len(q.Leases), len(q.Handles))
+		}
+		return nil
+	}
 	switch {
+	case len(q.Handles) != 0:
+		return fmt.Errorf("%d handles without the flag", len(q.Handles))
 	case !q.Type.Known() || q.Type&wire.AnswerBit != 0:
 		return fmt.Errorf("type %v", q.Type)
 	case n > wire.MaxKeys:
@@ -128,7 +170,7 @@ func wellFormed(q *wire.Request) error {
 		return fmt.Errorf("%d positions for %d keys, flags %#x", len(q.Positions), n, q.Flags)
 	case q.Type.HasLeases() && len(q.Leases) != n, !q.Type.HasLeases() && len(q.Leases) != 0:
 		return fmt.Errorf("%d leases for %d keys", len(q.Leases), n)
-	case q.Type == wire.TypeHello && q.Version != wire.Version:
+	case q.Type == wire.TypeHello && (q.Version < wire.Version || q.Version > wire.MaxVersion):
 		return fmt.Errorf("hello of version %d accepted", q.Version)
 	}
 	for i, k := range q.Keys {
@@ -166,6 +208,13 @@ func frameSeeds() []seed {
 		"touch":                         {Type: wire.TypeTouch, ID: 13, Epoch: epoch, Keys: keys},
 		"lookup":                        {Type: wire.TypeLookup, ID: 15, Epoch: epoch, Flags: wire.FlagPrefetch, Keys: keys},
 		"reserve_read_prefix_wait":      {Type: wire.TypeReserveReadPrefixWait, ID: 16, Epoch: epoch, Size: 250000, Locks: 1, Keys: keys},
+		// Version 2.
+		"v2_hello":                                 {Type: wire.TypeHello, ID: 1, Version: wire.Version2},
+		"v2_finish_write_handles":                  {Type: wire.TypeFinishWrite, ID: 6, Epoch: epoch, Handles: []uint32{1, 2, 0xffffffff}, Leases: leases},
+		"v2_abort_write_handles":                   {Type: wire.TypeAbortWrite, ID: 7, Epoch: epoch, Handles: []uint32{0}, Leases: leases[:1]},
+		"v2_finish_write_and_reserve_read_handles": {Type: wire.TypeFinishWriteAndReserveRead, ID: 8, Epoch: epoch, Locks: 2, Handles: []uint32{2, 1}, Leases: leases[:2]},
+		"v2_finish_read_handles":                   {Type: wire.TypeFinishRead, ID: 11, Epoch: epoch, Locks: 1, Handles: []uint32{3, 1, 2}, Leases: leases},
+		"v2_delete_handles":                        {Type: wire.TypeDelete, ID: 12, Epoch: epoch, Flags: wire.FlagForce, Handles: []uint32{1}, Leases: leases[:1]},
 	}
 	ok := wire.Result{Status: wire.StatusOK, Block: allocator.Block{Offset: 4096, Size: 4096, Gen: 9}, Lease: 5}
 	answers := map[string]wire.Answer{
@@ -186,6 +235,10 @@ func frameSeeds() []seed {
 		"wait_answer":                {Type: wire.TypeReserveReadPrefixWait.Answer(), ID: 16, Epoch: epoch, Prefix: 1, Results: []wire.Result{ok, {Status: wire.StatusKeyNotReadable}, {Status: wire.StatusSkipped}}},
 		"error_answer":               {Type: wire.TypeError, Epoch: epoch, Code: wire.CodeTooLarge, Message: "frame size 1 outside [24, 16777216]"},
 		"wrong_epoch_answer":         {Type: wire.TypeFinishWrite.Answer(), ID: 14, Epoch: epoch, Code: wire.CodeWrongEpoch, Message: "epoch"},
+		// Version 2.
+		"v2_hello_answer":         {Type: wire.TypeHello.Answer(), ID: 1, Epoch: epoch, Hello: wire.Hello{Version: wire.Version2, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame, Versions: wire.Versions, PoolSize: 1 << 30, Align: 4096}},
+		"v2_reserve_write_answer": {Type: wire.TypeReserveWrite.Answer(), ID: 4, Epoch: epoch, Results: []wire.Result{{Status: wire.StatusOK, Block: ok.Block, Lease: 5, Handle: 1}, {Status: wire.StatusOutOfMemory}}},
+		"v2_reserve_read_answer":  {Type: wire.TypeReserveRead.Answer(), ID: 9, Epoch: epoch, Results: []wire.Result{{Status: wire.StatusOK, Block: ok.Block, Lease: 6, Handle: 0xffffffff}}},
 	}
 	var out []seed
 	for name, q := range reqs {

@@ -25,12 +25,25 @@ type rawConn struct {
 	epoch uint64
 	enc   wire.Encoder
 	dec   wire.Decoder
+	hello wire.Hello
 }
 
 // raw connects; with hello, it also says hello (and closes the memfd it
 // gets).
 func raw(t testing.TB, s *server.Server, hello bool) *rawConn {
 	t.Helper()
+	if hello {
+		return rawVersion(t, s, wire.Version)
+	}
+	return rawVersion(t, s, 0)
+}
+
+// rawVersion connects and, unless version is 0, says hello with that
+// version and decodes what follows by its rules; it returns the hello
+// answer's body in r.hello.
+func rawVersion(t testing.TB, s *server.Server, version uint32) *rawConn {
+	t.Helper()
+	hello := version != 0
 	nc, err := net.Dial("unix", s.SocketPath())
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +51,8 @@ func raw(t testing.TB, s *server.Server, hello bool) *rawConn {
 	r := &rawConn{t: t, c: nc.(*net.UnixConn)}
 	t.Cleanup(func() { r.c.Close() })
 	if hello {
-		r.send(r.frame(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version}))
+		r.dec.Version = version
+		r.send(r.frame(wire.Request{Type: wire.TypeHello, ID: 1, Version: version}))
 		buf := make([]byte, 4096)
 		oob := make([]byte, unix.CmsgSpace(4))
 		_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -57,6 +71,7 @@ func raw(t testing.TB, s *server.Server, hello bool) *rawConn {
 			t.Fatalf("hello: %v %v", err, a.Err())
 		}
 		r.epoch = a.Epoch
+		r.hello = a.Hello
 	}
 	return r
 }
@@ -137,7 +152,7 @@ func TestBadInput(t *testing.T) {
 		}, wire.CodeNoHello, wire.TypeHello.Answer()},
 		{"wrong version", false, func(r *rawConn) []byte {
 			b := r.frame(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
-			return set32(b, wire.HeaderSize+4, wire.Version+1)
+			return set32(b, wire.HeaderSize+4, wire.MaxVersion+1)
 		}, wire.CodeBadVersion, wire.TypeHello.Answer()},
 		{"half a frame then a stall", true, func(r *rawConn) []byte {
 			b := r.frame(wire.Request{Type: wire.TypeTouch, ID: 3, Epoch: r.epoch, Keys: keys("k", 20)})

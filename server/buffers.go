@@ -42,15 +42,20 @@ func class(n int) int {
 }
 
 // answerBound is the largest answer a request of type t in a frame of
-// size bytes can have: every key takes at least its 16-byte header, and
-// answers with 40 bytes (a result) or 1 (a status); any answer may be an
-// error with a message instead.
+// size bytes can have: every key takes at least its 16-byte header, or
+// 12 bytes (a handle and a lease) in a call by handle (protocol version
+// 2), and answers with 40 bytes (a result) or 1 (a status); any answer may
+// be an error with a message instead.
 func answerBound(t wire.Type, size int) int {
 	const errAnswer = wire.HeaderSize + 2 + wire.MaxMessageLen
 	if !t.Keyed() {
 		return errAnswer
 	}
-	keys := min(wire.MaxKeys, max(size-wire.HeaderSize-16-8, 0)/16)
+	perKey := 16
+	if t.ByHandle() {
+		perKey = 12
+	}
+	keys := min(wire.MaxKeys, max(size-wire.HeaderSize-16-8, 0)/perKey)
 	per := 1
 	if t.HasResults() {
 		per = 40

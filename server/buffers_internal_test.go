@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/wire"
 )
 
@@ -27,6 +28,18 @@ func TestBufPool(t *testing.T) {
 	}
 	if got := answerBound(wire.TypePing, wire.MaxFrame); got != wire.HeaderSize+2+wire.MaxMessageLen {
 		t.Errorf("answerBound ping %d", got)
+	}
+	// A call by handle (version 2) takes 12 bytes a key: the bound holds
+	// its answer too.
+	for _, n := range []int{1000, 65536} {
+		var e wire.Encoder
+		f, err := e.AppendRequest(nil, &wire.Request{Type: wire.TypeFinishWriteAndReserveRead, Locks: 1, Handles: make([]uint32, n), Leases: make([]l1.Lease, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := answerBound(wire.TypeFinishWriteAndReserveRead, len(f)), wire.HeaderSize+8+40*n; got < want {
+			t.Errorf("answerBound of a %d-byte finish_write_and_reserve_read by %d handles: %d, under its answer's %d bytes", len(f), n, got, want)
+		}
 	}
 	const budget = 1 << 20
 	p := newBufPool(budget)

@@ -71,7 +71,11 @@ func (s *Server) Verify() VerifyReport {
 	s.mu.Lock()
 	writers := map[l1.Lease][]l1.ObjectKey{}
 	readers := map[l1.Lease]map[l1.ObjectKey]int64{}
+	var handleErrs []error
 	for c := range s.conns {
+		if err := c.own.checkHandles(); err != nil {
+			handleErrs = append(handleErrs, fmt.Errorf("connection %d: %w", c.id, err))
+		}
 		for _, h := range c.own.writes.all() {
 			writers[h.lease] = append(writers[h.lease], h.key)
 		}
@@ -82,7 +86,7 @@ func (s *Server) Verify() VerifyReport {
 			readers[h.lease][h.key] += h.n
 		}
 	}
-	r := VerifyReport{Conns: len(s.conns)}
+	r := VerifyReport{Conns: len(s.conns), errs: handleErrs}
 	s.mu.Unlock()
 	s.l2.holds(writers, readers) // the daemon's own locks (l2.go)
 	bad := func(format string, a ...any) { r.errs = append(r.errs, fmt.Errorf(format, a...)) }

@@ -33,6 +33,9 @@ type conn struct {
 	own     *ledger
 	opened  time.Time
 	hello   bool
+	// version is the protocol version the hello chose: wire.Version or
+	// wire.Version2 (handles.go).
+	version uint32
 	stop    atomic.Bool
 
 	dec wire.Decoder
@@ -53,6 +56,11 @@ type conn struct {
 	passK []l1.ObjectKey
 	passL []l1.Lease
 	passI []int
+	// a call by handle's scratch (handles.go): its keys as resolved, the
+	// handles that named nothing, and the handles of a grant's results
+	hkeys []l1.ObjectKey
+	hbad  []bool
+	hout  []uint32
 }
 
 // newConn makes the connection's state; peer and peerErr are its
@@ -273,6 +281,7 @@ func (c *conn) giveBack() {
 		c.bigIn, c.bigOut = nil, nil
 		clear(c.req.Keys[:cap(c.req.Keys)])
 		clear(c.passK[:cap(c.passK)])
+		clear(c.hkeys[:cap(c.hkeys)])
 	}
 	if cap(c.out) > connBuf {
 		c.out = nil
@@ -285,10 +294,11 @@ func (c *conn) giveBack() {
 // so that an idle connection keeps only its own buffers, whatever it sent
 // before.
 func (c *conn) trim() {
-	c.dec = wire.Decoder{Borrow: true}
+	c.dec = wire.Decoder{Borrow: true, Version: c.dec.Version}
 	c.req = wire.Request{}
 	c.ans = wire.Answer{}
 	c.l1res, c.passK, c.passL, c.passI = nil, nil, nil, nil
+	c.hkeys, c.hbad, c.hout = nil, nil, nil
 	if cap(c.out) > connBuf {
 		c.out = nil
 	}
@@ -301,7 +311,8 @@ func (c *conn) keeps() int64 {
 	n := cap(c.in) + cap(c.out) + cap(c.bigIn) + cap(c.bigOut) +
 		cap(c.req.Keys)*int(unsafe.Sizeof(l1.ObjectKey{})) + cap(c.req.Leases)*8 + cap(c.req.Temporary) + cap(c.req.Positions)*4 +
 		cap(c.ans.Results)*int(unsafe.Sizeof(wire.Result{})) + cap(c.ans.Statuses) +
-		cap(c.l1res)*int(unsafe.Sizeof(l1.Result{})) + cap(c.passK)*int(unsafe.Sizeof(l1.ObjectKey{})) + cap(c.passL)*8 + cap(c.passI)*8
+		cap(c.l1res)*int(unsafe.Sizeof(l1.Result{})) + cap(c.passK)*int(unsafe.Sizeof(l1.ObjectKey{})) + cap(c.passL)*8 + cap(c.passI)*8 +
+		cap(c.req.Handles)*4 + cap(c.hkeys)*int(unsafe.Sizeof(l1.ObjectKey{})) + cap(c.hbad) + cap(c.hout)*4
 	return int64(n)
 }
 
@@ -379,8 +390,16 @@ func (c *conn) handle(frame []byte) (bool, string) {
 	switch {
 	case q.Type == wire.TypeHello && !c.hello:
 		c.hello = true
-		a.Hello = wire.Hello{Version: wire.Version, MaxKeys: wire.MaxKeys, MaxFrame: uint32(c.s.cfg.MaxFrame),
+		// The decoder accepted version 1 or 2: the connection speaks it
+		// from now on, and a version 2 connection's holds get handles.
+		c.version = q.Version
+		a.Hello = wire.Hello{Version: q.Version, MaxKeys: wire.MaxKeys, MaxFrame: uint32(c.s.cfg.MaxFrame),
 			PoolSize: int64(len(c.s.pool.Bytes())), Align: c.s.alloc.Align()}
+		if q.Version >= wire.Version2 {
+			a.Hello.Versions = wire.Versions
+			c.dec.Version = q.Version
+			c.own.useHandles(c.s.handlesAnyLease)
+		}
 		if !c.writeHello(a) {
 			return true, "hello answer not delivered"
 		}
@@ -412,6 +431,9 @@ func (c *conn) handle(frame []byte) (bool, string) {
 		if c.stop.Load() {
 			err = &wire.Error{Code: wire.CodeClosed, Msg: "the daemon is shutting down"}
 		} else if err = bugRequest(q); err == nil && !bugServe(q, a) {
+			if q.ByHandles() {
+				c.resolveHandles(q) // handles.go: q.Keys, as the handles name them
+			}
 			if err = c.dispatchLimited(q, a); err == nil {
 				bugAnswer(q, a)
 			}

@@ -27,8 +27,8 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			return err
 		}
 		c.l1res = res
-		c.own.writes.addAll(q.Keys, res, q.Size) // counted in bytes, for ConnWriteBytes
-		a.Results = appendResults(a.Results, res)
+		hs := c.grantHandles(&c.own.writes, q.Keys, res, q.Size) // counted in bytes, for ConnWriteBytes
+		a.Results = appendResults(a.Results, res, hs)
 	case wire.TypeFinishWrite, wire.TypeAbortWrite:
 		keys, leases, idx := c.ownedWrites(q)
 		for range q.Keys {
@@ -64,7 +64,11 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			c.own.dropWrite(leases[j])
 			a.Results[at(idx, j)] = wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease}
 		}
-		c.own.reads.addAll(keys, res, int64(q.Locks))
+		if hs := c.grantHandles(&c.own.reads, keys, res, int64(q.Locks)); hs != nil {
+			for j, h := range hs {
+				a.Results[at(idx, j)].Handle = h
+			}
+		}
 		c.s.l2.finished(keys, nil, res)
 	case wire.TypeReserveRead, wire.TypeReserveReadPrefix, wire.TypeReserveReadPrefixWait:
 		// reserve_read_prefix_wait waited for the prefetch before the
@@ -84,17 +88,31 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 		if err != nil {
 			return err
 		}
-		c.own.reads.addAll(q.Keys, res, int64(q.Locks))
-		a.Results = appendResults(a.Results, res)
+		hs := c.grantHandles(&c.own.reads, q.Keys, res, int64(q.Locks))
+		a.Results = appendResults(a.Results, res, hs)
 	case wire.TypeFinishRead:
 		return c.finishRead(q, a)
 	case wire.TypeDelete:
-		sts, err := m.Delete(q.Keys, q.Flags&wire.FlagForce != 0)
+		keys, idx := q.Keys, []int(nil)
+		if len(c.hbad) > 0 && q.ByHandles() {
+			// By handle: the handles that named nothing are NOT_OWNER.
+			keys, idx = c.passK[:0], c.passI[:0]
+			for i := range q.Keys {
+				if !c.hbad[i] {
+					keys, idx = append(keys, q.Keys[i]), append(idx, i)
+				}
+			}
+			c.passK, c.passI = keys, idx
+		}
+		sts, err := m.Delete(keys, q.Flags&wire.FlagForce != 0)
 		if err != nil {
 			return err
 		}
-		for _, st := range sts {
-			a.Statuses = append(a.Statuses, wire.FromL1(st))
+		for range q.Keys {
+			a.Statuses = append(a.Statuses, wire.StatusNotOwner)
+		}
+		for j, st := range sts {
+			a.Statuses[at(idx, j)] = wire.FromL1(st)
 		}
 	case wire.TypeTouch:
 		return m.Touch(q.Keys)
@@ -113,10 +131,15 @@ func at(idx []int, j int) int {
 	return idx[j]
 }
 
-// appendResults converts l1's results.
-func appendResults(dst []wire.Result, res []l1.Result) []wire.Result {
-	for _, r := range res {
-		dst = append(dst, wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease})
+// appendResults converts l1's results, with their handles when hs is not
+// nil (one per result: a version 2 connection).
+func appendResults(dst []wire.Result, res []l1.Result, hs []uint32) []wire.Result {
+	for i, r := range res {
+		w := wire.Result{Status: wire.FromL1(r.Status), Block: r.Block, Lease: r.Lease}
+		if hs != nil {
+			w.Handle = hs[i]
+		}
+		dst = append(dst, w)
 	}
 	return dst
 }
@@ -127,9 +150,14 @@ func appendResults(dst []wire.Result, res []l1.Result) []wire.Result {
 // to the request; nil when all passed, the common case, which copies
 // nothing.
 func (c *conn) ownedWrites(q *wire.Request) ([]l1.ObjectKey, []l1.Lease, []int) {
+	if q.ByHandles() && len(c.hbad) == 0 {
+		// Every handle named a write hold of this connection under its
+		// lease, and the key is the hold's: owned, as ownsWrite would say.
+		return q.Keys, q.Leases, nil
+	}
 	all := true
 	for i := range q.Keys {
-		if !c.own.ownsWrite(&q.Keys[i], q.Leases[i]) {
+		if c.notOwned(q, i) || !c.own.ownsWrite(&q.Keys[i], q.Leases[i]) {
 			all = false
 			break
 		}
@@ -139,7 +167,7 @@ func (c *conn) ownedWrites(q *wire.Request) ([]l1.ObjectKey, []l1.Lease, []int) 
 	}
 	keys, leases, idx := c.passK[:0], c.passL[:0], c.passI[:0]
 	for i := range q.Keys {
-		if c.own.ownsWrite(&q.Keys[i], q.Leases[i]) {
+		if !c.notOwned(q, i) && c.own.ownsWrite(&q.Keys[i], q.Leases[i]) {
 			keys, leases, idx = append(keys, q.Keys[i]), append(leases, q.Leases[i]), append(idx, i)
 		}
 	}
@@ -169,7 +197,10 @@ func (c *conn) finishRead(q *wire.Request, a *wire.Answer) error {
 	var idx []int
 	all := true
 	for i := range q.Keys {
-		held := c.own.heldReads(&q.Keys[i], q.Leases[i])
+		var held int64
+		if !c.notOwned(q, i) {
+			held = c.own.heldReads(&q.Keys[i], q.Leases[i])
+		}
 		st := wire.StatusOK
 		switch {
 		case held == 0:

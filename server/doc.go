@@ -24,7 +24,12 @@
 //     (NOT_OWNER), so one client cannot finish, abort or publish another's
 //     write, and a finish_read that would release more read locks than its
 //     connection holds is refused (OVER_RELEASE); in both cases nothing
-//     changes. When the connection ends, whatever the reason (a close, the
+//     changes. A connection that said hello with protocol version 2 gets a
+//     handle with each lock, the name of its ledger record, and may finish,
+//     abort and delete by handle and lease: a handle that names no record
+//     of this connection of the kind under that lease is NOT_OWNER, kept
+//     from l1, and a handle goes with its record, so the table is bounded
+//     as the ledger is (handles.go). When the connection ends, whatever the reason (a close, the
 //     client's death by SIGKILL, a malformed frame, a stalled frame, the
 //     daemon's shutdown), the daemon aborts its writes and releases its
 //     read locks at once, before it closes the socket, and counts the

@@ -28,9 +28,26 @@ type ledger struct {
 	reads  holdSet // read locks per (key, lease)
 	// nwrites is the reservations held, as of the last publish.
 	nwrites atomic.Int64
+	// handles is the table of the connection's handles (handles.go),
+	// handing out none until a version 2 hello turns it on.
+	handles *handleTable
 }
 
-func newLedger() *ledger { return &ledger{} }
+func newLedger() *ledger {
+	l := &ledger{handles: &handleTable{}}
+	l.writes.tab, l.writes.kind = l.handles, handleWrite
+	l.reads.tab, l.reads.kind = l.handles, handleRead
+	return l
+}
+
+// useHandles gives every hold recorded from now on a handle, as a version
+// 2 connection's holds have (PROTOCOL.md, "Version 2: key handles"). It is
+// called at the hello, before anything is held, outside the gate: the
+// table's switch is atomic for Verify.
+func (l *ledger) useHandles(anyLease bool) {
+	l.writes.anyLease, l.reads.anyLease = anyLease, anyLease
+	l.handles.on.Store(true)
+}
 
 func (l *ledger) ownsWrite(k *l1.ObjectKey, lease l1.Lease) bool { return l.writes.held(k, lease) > 0 }
 func (l *ledger) dropWrite(lease l1.Lease)                       { l.writes.drop(lease) }
@@ -53,6 +70,7 @@ func (l *ledger) clear() {
 	l.writes.clear()
 	l.reads.clear()
 	l.nwrites.Store(0)
+	l.handles.recs, l.handles.free = nil, nil
 }
 
 // holdSet maps leases to holds: a key and a count. It is built for the
@@ -89,6 +107,16 @@ type holdSet struct {
 
 	spare holdRun           // an emptied run's slices, for the next
 	index map[string]uint32 // addAll's scratch: the run's strings
+
+	// tab, on a version 2 connection, hands each hold a handle when it
+	// becomes live and takes it back when it goes (handles.go); kind is
+	// what the table records the set's holds as.
+	tab  *handleTable
+	kind uint8
+	// anyLease is a deliberate bug, set only by the bite tests
+	// (Server.handlesAnyLease): resolve takes whatever hold a handle
+	// names, whatever lease is presented.
+	anyLease bool
 }
 
 // hold is one lease's holds in a run, and where its key is: no pointers.
@@ -97,6 +125,7 @@ type hold struct {
 	off         uint32 // the chunk hash is hashes[off : off+hlen]
 	rank, group uint32
 	model, salt uint32 // indices into the run's strs
+	handle      uint32 // version 2: the hold's handle while n > 0; else 0
 	hlen        uint16
 }
 
@@ -110,8 +139,9 @@ type holdRun struct {
 
 // otherHold is a hold outside the runs: its key, copied.
 type otherHold struct {
-	key l1.ObjectKey
-	n   int64
+	key    l1.ObjectKey
+	n      int64
+	handle uint32 // version 2: the hold's handle; else 0
 }
 
 // Limits of a run's encoding: a batch past them goes to the map.
@@ -171,6 +201,16 @@ func (s *holdSet) sid(r *holdRun, str string) uint32 {
 
 // addAll records n holds of each key whose result is OK, under its lease.
 func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
+	s.addAllHandles(keys, res, n, nil)
+}
+
+// addAllHandles is addAll that also sets, when out is not nil (one per
+// result), out[i] to the handle of the hold result i was recorded in, and
+// to 0 for a result that is not OK.
+func (s *holdSet) addAllHandles(keys []l1.ObjectKey, res []l1.Result, n int64, out []uint32) {
+	if out != nil {
+		clear(out)
+	}
 	var lo, hi l1.Lease
 	fresh, bytes, long := 0, 0, false
 	old := s.max // leases above it are new to the set
@@ -180,7 +220,10 @@ func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
 			continue
 		}
 		if r.Lease <= old {
-			s.addOne(&keys[i], r.Lease, n)
+			h := s.addOne(&keys[i], r.Lease, n)
+			if out != nil {
+				out[i] = h
+			}
 			continue
 		}
 		if fresh == 0 || r.Lease < lo {
@@ -199,7 +242,10 @@ func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
 		// Too sparse for a run, or too big for its encoding.
 		for i := range res {
 			if r := &res[i]; r.Status == l1.OK && r.Lease > old {
-				s.addOther(&keys[i], r.Lease, n)
+				h := s.addOther(&keys[i], r.Lease, n)
+				if out != nil {
+					out[i] = h
+				}
 			}
 		}
 		s.max = hi
@@ -218,9 +264,13 @@ func (s *holdSet) addAll(keys []l1.ObjectKey, res []l1.Result, n int64) {
 			s.set(&run, h, prev, &keys[i])
 			prev = h
 			run.live++
+			h.handle = s.tab.alloc(r.Lease, s.kind)
 		}
 		h.n += n
 		s.count += n
+		if out != nil {
+			out[i] = h.handle
+		}
 	}
 	s.runs = append(s.runs, run)
 	s.max = hi
@@ -248,26 +298,28 @@ func (s *holdSet) newRun(lo l1.Lease, span, bytes int) holdRun {
 	return run
 }
 
-// addOne adds n holds of k under a lease the set may know. A lease names
-// one object, so a lease already in a run comes with the key it has.
-func (s *holdSet) addOne(k *l1.ObjectKey, lease l1.Lease, n int64) {
+// addOne adds n holds of k under a lease the set may know, and returns
+// the hold's handle. A lease names one object, so a lease already in a run
+// comes with the key it has.
+func (s *holdSet) addOne(k *l1.ObjectKey, lease l1.Lease, n int64) uint32 {
 	if r, i := s.find(lease); r >= 0 {
 		run := &s.runs[r]
 		if h := &run.h[i]; h.n > 0 || run.is(h, k) {
 			if h.n == 0 {
 				run.live++
+				h.handle = s.tab.alloc(lease, s.kind)
 			}
 			h.n += n
 			s.count += n
-			return
+			return h.handle
 		}
 		// An emptied slot with another key: the key lives in the map,
 		// which lookups of an emptied slot consult.
 	}
-	s.addOther(k, lease, n)
+	return s.addOther(k, lease, n)
 }
 
-func (s *holdSet) addOther(k *l1.ObjectKey, lease l1.Lease, n int64) {
+func (s *holdSet) addOther(k *l1.ObjectKey, lease l1.Lease, n int64) uint32 {
 	if s.other == nil {
 		s.other = map[l1.Lease]otherHold{}
 	}
@@ -275,11 +327,13 @@ func (s *holdSet) addOther(k *l1.ObjectKey, lease l1.Lease, n int64) {
 	if !ok {
 		h.key = l1.ObjectKey{ChunkHash: strings.Clone(k.ChunkHash), Model: strings.Clone(k.Model),
 			CacheSalt: strings.Clone(k.CacheSalt), KVRank: k.KVRank, GroupID: k.GroupID}
+		h.handle = s.tab.alloc(lease, s.kind)
 	}
 	h.n += n
 	s.other[lease] = h
 	s.count += n
 	s.max = max(s.max, lease)
+	return h.handle
 }
 
 // find returns the run and slot of lease, or -1.
@@ -332,6 +386,8 @@ func (s *holdSet) sub(lease l1.Lease, n int64) {
 			h.n -= n
 			s.count -= n
 			if h.n == 0 {
+				s.tab.release(h.handle)
+				h.handle = 0
 				s.emptied(r)
 			}
 			return
@@ -342,6 +398,7 @@ func (s *holdSet) sub(lease l1.Lease, n int64) {
 		h.n -= n
 		s.count -= n
 		if h.n == 0 {
+			s.tab.release(h.handle)
 			delete(s.other, lease)
 		} else {
 			s.other[lease] = h
@@ -355,12 +412,15 @@ func (s *holdSet) drop(lease l1.Lease) {
 		if h := &s.runs[r].h[i]; h.n > 0 {
 			s.count -= h.n
 			h.n = 0
+			s.tab.release(h.handle)
+			h.handle = 0
 			s.emptied(r)
 			return
 		}
 	}
 	if h, ok := s.other[lease]; ok {
 		s.count -= h.n
+		s.tab.release(h.handle)
 		delete(s.other, lease)
 	}
 }
@@ -397,9 +457,10 @@ func (s *holdSet) emptied(r int) {
 
 // leaseHold is one entry of a holdSet, for release and Check.
 type leaseHold struct {
-	lease l1.Lease
-	key   l1.ObjectKey
-	n     int64
+	lease  l1.Lease
+	key    l1.ObjectKey
+	n      int64
+	handle uint32
 }
 
 // all returns every hold, in lease order.
@@ -408,12 +469,12 @@ func (s *holdSet) all() []leaseHold {
 	for _, r := range s.runs {
 		for i := range r.h {
 			if h := &r.h[i]; h.n > 0 {
-				out = append(out, leaseHold{r.lo + l1.Lease(i), r.key(h), h.n})
+				out = append(out, leaseHold{r.lo + l1.Lease(i), r.key(h), h.n, h.handle})
 			}
 		}
 	}
 	for lease, h := range s.other {
-		out = append(out, leaseHold{lease, h.key, h.n})
+		out = append(out, leaseHold{lease, h.key, h.n, h.handle})
 	}
 	if len(s.other) > 0 {
 		slices.SortFunc(out, func(a, b leaseHold) int { return cmp.Compare(a.lease, b.lease) })

@@ -62,6 +62,10 @@ type Server struct {
 	// (export_test.go): a copy to L2 that never releases its read lock,
 	// and a prefetch that finishes a key whose value failed to load.
 	l2PutKeepsRead, l2PublishUnchecked atomic.Bool
+	// handlesAnyLease is a deliberate bug, set only by the handle tests'
+	// bite (ResolveHandlesAnyLease): a call by handle takes the hold the
+	// handle names now, without checking the lease presented.
+	handlesAnyLease bool
 
 	accepted, closed, refused               atomic.Uint64
 	releasedWrites, releasedReads, relBytes atomic.Uint64

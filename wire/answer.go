@@ -52,7 +52,8 @@ type Lookup struct {
 // Status is StatusOK, zero otherwise. On the wire, 40 bytes:
 //
 //	u8  status
-//	u8  reserved[7]  0
+//	u8  reserved[3]  0
+//	u32 handle       version 2: the connection's handle of the lock; else 0
 //	u64 block offset
 //	u64 block size
 //	u64 block generation
@@ -61,6 +62,10 @@ type Result struct {
 	Status Status
 	Block  allocator.Block
 	Lease  l1.Lease
+	// Handle is, on a version 2 connection, the handle that names the
+	// lock's record (PROTOCOL.md, "Version 2: key handles"); 0 when Status
+	// is not StatusOK, and always 0 in version 1.
+	Handle uint32
 }
 
 const resultSize = 40
@@ -70,7 +75,8 @@ const resultSize = 40
 //	u32 version      the protocol version the daemon speaks
 //	u32 max keys     MaxKeys
 //	u32 max frame    MaxFrame
-//	u32 reserved     0
+//	u32 versions     version 2: the versions the daemon speaks, bit v for
+//	                 version v (Versions); version 1: reserved, 0
 //	u64 pool size    bytes of the memfd (the client maps all of it)
 //	u64 align        the block alignment
 //
@@ -79,7 +85,10 @@ const resultSize = 40
 type Hello struct {
 	Version           uint32
 	MaxKeys, MaxFrame uint32
-	PoolSize, Align   int64
+	// Versions is the versions field: Versions in the answer to a
+	// version 2 hello, 0 in version 1.
+	Versions        uint32
+	PoolSize, Align int64
 }
 
 const helloSize = 32
@@ -198,7 +207,7 @@ func (e *Encoder) AppendAnswer(dst []byte, a *Answer) ([]byte, error) {
 		dst = put32(dst, h.Version)
 		dst = put32(dst, h.MaxKeys)
 		dst = put32(dst, h.MaxFrame)
-		dst = put32(dst, 0)
+		dst = put32(dst, h.Versions)
 		dst = put64(dst, uint64(h.PoolSize))
 		dst = put64(dst, uint64(h.Align))
 	case t.Request() == TypeStats:
@@ -264,7 +273,7 @@ func AppendResult(dst []byte, r *Result) []byte {
 // putResult writes r's 40 bytes at the start of b.
 func putResult(b []byte, r *Result) {
 	_ = b[resultSize-1]
-	binary.LittleEndian.PutUint64(b[0:], uint64(r.Status))
+	binary.LittleEndian.PutUint64(b[0:], uint64(r.Status)|uint64(r.Handle)<<32)
 	binary.LittleEndian.PutUint64(b[8:], uint64(r.Block.Offset))
 	binary.LittleEndian.PutUint64(b[16:], uint64(r.Block.Size))
 	binary.LittleEndian.PutUint64(b[24:], r.Block.Gen)
@@ -305,7 +314,11 @@ func (d *Decoder) DecodeAnswer(frame []byte, a *Answer) error {
 		a.Hello.Version = r.u32("version")
 		a.Hello.MaxKeys = r.u32("max keys")
 		a.Hello.MaxFrame = r.u32("max frame")
-		r.zero(uint64(r.u32("hello reserved")), "hello reserved field")
+		if v := r.u32("hello versions"); d.Version >= Version2 {
+			a.Hello.Versions = v
+		} else {
+			r.zero(uint64(v), "hello reserved field")
+		}
 		a.Hello.PoolSize = int64(r.u64("pool size"))
 		a.Hello.Align = int64(r.u64("align"))
 	case t == TypeStats:
@@ -327,9 +340,14 @@ func (d *Decoder) DecodeAnswer(frame []byte, a *Answer) error {
 			r.fail(CodeBadFrame, "prefix %d exceeds the %d results", a.Prefix, n)
 		}
 		b := r.bytes(n*resultSize, "results")
+		reserved := ^uint64(0xff) // version 1: bytes 1 to 7
+		if d.Version >= Version2 {
+			reserved = 0xffffff00 // bytes 1 to 3; 4 to 7 are the handle
+		}
 		for i := 0; i+resultSize <= len(b); i += resultSize {
 			x := b[i : i+resultSize]
-			if le64(x[0:])>>8 != 0 {
+			w := le64(x[0:])
+			if w&reserved != 0 {
 				r.fail(CodeBadFrame, "result %d: reserved bytes are not 0", i/resultSize)
 				break
 			}
@@ -337,6 +355,7 @@ func (d *Decoder) DecodeAnswer(frame []byte, a *Answer) error {
 				Status: Status(x[0]),
 				Block:  allocator.Block{Offset: int64(le64(x[8:])), Size: int64(le64(x[16:])), Gen: le64(x[24:])},
 				Lease:  l1.Lease(le64(x[32:])),
+				Handle: uint32(w >> 32),
 			})
 		}
 	case t == TypeLookup:

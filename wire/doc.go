@@ -27,6 +27,12 @@
 //     reusing its slices, so a connection that reuses both allocates
 //     nothing per frame but the keys' strings.
 //
+// Protocol version 2 (Version2) is version 1 plus key handles: a hello of
+// version 2 makes the connection's grants answer a handle per lock
+// (Result.Handle), and the finishing calls and delete may name their keys
+// by handle (FlagHandles, Request.Handles). A Decoder decodes by the rules
+// of its Version, so a version 1 connection refuses what version 2 adds.
+//
 // KV bytes never travel in a frame: the daemon passes the pool's memfd
 // once, in the hello answer, and every later answer names memory by offset.
 package wire

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"slices"
 
 	"github.com/kvalloc/kvalloc/l1"
@@ -26,6 +27,16 @@ import (
 // type or the flags call for them, one byte per key of temporary flags (0
 // or 1), one u32 per key of chain positions, and one u64 per key of
 // leases.
+//
+// In version 2 a call by handle (FlagHandles: finish_write, abort_write,
+// finish_write_and_reserve_read, finish_read, delete) carries, after the
+// parameters, the handles block in place of the keys block, and a lease
+// per handle:
+//
+//	u32 n        ≤ MaxKeys
+//	u32 reserved 0
+//	n × u32      the handles
+//	n × u64      the leases
 type Request struct {
 	Type  Type
 	ID    uint32
@@ -41,8 +52,15 @@ type Request struct {
 	Keys      []l1.ObjectKey
 	Temporary []bool     // with FlagTemporary: one per key
 	Positions []uint32   // with FlagPositions: one per key
-	Leases    []l1.Lease // finish_write, abort_write, finish_write_and_reserve_read, finish_read
+	Leases    []l1.Lease // finish_write, abort_write, finish_write_and_reserve_read, finish_read; every call by handle
+	// Handles (version 2): the keys of a call by handle, one per lease;
+	// set, or FlagHandles in Flags, makes the call one by handle, with no
+	// Keys.
+	Handles []uint32
 }
+
+// ByHandles reports whether q names its keys by handle.
+func (q *Request) ByHandles() bool { return q.Flags&FlagHandles != 0 || len(q.Handles) > 0 }
 
 const paramsSize = 16
 
@@ -75,7 +93,10 @@ type Encoder struct {
 // cannot express: a type that is not a request, more than MaxKeys keys,
 // a string longer than MaxStringLen, temporary flags, positions or leases
 // that are not one per key, parameters the type does not take, a frame
-// over MaxFrame. The error is an *Error with CodeInvalidArgument, and dst
+// over MaxFrame; and for a call by handle (version 2), a type that takes
+// no handles, keys beside the handles, leases not one per handle. It
+// encodes a call by handle whatever version the connection speaks: the
+// caller sends one only on a version 2 connection. The error is an *Error with CodeInvalidArgument, and dst
 // is returned as it was.
 func (e *Encoder) AppendRequest(dst []byte, q *Request) ([]byte, error) {
 	t := q.Type
@@ -105,6 +126,8 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 		return put32(dst, q.Version), nil
 	case !t.Keyed():
 		return dst, nil
+	case q.ByHandles():
+		return appendByHandle(dst, q)
 	}
 	sizeOK, locksOK, modeOK, flagsOK := params(t)
 	flags := q.Flags &^ (FlagTemporary | FlagPositions)
@@ -155,6 +178,45 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 	return dst, nil
 }
 
+// appendByHandle appends the body of a call by handle.
+func appendByHandle(dst []byte, q *Request) ([]byte, error) {
+	t := q.Type
+	sizeOK, locksOK, modeOK, flagsOK := params(t)
+	flags := q.Flags | FlagHandles
+	n := len(q.Handles)
+	switch {
+	case !t.ByHandle():
+		return dst, errorf(CodeInvalidArgument, "%v takes no handles", t)
+	case len(q.Keys) != 0 || len(q.Temporary) != 0 || len(q.Positions) != 0:
+		return dst, errorf(CodeInvalidArgument, "%v by handle carries %d keys, %d temporary flags, %d positions: it names its keys by handle only", t, len(q.Keys), len(q.Temporary), len(q.Positions))
+	case n > MaxKeys:
+		return dst, errorf(CodeInvalidArgument, "%d handles exceed the limit %d", n, MaxKeys)
+	case len(q.Leases) != n:
+		return dst, errorf(CodeInvalidArgument, "%d leases for %d handles", len(q.Leases), n)
+	case !sizeOK && q.Size != 0, !locksOK && q.Locks != 0, !modeOK && q.Mode != 0, flags&^(flagsOK|FlagHandles) != 0:
+		return dst, errorf(CodeInvalidArgument, "%v takes no such parameter (size %d, locks %d, mode %d, flags %#x)", t, q.Size, q.Locks, q.Mode, flags)
+	}
+	at := len(dst)
+	size := paramsSize + 8 + 12*n
+	dst = slices.Grow(dst, size)[:at+size]
+	b := dst[at:]
+	binary.LittleEndian.PutUint64(b[0:], uint64(q.Size))
+	binary.LittleEndian.PutUint32(b[8:], q.Locks)
+	b[12], b[13] = uint8(q.Mode), flags
+	binary.LittleEndian.PutUint16(b[14:], 0)
+	binary.LittleEndian.PutUint32(b[16:], uint32(n))
+	binary.LittleEndian.PutUint32(b[20:], 0)
+	h := b[24:]
+	for i, v := range q.Handles {
+		binary.LittleEndian.PutUint32(h[4*i:], v)
+	}
+	l := h[4*n:]
+	for i, v := range q.Leases {
+		binary.LittleEndian.PutUint64(l[8*i:], uint64(v))
+	}
+	return dst, nil
+}
+
 // Decoder decodes frames into caller-owned Requests and Answers, reusing
 // their slices and its own scratch. The zero Decoder is ready. It is not
 // safe for concurrent use.
@@ -172,6 +234,12 @@ type Decoder struct {
 	// own strings. The daemon sets it: its connections call l1, which keeps
 	// no key of a lookup, and their ledgers copy what they keep.
 	Borrow bool
+	// Version is the protocol version of the connection whose frames it
+	// decodes; 0 is Version (1). Version 2 allows what version 2 adds:
+	// calls by handle (FlagHandles), the handle of a result, the versions
+	// of a hello answer. Version 1 refuses them, as the reserved fields
+	// and undefined flags they are there (CodeBadFrame).
+	Version uint32
 
 	keys        []l1.ObjectKey
 	strs        []string
@@ -196,7 +264,7 @@ func (d *Decoder) DecodeRequest(frame []byte, q *Request) error {
 		return errorf(CodeBadFrame, "%v sent as a request", h.Type)
 	}
 	*q = Request{Type: h.Type, ID: h.ID, Epoch: h.Epoch,
-		Keys: q.Keys[:0], Temporary: q.Temporary[:0], Positions: q.Positions[:0], Leases: q.Leases[:0]}
+		Keys: q.Keys[:0], Temporary: q.Temporary[:0], Positions: q.Positions[:0], Leases: q.Leases[:0], Handles: q.Handles[:0]}
 	r := &reader{b: frame[HeaderSize:]}
 	switch {
 	case h.Type == TypeHello:
@@ -209,8 +277,8 @@ func (d *Decoder) DecodeRequest(frame []byte, q *Request) error {
 		if string(magic) != Magic {
 			return errorf(CodeBadVersion, "hello magic %q, want %q", magic, Magic)
 		}
-		if q.Version != Version {
-			return errorf(CodeBadVersion, "protocol version %d; this daemon speaks %d", q.Version, Version)
+		if q.Version < Version || q.Version > MaxVersion {
+			return errorf(CodeBadVersion, "protocol version %d; this daemon speaks %d to %d", q.Version, Version, MaxVersion)
 		}
 		return nil
 	case !h.Type.Keyed():
@@ -246,8 +314,15 @@ func (d *Decoder) readRequestBody(r *reader, q *Request) {
 	if !modeOK {
 		r.zero(uint64(mode), "mode (unused by "+t.String()+")")
 	}
+	if d.Version >= Version2 && t.ByHandle() {
+		flagsOK |= FlagHandles
+	}
 	r.zero(uint64(q.Flags&^flagsOK), "flags not defined for "+t.String())
 	if r.err != nil {
+		return
+	}
+	if q.Flags&FlagHandles != 0 {
+		readByHandle(r, q)
 		return
 	}
 	q.Keys = d.readKeys(r, t == TypeReserveWrite)
@@ -276,6 +351,23 @@ func (d *Decoder) readRequestBody(r *reader, q *Request) {
 	}
 }
 
+// readByHandle reads the handles block and the leases of a call by handle.
+func readByHandle(r *reader, q *Request) {
+	n := r.count(12, MaxKeys, "handle count")
+	r.zero(uint64(r.u32("handles reserved")), "handles reserved field")
+	hb := r.bytes(4*n, "handles")
+	lb := r.bytes(8*n, "leases")
+	if r.err != nil {
+		return
+	}
+	q.Handles = slices.Grow(q.Handles[:0], n)[:n]
+	q.Leases = slices.Grow(q.Leases[:0], n)[:n]
+	for i := range n {
+		q.Handles[i] = binary.LittleEndian.Uint32(hb[4*i:])
+		q.Leases[i] = l1.Lease(le64(lb[8*i:]))
+	}
+}
+
 func le64(b []byte) uint64 {
 	_ = b[7]
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
@@ -288,5 +380,5 @@ func (q *Request) Equal(o *Request) bool {
 	return q.Type == o.Type && q.ID == o.ID && q.Epoch == o.Epoch && q.Version == o.Version &&
 		q.Size == o.Size && q.Locks == o.Locks && q.Mode == o.Mode && q.Flags == o.Flags &&
 		slices.Equal(q.Keys, o.Keys) && slices.Equal(q.Temporary, o.Temporary) &&
-		slices.Equal(q.Positions, o.Positions) && slices.Equal(q.Leases, o.Leases)
+		slices.Equal(q.Positions, o.Positions) && slices.Equal(q.Leases, o.Leases) && slices.Equal(q.Handles, o.Handles)
 }

@@ -6,9 +6,21 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// Version is the protocol version this package speaks. A hello with
-// another version is refused with CodeBadVersion.
+// Version is protocol version 1, the first: a hello with it gets a
+// version 1 connection, which never sees a handle.
 const Version = 1
+
+// Version2 is protocol version 2: version 1 plus key handles (PROTOCOL.md,
+// "Version 2: key handles"). A hello with it gets a version 2 connection.
+const Version2 = 2
+
+// MaxVersion is the highest version this package speaks. A hello with a
+// version outside [Version, MaxVersion] is refused with CodeBadVersion.
+const MaxVersion = Version2
+
+// Versions is the hello answer's versions field on a version 2
+// connection: bit v for each version v this package speaks.
+const Versions = 1<<Version | 1<<Version2
 
 // Magic opens every hello request: "KVAL".
 const Magic = "KVAL"
@@ -299,7 +311,22 @@ const (
 	FlagForce uint8 = 1 << 2
 	// FlagPrefetch: lookup starts loading the keys L2 holds into L1.
 	FlagPrefetch uint8 = 1 << 3
+	// FlagHandles (version 2 only): finish_write, abort_write,
+	// finish_write_and_reserve_read, finish_read or delete names its keys
+	// by the connection's handles, each with its lease, in place of the
+	// keys block.
+	FlagHandles uint8 = 1 << 4
 )
+
+// ByHandle reports whether requests of type t may name their keys by
+// handle (FlagHandles) on a version 2 connection.
+func (t Type) ByHandle() bool {
+	switch t.Request() {
+	case TypeFinishWrite, TypeAbortWrite, TypeFinishWriteAndReserveRead, TypeFinishRead, TypeDelete:
+		return true
+	}
+	return false
+}
 
 // MaxWait is the longest wait reserve_read_prefix_wait takes, in
 // microseconds (its Size): 10 s.

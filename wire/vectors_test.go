@@ -30,6 +30,9 @@ type vector struct {
 	Frame   string          `json:"frame"`
 	Message json.RawMessage `json:"message,omitempty"`
 	Error   string          `json:"error,omitempty"` // the Code a decoder refuses the frame with
+	// Version is the protocol version of the connection the frame is
+	// one of: 2 for the v2_ and bad_v2_ entries; left out (1) otherwise.
+	Version uint32 `json:"version,omitempty"`
 }
 
 // jsonKey is l1.ObjectKey in the vectors: the chunk hash in hex.
@@ -53,6 +56,7 @@ type jsonRequest struct {
 	Keys      []jsonKey `json:"keys,omitempty"`
 	Temporary []bool    `json:"temporary,omitempty"`
 	Positions []uint32  `json:"positions,omitempty"`
+	Handles   []uint32  `json:"handles,omitempty"`
 	Leases    []uint64  `json:"leases,omitempty"`
 }
 
@@ -62,6 +66,7 @@ type jsonResult struct {
 	Size   int64  `json:"size"`
 	Gen    uint64 `json:"gen"`
 	Lease  uint64 `json:"lease"`
+	Handle uint32 `json:"handle,omitempty"`
 }
 
 type jsonHello struct {
@@ -70,6 +75,7 @@ type jsonHello struct {
 	MaxFrame uint32 `json:"max_frame"`
 	PoolSize int64  `json:"pool_size"`
 	Align    int64  `json:"align"`
+	Versions uint32 `json:"versions,omitempty"`
 }
 
 type jsonAnswer struct {
@@ -102,13 +108,16 @@ func typeName(t wire.Type) string {
 
 func requestJSON(q *wire.Request) jsonRequest {
 	j := jsonRequest{Type: typeName(q.Type), ID: q.ID, Epoch: q.Epoch, Version: q.Version, Size: q.Size,
-		Locks: q.Locks, Mode: uint8(q.Mode), Flags: q.Flags, Temporary: q.Temporary, Positions: q.Positions}
+		Locks: q.Locks, Mode: uint8(q.Mode), Flags: q.Flags, Temporary: q.Temporary, Positions: q.Positions, Handles: q.Handles}
 	// The flags a decoder reports include the ones the slices imply.
 	if len(q.Temporary) > 0 {
 		j.Flags |= wire.FlagTemporary
 	}
 	if len(q.Positions) > 0 {
 		j.Flags |= wire.FlagPositions
+	}
+	if q.ByHandles() {
+		j.Flags |= wire.FlagHandles
 	}
 	for _, k := range q.Keys {
 		j.Keys = append(j.Keys, jsonKey{hex.EncodeToString([]byte(k.ChunkHash)), k.Model, k.KVRank, k.GroupID, k.CacheSalt})
@@ -127,7 +136,7 @@ func answerJSON(a *wire.Answer) jsonAnswer {
 	switch a.Type.Request() {
 	case wire.TypeHello:
 		h := a.Hello
-		j.Hello = &jsonHello{h.Version, h.MaxKeys, h.MaxFrame, h.PoolSize, h.Align}
+		j.Hello = &jsonHello{h.Version, h.MaxKeys, h.MaxFrame, h.PoolSize, h.Align, h.Versions}
 	case wire.TypeStats:
 		j.Stats = map[string]uint64{}
 		for i, v := range a.Stats.Values() {
@@ -138,7 +147,7 @@ func answerJSON(a *wire.Answer) jsonAnswer {
 		j.Lookup = &jsonLookup{l.N, l.L1, l.L2, l.Prefetch}
 	}
 	for _, r := range a.Results {
-		j.Results = append(j.Results, jsonResult{r.Status.String(), r.Block.Offset, r.Block.Size, r.Block.Gen, uint64(r.Lease)})
+		j.Results = append(j.Results, jsonResult{r.Status.String(), r.Block.Offset, r.Block.Size, r.Block.Gen, uint64(r.Lease), r.Handle})
 	}
 	for _, s := range a.Statuses {
 		j.Statuses = append(j.Statuses, s.String())
@@ -272,6 +281,132 @@ func answers() []struct {
 	}
 }
 
+// v2Requests are version 2's requests: the hello that asks for it and the
+// calls by handle, extreme handles included.
+func v2Requests() []struct {
+	name string
+	q    wire.Request
+} {
+	leases := []l1.Lease{100, 101, 0xfedcba9876543210}
+	return []struct {
+		name string
+		q    wire.Request
+	}{
+		{"v2_hello", wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version2}},
+		{"v2_finish_write_handles", wire.Request{Type: wire.TypeFinishWrite, ID: 7, Epoch: vecEpoch, Handles: []uint32{1, 2, 0xffffffff}, Leases: leases}},
+		{"v2_abort_write_handles", wire.Request{Type: wire.TypeAbortWrite, ID: 8, Epoch: vecEpoch, Handles: []uint32{0}, Leases: leases[:1]}},
+		{"v2_finish_write_and_reserve_read_handles", wire.Request{Type: wire.TypeFinishWriteAndReserveRead, ID: 9, Epoch: vecEpoch, Locks: 2,
+			Handles: []uint32{2, 1}, Leases: leases[:2]}},
+		{"v2_finish_read_handles", wire.Request{Type: wire.TypeFinishRead, ID: 12, Epoch: vecEpoch, Locks: 1, Handles: []uint32{3, 1, 2}, Leases: []l1.Lease{103, 104, 104}}},
+		{"v2_finish_read_handles_empty", wire.Request{Type: wire.TypeFinishRead, ID: 21, Epoch: vecEpoch, Locks: 1, Flags: wire.FlagHandles}},
+		{"v2_delete_handles", wire.Request{Type: wire.TypeDelete, ID: 13, Epoch: vecEpoch, Handles: []uint32{1, 2}, Leases: leases[:2]}},
+		{"v2_delete_handles_force", wire.Request{Type: wire.TypeDelete, ID: 14, Epoch: vecEpoch, Flags: wire.FlagForce, Handles: []uint32{7}, Leases: []l1.Lease{1}}},
+		// A call by key is as in version 1 on a version 2 connection.
+		{"v2_finish_write_keys", wire.Request{Type: wire.TypeFinishWrite, ID: 22, Epoch: vecEpoch, Keys: []l1.ObjectKey{keyA}, Leases: leases[:1]}},
+	}
+}
+
+// v2Answers are version 2's answers: the hello answer with its versions,
+// and results with their handles.
+func v2Answers() []struct {
+	name string
+	a    wire.Answer
+} {
+	ok := func(off int64, gen uint64, lease l1.Lease, h uint32) wire.Result {
+		return wire.Result{Status: wire.StatusOK, Block: allocator.Block{Offset: off, Size: mib8, Gen: gen}, Lease: lease, Handle: h}
+	}
+	a := func(t wire.Type, id uint32) wire.Answer {
+		return wire.Answer{Type: t.Answer(), ID: id, Epoch: vecEpoch}
+	}
+	with := func(x wire.Answer, f func(*wire.Answer)) wire.Answer { f(&x); return x }
+	return []struct {
+		name string
+		a    wire.Answer
+	}{
+		{"v2_hello_answer", with(a(wire.TypeHello, 1), func(x *wire.Answer) {
+			x.Hello = wire.Hello{Version: wire.Version2, MaxKeys: wire.MaxKeys, MaxFrame: wire.MaxFrame, Versions: wire.Versions, PoolSize: 45 << 30, Align: 4096}
+		})},
+		{"v2_reserve_write_answer", with(a(wire.TypeReserveWrite, 4), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(0, 1, 100, 1), ok(mib8, 2, 101, 2), {Status: wire.StatusOutOfMemory}}
+		})},
+		{"v2_finish_write_answer", with(a(wire.TypeFinishWrite, 7), func(x *wire.Answer) {
+			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusOK, wire.StatusNotOwner}
+		})},
+		{"v2_finish_write_and_reserve_read_answer", with(a(wire.TypeFinishWriteAndReserveRead, 9), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(mib8, 2, 102, 2), {Status: wire.StatusNotOwner}}
+		})},
+		{"v2_reserve_read_answer", with(a(wire.TypeReserveRead, 10), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(0, 1, 103, 0xffffffff), {Status: wire.StatusKeyNotReadable}, ok(2*mib8, 3, 104, 1)}
+		})},
+		{"v2_reserve_read_prefix_answer", with(a(wire.TypeReserveReadPrefix, 11), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(0, 1, 103, 3), {Status: wire.StatusKeyNotExist}, {Status: wire.StatusSkipped}}
+			x.Prefix = 1
+		})},
+		{"v2_finish_read_answer", with(a(wire.TypeFinishRead, 12), func(x *wire.Answer) {
+			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusOverRelease, wire.StatusNotOwner}
+		})},
+		{"v2_delete_answer", with(a(wire.TypeDelete, 13), func(x *wire.Answer) {
+			x.Statuses = []wire.Status{wire.StatusOK, wire.StatusNotOwner}
+		})},
+	}
+}
+
+// v2Malformed lists the frames a version 2 decoder must refuse, and the
+// version 2 frames a version 1 decoder must refuse.
+func v2Malformed(t testing.TB) []vector {
+	var e wire.Encoder
+	enc := func(q wire.Request) []byte {
+		b, err := e.AppendRequest(nil, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	edit := func(b []byte, f func([]byte) []byte) []byte { return f(slices.Clone(b)) }
+	fw := enc(wire.Request{Type: wire.TypeFinishWrite, ID: 7, Epoch: vecEpoch, Handles: []uint32{1, 2}, Leases: []l1.Lease{100, 101}})
+	rr := enc(wire.Request{Type: wire.TypeReserveRead, ID: 10, Epoch: vecEpoch, Locks: 1, Keys: []l1.ObjectKey{keyA}})
+	var ea wire.Encoder
+	res, err := ea.AppendAnswer(nil, &wire.Answer{Type: wire.TypeReserveRead.Answer(), ID: 10, Epoch: vecEpoch,
+		Results: []wire.Result{{Status: wire.StatusOK, Block: allocator.Block{Size: mib8, Gen: 1}, Lease: 103, Handle: 5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const handlesAt = wire.HeaderSize + 16 // the handles block
+	v := func(name string, version uint32, code wire.Code, b []byte) vector {
+		return vector{Name: name, Kind: "request", Frame: hex.EncodeToString(b), Error: code.String(), Version: version}
+	}
+	return []vector{
+		v("bad_v2_handle_count_overruns", 2, wire.CodeBadFrame, edit(fw, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[handlesAt:], 3)
+			return b
+		})),
+		v("bad_v2_handle_count_over_limit", 2, wire.CodeBadFrame, edit(fw, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[handlesAt:], wire.MaxKeys+1)
+			return b
+		})),
+		v("bad_v2_handles_reserved", 2, wire.CodeBadFrame, edit(fw, func(b []byte) []byte { b[handlesAt+4] = 1; return b })),
+		v("bad_v2_handles_truncated", 2, wire.CodeBadFrame, fw[:len(fw)-8]),
+		v("bad_v2_handles_trailing", 2, wire.CodeBadFrame, edit(fw, func(b []byte) []byte {
+			b = append(b, 0, 0, 0, 0)
+			binary.LittleEndian.PutUint32(b, uint32(len(b)))
+			return b
+		})),
+		v("bad_v2_handles_unused_parameter", 2, wire.CodeBadFrame, edit(fw, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[wire.HeaderSize+8:], 1) // locks in a finish_write
+			return b
+		})),
+		v("bad_v2_handles_flag_on_reserve_read", 2, wire.CodeBadFrame, edit(rr, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagHandles; return b })),
+		v("bad_v2_hello_version_3", 2, wire.CodeBadVersion, edit(enc(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version2}), func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[wire.HeaderSize+4:], 3)
+			return b
+		})),
+		{Name: "bad_v2_result_reserved", Kind: "answer", Version: 2, Error: wire.CodeBadFrame.String(),
+			Frame: hex.EncodeToString(edit(res, func(b []byte) []byte { b[wire.HeaderSize+8+3] = 1; return b }))},
+		v("bad_v1_handles_flag", 0, wire.CodeBadFrame, fw),
+		{Name: "bad_v1_result_handle", Kind: "answer", Error: wire.CodeBadFrame.String(), Frame: hex.EncodeToString(res)},
+	}
+}
+
 // malformed lists frames a decoder must refuse, and with which code.
 func malformed(t testing.TB) []vector {
 	var e wire.Encoder
@@ -379,7 +514,24 @@ func buildVectors(t testing.TB) []vector {
 		msg, _ := json.Marshal(answerJSON(&a.a))
 		out = append(out, vector{Name: a.name, Kind: "answer", Frame: hex.EncodeToString(b), Message: msg})
 	}
-	return append(out, malformed(t)...)
+	out = append(out, malformed(t)...)
+	for _, r := range v2Requests() {
+		b, err := e.AppendRequest(nil, &r.q)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		msg, _ := json.Marshal(requestJSON(&r.q))
+		out = append(out, vector{Name: r.name, Kind: "request", Frame: hex.EncodeToString(b), Message: msg, Version: wire.Version2})
+	}
+	for _, a := range v2Answers() {
+		b, err := e.AppendAnswer(nil, &a.a)
+		if err != nil {
+			t.Fatalf("%s: %v", a.name, err)
+		}
+		msg, _ := json.Marshal(answerJSON(&a.a))
+		out = append(out, vector{Name: a.name, Kind: "answer", Frame: hex.EncodeToString(b), Message: msg, Version: wire.Version2})
+	}
+	return append(out, v2Malformed(t)...)
 }
 
 func marshalVectors(vs []vector) []byte {
@@ -453,7 +605,7 @@ func checkVector(t *testing.T, v vector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d wire.Decoder
+	d := wire.Decoder{Version: v.Version}
 	var e wire.Encoder
 	if v.Kind == "request" {
 		var q wire.Request
@@ -479,7 +631,15 @@ func checkVector(t *testing.T, v vector) {
 		return
 	}
 	var a wire.Answer
-	if err := d.DecodeAnswer(frame, &a); err != nil {
+	err = d.DecodeAnswer(frame, &a)
+	if v.Error != "" {
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code.String() != v.Error {
+			t.Fatalf("decoded with error %v, want %s", err, v.Error)
+		}
+		return
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := json.Marshal(answerJSON(&a))

@@ -13,19 +13,23 @@ import (
 	"github.com/kvalloc/kvalloc/internal/reference/daemoncheck"
 	"github.com/kvalloc/kvalloc/internal/reference/l1check"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
-// fronts are the three front ends every contract runs against: the
-// manager in process, behind a daemon, and behind a daemon whose L2 tier
-// is on over a real redis-server (one plain server: a cluster's six
-// processes and its slot map would cost each contract seconds, and the
-// contracts here are about what one daemon answers, not about sharding).
+// fronts are the front ends every contract runs against: the manager in
+// process; behind a daemon, through a client of each protocol version
+// (version 2 names finished keys by handle; the answers must not differ);
+// and behind a daemon whose L2 tier is on over a real redis-server (one
+// plain server: a cluster's six processes and its slot map would cost
+// each contract seconds, and the contracts here are about what one daemon
+// answers, not about sharding).
 var fronts = []struct {
 	name string
 	v    func(t *testing.T) l1check.Variant
 }{
 	{"in-process", func(*testing.T) l1check.Variant { return l1check.Variant{} }},
 	{"daemon", func(*testing.T) l1check.Variant { return daemoncheck.Front() }},
+	{"daemon-v1", func(*testing.T) l1check.Variant { return daemoncheck.FrontVersion(wire.Version) }},
 	{"daemon+l2", func(t *testing.T) l1check.Variant {
 		return daemoncheck.FrontL2(rediscluster.NewServer(t, rediscluster.Options{}).URL())
 	}},

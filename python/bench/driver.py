@@ -21,6 +21,12 @@ times from writing a command to reading its answer.
     call encodes them again.
 ``ping N``
     N empty round trips.
+
+The client asks for the protocol version ``$KVALLOC_DRIVER_PROTOCOL`` (1
+or 2; unset, the client's default: 2, key handles, or what
+``$KVALLOC_PROTOCOL_VERSION`` says), so that one benchmark binary measures
+either with the same Go client:
+``KVALLOC_DRIVER_PROTOCOL=1 ./bench.test -test.bench PythonClient``.
 """
 
 import json
@@ -50,7 +56,9 @@ def cycle(c: Client, keys, size: int) -> None:
 
 
 def main() -> int:
-    c = Client(sys.argv[1], timeout=60)
+    c = Client(sys.argv[1], timeout=60,
+               protocol=int(os.environ.get("KVALLOC_DRIVER_PROTOCOL", "0"))
+               or None)
     keys, size = (), 0
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")

@@ -24,7 +24,7 @@ from .errors import (BusyError, ConnectionLostError, DaemonClosedError,
                      TooManyConnectionsError, UntrustedDaemonError,
                      WrongEpochError)
 from .keys import KeyBatch, ObjectKey
-from .limits import MAX_KEYS, VERSION, default_socket_path
+from .limits import MAX_KEYS, VERSION, VERSIONS, default_socket_path
 from .results import Hello, Lookup, Result, Results, Stats, StatusList
 from .tensors import as_numpy, as_tensor
 
@@ -36,5 +36,6 @@ __all__ = [
     "BusyError", "ConnectionLostError",
     "DeadlineExceededError", "DaemonClosedError", "FrameError",
     "UntrustedDaemonError", "default_socket_path", "MAX_KEYS", "VERSION",
+    "VERSIONS",
     "as_numpy", "as_tensor",
 ]

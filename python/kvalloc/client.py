@@ -1,5 +1,17 @@
 """The client: kvallocd's batch calls, and the pool mapped in this process.
 
+Versions: the client asks for protocol version 2 (key handles) at hello,
+and connects again with version 1 when the daemon answers ``BAD_VERSION``
+(a version 1 daemon); ``Client(..., protocol=1)`` speaks version 1 from
+the start and ``protocol=2`` insists on 2. Without ``protocol`` the
+environment variable ``KVALLOC_PROTOCOL_VERSION`` (1 or 2), when set, is
+the version, as it is for the Go client, so that a whole test suite, or a
+deployment, runs in either. On a version 2 connection the client keeps
+the handle of every lock it is granted (:mod:`kvalloc.handles`) and sends
+finish_write, abort_write, finish_write_and_reserve_read, finish_read and
+delete by handle when it holds a handle for every key of the call; the
+calls, their arguments and their answers are the same in both versions.
+
 Thread safety: a :class:`Client` is safe to share between threads. Each
 call holds the client's lock from sending its request to reading its
 answer, so calls from several threads run one at a time, in the order
@@ -22,18 +34,19 @@ from typing import Iterable, List, Optional, Sequence, Union
 
 from .connection import Connection, trusted_uids
 from .enums import Code, Flag, MessageType, Mode
-from .errors import (ConnectionLostError, DeadlineExceededError, FrameError,
-                     InvalidArgumentError, KvallocError, WrongEpochError,
-                     daemon_error)
+from .errors import (ConnectionLostError, DaemonError, DeadlineExceededError,
+                     FrameError, InvalidArgumentError, KvallocError,
+                     WrongEpochError, daemon_error)
+from .handles import HandleTable
 from .keys import KeyBatch, Keys
 from .l2 import L2Calls
-from .limits import (MAX_INT64, MAX_STRINGS, VERSION, check_read_locks,
-                     default_socket_path)
-from .protocol import (Answer, decode_answer, keyed_request, pack_array,
-                       simple_request)
+from .limits import (MAX_INT64, MAX_STRINGS, VERSION, VERSIONS,
+                     check_read_locks, default_socket_path)
+from .protocol import (Answer, decode_answer, handle_request, keyed_request,
+                       pack_array, simple_request)
 from .results import Hello, Results, Stats, StatusList
 
-__all__ = ["Client", "Leases", "MAX_TIMEOUT"]
+__all__ = ["Client", "Leases", "MAX_TIMEOUT", "PROTOCOL_ENV"]
 
 #: What a finishing call accepts as leases: one per key, in key order. A
 #: :class:`Results` gives its ``leases``.
@@ -72,15 +85,31 @@ class Client(L2Calls):
 
     def __init__(self, path: Optional[str] = None,
                  timeout: float = 10.0, *,
-                 daemon_uids: Optional[Iterable[int]] = None) -> None:
+                 daemon_uids: Optional[Iterable[int]] = None,
+                 protocol: Optional[int] = None) -> None:
         """Connect to the daemon at ``path`` and map its pool.
 
         ``path`` None is :func:`~kvalloc.limits.default_socket_path`.
         ``daemon_uids`` are the uids the daemon may run as, None meaning
         root and this process's effective uid: a socket served by another
         uid raises :class:`~kvalloc.errors.UntrustedDaemonError` at connect,
-        before anything is sent.
+        before anything is sent. ``protocol`` is the protocol version to
+        speak: None (the default) asks for 2, key handles, and falls back
+        to 1 against a daemon that speaks only 1, unless
+        ``$KVALLOC_PROTOCOL_VERSION`` says 1 or 2; 1 speaks version 1; 2
+        insists on 2 (a version 1 daemon's ``BAD_VERSION`` is raised).
+        :attr:`version` is the one the connection speaks.
         """
+        if protocol is None:
+            protocol = _env_protocol()
+        if protocol is not None and (type(protocol) is not int
+                                     or protocol not in VERSIONS):
+            raise InvalidArgumentError(
+                f"protocol {protocol!r} is not a version this client "
+                f"speaks {VERSIONS}")
+        #: The protocol version asked for at connect: None asks for the
+        #: newest (2) and falls back to 1 against a version 1 daemon.
+        self.protocol = protocol
         self.timeout = _timeout(timeout)
         self.path = _path(path) if path is not None else \
             default_socket_path()
@@ -91,6 +120,9 @@ class Client(L2Calls):
         self._pool: Optional[memoryview] = None
         self._pid = 0
         self._id = 0
+        self._version = 1
+        # The handles of this connection's records; None in version 1.
+        self._handles: Optional[HandleTable] = None
         #: The hello answer: version, limits, pool size and alignment.
         self.hello = Hello(0, 0, 0, 0, 0)
         #: The pool's epoch; new at each daemon start.
@@ -102,26 +134,49 @@ class Client(L2Calls):
     def connect(self, timeout: Optional[float] = None) -> None:
         """Connect (again): hello, receive the memfd, map it.
 
-        Closes the current connection first, if any.
+        Closes the current connection first, if any. The hello asks for
+        :attr:`protocol`, or for version 2 when it is None; then a daemon
+        that answers ``BAD_VERSION`` (one that speaks only version 1)
+        closes, and the client connects again with version 1, within the
+        same deadline.
         """
         if timeout is not None:
             _timeout(timeout)  # a bad one leaves the connection as it is
         with self._lock:
             self._close_locked()
             deadline = self._deadline(timeout)
-            conn = Connection(self.path, deadline, self._trusted)
-            try:
-                self._hello(conn, deadline)
-            except BaseException:
-                conn.close()
-                raise
+            version = self.protocol or VERSION
+            fallback = self.protocol is None
+            while True:
+                conn = Connection(self.path, deadline, self._trusted)
+                try:
+                    self._hello(conn, deadline, version)
+                except DaemonError as e:
+                    conn.close()
+                    if e.code is Code.BAD_VERSION and fallback and \
+                            version > 1:
+                        version -= 1
+                        continue
+                    raise
+                except BaseException:
+                    conn.close()
+                    raise
+                break
             self._conn = conn
+            self._version = version
+            self._handles = HandleTable() if version >= 2 else None
             self._pid = os.getpid()
 
-    def _hello(self, conn: Connection, deadline: float) -> None:
+    @property
+    def version(self) -> int:
+        """The protocol version the connection speaks: 2 (key handles) or
+        1."""
+        return self._version
+
+    def _hello(self, conn: Connection, deadline: float, version: int) -> None:
         sent: Optional[ConnectionLostError] = None
         try:
-            conn.send(simple_request(_MT.HELLO, 1, 0), deadline)
+            conn.send(simple_request(_MT.HELLO, 1, 0, version), deadline)
         except DeadlineExceededError:
             raise
         except ConnectionLostError as e:
@@ -135,16 +190,18 @@ class Client(L2Calls):
                 raise sent from None
             raise
         try:
-            a = decode_answer(frame)
+            a = decode_answer(frame, version)
             if a.code is not Code.OK:
                 raise daemon_error(a.code, a.message)
             h = a.hello
             if a.type is not _MT.HELLO or a.id != 1 or h is None:
                 raise FrameError(Code.BAD_FRAME, "the answer to the hello "
                                  f"is a {a.type.wire_name} answer, id {a.id}")
-            if h.version != VERSION:
-                raise FrameError(Code.BAD_VERSION, f"kvallocd speaks version "
-                                 f"{h.version}; this client {VERSION}")
+            if h.version != version or \
+                    (version >= 2 and not h.versions >> version & 1):
+                raise FrameError(Code.BAD_VERSION, f"kvallocd answered a "
+                                 f"hello of version {version} with version "
+                                 f"{h.version} (versions {h.versions:#x})")
             if fd is None:
                 raise FrameError(Code.BAD_FRAME, "the hello answer came "
                                  "without the pool's file descriptor")
@@ -186,6 +243,10 @@ class Client(L2Calls):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        # The daemon drops every record of the connection with it.
+        handles, self._handles = self._handles, None
+        if handles is not None:
+            handles.clear()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.release()
@@ -322,24 +383,26 @@ class Client(L2Calls):
                      timeout: Optional[float] = None) -> StatusList:
         """Publish written objects: one write lease per key."""
         kb = self._keys(keys)
-        return self._statuses(_MT.FINISH_WRITE, kb, timeout,
-                              tail=_leases(leases, len(kb), self.epoch))
+        return self._finish(_MT.FINISH_WRITE, kb,
+                            _leases(leases, len(kb), self.epoch), timeout,
+                            given=leases)
 
     def abort_write(self, keys: Keys, leases: Leases,
                     timeout: Optional[float] = None) -> StatusList:
         """Give back write reservations unwritten: one lease per key."""
         kb = self._keys(keys)
-        return self._statuses(_MT.ABORT_WRITE, kb, timeout,
-                              tail=_leases(leases, len(kb), self.epoch))
+        return self._finish(_MT.ABORT_WRITE, kb,
+                            _leases(leases, len(kb), self.epoch), timeout,
+                            given=leases)
 
     def finish_write_and_reserve_read(
             self, keys: Keys, leases: Leases, locks: int = 1,
             timeout: Optional[float] = None) -> Results:
         """Publish written objects and read-lock them, ``locks`` each."""
         kb = self._keys(keys)
-        return self._results(_MT.FINISH_WRITE_AND_RESERVE_READ, kb, timeout,
-                             locks=_locks(locks),
-                             tail=_leases(leases, len(kb), self.epoch))
+        return self._finish(_MT.FINISH_WRITE_AND_RESERVE_READ, kb,
+                            _leases(leases, len(kb), self.epoch), timeout,
+                            locks=_locks(locks), given=leases)
 
     def reserve_read(self, keys: Keys, locks: int = 1,
                      timeout: Optional[float] = None) -> Results:
@@ -364,9 +427,9 @@ class Client(L2Calls):
                     timeout: Optional[float] = None) -> StatusList:
         """Release ``locks`` read locks per key, under their read leases."""
         kb = self._keys(keys)
-        return self._statuses(_MT.FINISH_READ, kb, timeout,
-                              locks=_locks(locks),
-                              tail=_leases(leases, len(kb), self.epoch))
+        return self._finish(_MT.FINISH_READ, kb,
+                            _leases(leases, len(kb), self.epoch), timeout,
+                            locks=_locks(locks), given=leases)
 
     def delete(self, keys: Keys, force: bool = False,
                timeout: Optional[float] = None) -> StatusList:
@@ -379,8 +442,8 @@ class Client(L2Calls):
         count in the stats' quarantined bytes.
         """
         kb = self._keys(keys)
-        return self._statuses(_MT.DELETE, kb, timeout,
-                              flags=Flag.FORCE if force else 0)
+        return self._finish(_MT.DELETE, kb, None, timeout,
+                            flags=Flag.FORCE if force else 0)
 
     def touch(self, keys: Keys, timeout: Optional[float] = None) -> None:
         """Mark objects as used (for the eviction policy)."""
@@ -402,36 +465,107 @@ class Client(L2Calls):
 
     def _results(self, t: MessageType, kb: KeyBatch,
                  timeout: Optional[float], **params: int) -> Results:
-        a = self._keyed(t, kb, timeout, **params)
-        return self._counted(t, a.results, len(kb), "results")
+        """A call that answers results and takes locks: reserve_write and
+        the read-locking calls. Its grants go into the handle table."""
+        n = len(kb)
+        locks = params.get("locks", 0)
 
-    def _statuses(self, t: MessageType, kb: KeyBatch,
-                  timeout: Optional[float], **params: int) -> StatusList:
-        a = self._keyed(t, kb, timeout, **params)
-        return self._counted(t, a.statuses, len(kb), "statuses")
+        def after(a: Answer) -> Results:
+            res = _counted(t, a.results, n, "results")
+            table = self._handles
+            if table is not None:
+                if t is _MT.RESERVE_WRITE:
+                    table.wrote(kb._keys, res)
+                else:
+                    table.read(kb._keys, res, locks)
+            return res
+        return self._keyed(t, kb, timeout, after=after, **params)
 
-    def _counted(self, t: MessageType, got, n: int, what: str):
-        """``got``, checked to hold one entry per key."""
-        if got is None or len(got) != n:
-            raise self._broken(f"{t.wire_name} answer with "
-                               f"{len(got or ())} {what} for {n} keys")
-        return got
+    def _finish(self, t: MessageType, kb: KeyBatch, leases: Optional[array],
+                timeout: Optional[float], locks: int = 0,
+                flags: int = 0, given: object = None):
+        """finish_write, abort_write, finish_write_and_reserve_read,
+        finish_read or delete (``leases`` None): by handle when the
+        connection speaks version 2 and holds a record of every key (under
+        its lease), else by key. Either way the records it frees leave the
+        handle table. ``given`` is the leases as the caller gave them (a
+        ``Results`` may be a whole grant the table keeps)."""
+        n = len(kb)
+        keys = kb._keys
+        # The handles sent, if any, and the table's batch they were.
+        sent: List = [None, None]
+
+        def frame(id_: int, epoch: int) -> bytes:
+            table = self._handles
+            f = None
+            sent[:] = None, None
+            if table is not None:
+                by, ls = None, leases
+                if t is _MT.DELETE:
+                    found = table.delete_handles(keys)
+                    if found is not None:
+                        by, ls = found
+                else:
+                    by, sent[1] = table.handles(t, keys, given, leases)
+                if by is not None:
+                    sent[0] = by
+                    f = handle_request(t, id_, epoch, n,
+                                       pack_array("I", by, "handle"),
+                                       pack_array("Q", ls, "lease"),
+                                       locks, flags)
+            if f is None:
+                tail = b"" if leases is None else \
+                    pack_array("Q", leases, "lease")
+                f = keyed_request(t, id_, epoch, kb, 0, locks, 0, flags,
+                                  tail)
+            return self._fits(t, n, f)
+
+        def after(a: Answer):
+            table = self._handles
+            if t.has_results:
+                got = res = _counted(t, a.results, n, "results")
+                raw = res.statuses.raw
+            else:
+                got = _counted(t, a.statuses, n, "statuses")
+                raw = got.raw
+            if table is None or leases is None:
+                return got
+            table.finished(t, keys, leases, raw, locks, sent[1], sent[0])
+            if t is _MT.FINISH_WRITE_AND_RESERVE_READ:
+                table.read(keys, res, locks)
+            return got
+
+        def refused() -> None:
+            table = self._handles
+            if table is not None and leases is not None:
+                table.forget(keys, leases)
+        return self._call(t, frame, timeout, after, refused)
+
+    def _fits(self, t: MessageType, n: int, f: bytes) -> bytes:
+        """``f``, unless it is over the daemon's frame limit."""
+        if len(f) > self.hello.max_frame:
+            raise InvalidArgumentError(
+                f"{t.wire_name} of {n} keys is a frame of {len(f)} bytes, "
+                f"over the daemon's limit {self.hello.max_frame}")
+        return f
 
     def _keyed(self, t: MessageType, kb: KeyBatch, timeout: Optional[float],
                size: int = 0, locks: int = 0, mode: int = 0, flags: int = 0,
-               tail: bytes = b"") -> Answer:
+               tail: bytes = b"", after=None):
         def frame(id_: int, epoch: int) -> bytes:
-            f = keyed_request(t, id_, epoch, kb, size, locks, mode, flags,
-                              tail)
-            if len(f) > self.hello.max_frame:
-                raise InvalidArgumentError(
-                    f"{t.wire_name} of {len(kb)} keys is a frame of "
-                    f"{len(f)} bytes, over the daemon's limit "
-                    f"{self.hello.max_frame}")
-            return f
-        return self._call(t, frame, timeout)
+            return self._fits(t, len(kb), keyed_request(
+                t, id_, epoch, kb, size, locks, mode, flags, tail))
+        return self._call(t, frame, timeout, after)
 
-    def _call(self, t: MessageType, frame, timeout: Optional[float]) -> Answer:
+    def _call(self, t: MessageType, frame, timeout: Optional[float],
+              after=None, refused=None):
+        """One request and its answer, under the client's lock.
+
+        ``frame(id, epoch)`` makes the request; ``after(answer)``, when
+        given, checks the answer and makes the call's value, still under
+        the lock (a :class:`FrameError` from it closes the client);
+        ``refused()`` runs when the daemon refuses the whole request.
+        """
         with self._lock:
             conn = self._conn
             if conn is None:
@@ -450,7 +584,7 @@ class Client(L2Calls):
             try:
                 conn.send(data, deadline)
                 raw, _ = conn.recv(deadline)
-                a = decode_answer(raw)
+                a = decode_answer(raw, self._version)
             except (ConnectionLostError, FrameError):
                 self._close_locked()
                 raise
@@ -468,12 +602,20 @@ class Client(L2Calls):
                 err = daemon_error(a.code, a.message)
                 if a.code.closes:
                     self._close_locked()
+                elif refused is not None:
+                    refused()
                 raise err
             if a.id != id_ or a.type is not t:
                 self._close_locked()
                 raise FrameError(Code.BAD_FRAME, f"answer {a.type.wire_name} "
                                  f"id {a.id} to {t.wire_name} id {id_}")
-            return a
+            if after is None:
+                return a
+            try:
+                return after(a)
+            except FrameError:
+                self._close_locked()
+                raise
 
     def _broken(self, what: str) -> FrameError:
         with self._lock:
@@ -483,6 +625,22 @@ class Client(L2Calls):
     def _deadline(self, timeout: Optional[float]) -> float:
         return time.monotonic() + _timeout(
             self.timeout if timeout is None else timeout)
+
+
+#: The environment variable that sets the protocol version of a Client
+#: made without one (as ``Options.Version`` of the Go client).
+PROTOCOL_ENV = "KVALLOC_PROTOCOL_VERSION"
+
+
+def _env_protocol() -> Optional[int]:
+    """``$KVALLOC_PROTOCOL_VERSION``: None when unset or empty, else 1 or
+    2; anything else raises :class:`InvalidArgumentError`."""
+    v = os.environ.get(PROTOCOL_ENV, "")
+    if not v:
+        return None
+    if v not in ("1", "2"):
+        raise InvalidArgumentError(f"${PROTOCOL_ENV}={v!r}: want 1 or 2")
+    return int(v)
 
 
 def _timeout(t: float) -> float:
@@ -528,7 +686,16 @@ def _one_per_key(values: Sequence, n: int, what: str) -> None:
         raise InvalidArgumentError(f"{m} {what} for {n} keys")
 
 
-def _leases(leases: Leases, n: int, epoch: int) -> bytes:
+def _counted(t: MessageType, got, n: int, what: str):
+    """``got``, checked to hold one entry per key."""
+    if got is None or len(got) != n:
+        raise FrameError(Code.BAD_FRAME, f"kvallocd sent {t.wire_name} "
+                         f"answer with {len(got or ())} {what} for {n} keys")
+    return got
+
+
+def _leases(leases: Leases, n: int, epoch: int) -> array:
+    """``leases``, one per key, as an ``array('Q')``; checked."""
     if isinstance(leases, Results):
         if leases.epoch != epoch:
             raise WrongEpochError(
@@ -537,7 +704,13 @@ def _leases(leases: Leases, n: int, epoch: int) -> bytes:
                 "leases are void")
         leases = leases.leases
     _one_per_key(leases, n, "leases")
-    return pack_array("Q", leases, "lease")
+    if isinstance(leases, array) and leases.typecode == "Q":
+        return leases
+    try:
+        return array("Q", leases)
+    except (OverflowError, TypeError) as e:
+        raise InvalidArgumentError(
+            f"a lease is not an unsigned 64-bit integer: {e}") from None
 
 
 def _size(size: int) -> int:

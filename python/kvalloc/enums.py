@@ -53,6 +53,12 @@ class MessageType(enum.IntEnum):
         return self in _WITH_LEASES
 
     @property
+    def by_handle(self) -> bool:
+        """Whether requests of this type may name records by handle
+        (version 2, ``Flag.HANDLES``)."""
+        return self in _BY_HANDLE
+
+    @property
     def has_results(self) -> bool:
         """Whether answers carry a result (status, block, lease) per key."""
         return self in _WITH_RESULTS
@@ -66,6 +72,11 @@ class MessageType(enum.IntEnum):
 _WITH_LEASES = frozenset({
     MessageType.FINISH_WRITE, MessageType.ABORT_WRITE,
     MessageType.FINISH_WRITE_AND_RESERVE_READ, MessageType.FINISH_READ,
+})
+_BY_HANDLE = frozenset({
+    MessageType.FINISH_WRITE, MessageType.ABORT_WRITE,
+    MessageType.FINISH_WRITE_AND_RESERVE_READ, MessageType.FINISH_READ,
+    MessageType.DELETE,
 })
 _WITH_RESULTS = frozenset({
     MessageType.RESERVE_WRITE, MessageType.FINISH_WRITE_AND_RESERVE_READ,
@@ -158,6 +169,11 @@ class Flag(enum.IntFlag):
     FORCE = 0x04
     #: lookup starts loading the keys L2 holds into L1.
     PREFETCH = 0x08
+    #: Version 2 only: finish_write, abort_write,
+    #: finish_write_and_reserve_read, finish_read and delete name their
+    #: records by handle (a handles block and one lease per handle) in
+    #: place of the keys block.
+    HANDLES = 0x10
 
 
 #: OR'ed into a chain position: the chunk is a partial one (``l1.Partial``).

@@ -5,14 +5,17 @@ import os
 from .errors import InvalidArgumentError
 
 __all__ = [
-    "VERSION", "MAGIC", "HEADER_SIZE", "MAX_FRAME", "MAX_KEYS",
+    "VERSION", "VERSIONS", "MAGIC", "HEADER_SIZE", "MAX_FRAME", "MAX_KEYS",
     "MAX_STRING_LEN", "MAX_STRINGS", "MAX_MESSAGE_LEN", "MAX_STATS",
     "MAX_READ_LOCKS", "MAX_INT64", "ROOT_SOCKET_DIR",
     "default_socket_path",
 ]
 
-#: The protocol version this package speaks.
-VERSION = 1
+#: The newest protocol version this package speaks: version 2, key
+#: handles. It speaks version 1 too (:data:`VERSIONS`).
+VERSION = 2
+#: The protocol versions this package speaks.
+VERSIONS = (1, 2)
 #: The four bytes that open a hello request.
 MAGIC = b"KVAL"
 #: The size of every frame's header.

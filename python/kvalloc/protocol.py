@@ -2,18 +2,28 @@
 
 Two halves:
 
-- the client's fast path, :func:`keyed_request` and :func:`simple_request`,
-  which build request frames from a :class:`~kvalloc.keys.KeyBatch` and
-  packed per-key arrays, and :func:`decode_answer`;
+- the client's fast path, :func:`keyed_request`, :func:`handle_request`
+  and :func:`simple_request`, which build request frames from a
+  :class:`~kvalloc.keys.KeyBatch` (or packed handles) and packed per-key
+  arrays, and :func:`decode_answer`;
 - the whole codec over plain values, :class:`Request` / :class:`Answer`
   with :func:`encode_request`, :func:`decode_request` and
   :func:`encode_answer`, which the conformance vectors check and a test
   double can serve with.
 
+Every decoder and encoder takes the ``version`` the connection speaks, 1
+(the default) or 2. Version 2 adds key handles (``PROTOCOL.md``, "Version
+2: key handles"): the hello answer's ``versions``, the handle in a
+result's bytes 4 to 7, and the flag ``0x10`` with its handles block on
+finish_write, abort_write, finish_write_and_reserve_read, finish_read and
+delete. Under version 1 each of them is refused as the reserved field or
+undefined flag it is there.
+
 Decoders refuse a malformed frame with :class:`~kvalloc.errors.FrameError`
 whose ``code`` is the one the Go codec gives (``BAD_FRAME``, ``TOO_LARGE``,
 ``UNKNOWN_TYPE``, ``BAD_VERSION``); the encoders refuse what a frame cannot
-express with :class:`~kvalloc.errors.InvalidArgumentError`.
+express with :class:`~kvalloc.errors.InvalidArgumentError`. Every length
+and count is checked against the bytes left before it is used.
 """
 
 import struct
@@ -26,14 +36,14 @@ from .errors import FrameError, InvalidArgumentError
 from .keys import KeyBatch, ObjectKey
 from .limits import (HEADER_SIZE, MAGIC, MAX_FRAME, MAX_KEYS,
                      MAX_MESSAGE_LEN, MAX_STATS, MAX_STRING_LEN, MAX_STRINGS,
-                     VERSION)
+                     VERSION, VERSIONS)
 from .results import (RESULT_SIZE, STATS_NAMES, Hello, Lookup, Results,
                       Stats, StatusList, pack_results)
 
 __all__ = [
     "Header", "Request", "Answer", "parse_header", "keyed_request",
-    "simple_request", "encode_request", "decode_request", "encode_answer",
-    "decode_answer", "pack_results",
+    "handle_request", "simple_request", "encode_request", "decode_request",
+    "encode_answer", "decode_answer", "pack_results",
 ]
 
 _HEADER = struct.Struct("<IHHIIQ")
@@ -104,11 +114,13 @@ def _header(size: int, t: int, id_: int, code: int, epoch: int) -> bytes:
 # ---- the client's requests ---------------------------------------------
 
 
-def simple_request(t: MessageType, id_: int, epoch: int) -> bytes:
-    """A request frame with no body (ping, stats) or the hello's."""
+def simple_request(t: MessageType, id_: int, epoch: int,
+                   version: int = VERSION) -> bytes:
+    """A request frame with no body (ping, stats) or the hello's, which
+    asks for protocol ``version``."""
     if t is MessageType.HELLO:
         return _header(HEADER_SIZE + 8, t, id_, 0, 0) + \
-            _HELLO_REQ.pack(MAGIC, VERSION)
+            _HELLO_REQ.pack(MAGIC, version)
     return _header(HEADER_SIZE, t, id_, 0, epoch)
 
 
@@ -127,12 +139,29 @@ def keyed_request(t: MessageType, id_: int, epoch: int, keys: KeyBatch,
                      _PARAMS.pack(size, locks, mode, flags), block, tail))
 
 
+def handle_request(t: MessageType, id_: int, epoch: int, n: int,
+                   handles: bytes, leases: bytes, locks: int = 0,
+                   flags: int = 0) -> bytes:
+    """A version 2 request by handle: parameters (``flags`` with
+    ``Flag.HANDLES`` set), the handles block of ``n`` packed ``u32``
+    handles, then their ``n`` packed ``u64`` leases. The caller has checked
+    the arguments; this only lays out the bytes."""
+    size = HEADER_SIZE + _PARAMS_SIZE + 8 + len(handles) + len(leases)
+    return b"".join((_header(size, t, id_, 0, epoch),
+                     _PARAMS.pack(0, locks, 0, flags | Flag.HANDLES),
+                     _U32X2.pack(n, 0), handles, leases))
+
+
 # ---- the whole codec over values -----------------------------------------
 
 
 @dataclass
 class Request:
-    """One request, decoded or to encode. Unused fields are 0 or empty."""
+    """One request, decoded or to encode. Unused fields are 0 or empty.
+
+    A version 2 call by handle has ``handles`` (and ``Flag.HANDLES`` in
+    ``flags``) and one lease per handle in ``leases``, and no ``keys``.
+    """
 
     type: MessageType
     id: int = 0
@@ -146,6 +175,7 @@ class Request:
     temporary: List[bool] = field(default_factory=list)
     positions: List[int] = field(default_factory=list)
     leases: List[int] = field(default_factory=list)
+    handles: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -175,8 +205,27 @@ class Answer:
         return self.results.prefix if self.results is not None else 0
 
 
-def _params_allowed(t: MessageType) -> Tuple[bool, bool, bool, int]:
-    """Which parameters a keyed type takes: size, locks, mode, flag bits."""
+def _params_allowed(t: MessageType,
+                    version: int = 1) -> Tuple[bool, bool, bool, int]:
+    """Which parameters a keyed type takes: size, locks, mode, flag bits.
+
+    The bits are a plain ``int``: ``~`` of an ``IntFlag`` keeps only the
+    defined bits (Python 3.11 on), so ``flags & ~allowed`` would let an
+    undefined bit through.
+    """
+    size_ok, locks_ok, mode_ok, flags_ok = _params_v1(t)
+    if version >= 2 and t.by_handle:
+        flags_ok |= Flag.HANDLES
+    return size_ok, locks_ok, mode_ok, int(flags_ok)
+
+
+def _check_version(version: int) -> None:
+    if version not in VERSIONS:
+        raise InvalidArgumentError(f"protocol version {version!r}: this "
+                                   f"codec speaks {VERSIONS}")
+
+
+def _params_v1(t: MessageType) -> Tuple[bool, bool, bool, int]:
     if t is MessageType.RESERVE_WRITE:
         return True, False, True, Flag.TEMPORARY | Flag.POSITIONS
     if t in (MessageType.FINISH_WRITE_AND_RESERVE_READ,
@@ -192,14 +241,17 @@ def _params_allowed(t: MessageType) -> Tuple[bool, bool, bool, int]:
     return False, False, False, 0
 
 
-def encode_request(q: Request) -> bytes:
-    """``q`` as one frame, as ``wire.Encoder.AppendRequest`` encodes it.
+def encode_request(q: Request, version: int = 1) -> bytes:
+    """``q`` as one frame of a connection of ``version``, as
+    ``wire.Encoder.AppendRequest`` encodes it.
 
     The temporary and positions flags follow the lists (a non-empty list
-    sets its flag). What the frame cannot express (parameters a type does
-    not take, lists that are not one per key, more than MAX_KEYS keys, a
-    frame over MAX_FRAME) raises :class:`InvalidArgumentError`.
+    sets its flag), and so does the handles flag (version 2). What the
+    frame cannot express (parameters a type does not take, lists that are
+    not one per key, more than MAX_KEYS keys, a frame over MAX_FRAME,
+    handles in version 1) raises :class:`InvalidArgumentError`.
     """
+    _check_version(version)
     t = MessageType(q.type)
     if t is MessageType.ANSWER:
         raise InvalidArgumentError(f"{t.wire_name} is not a request type")
@@ -208,18 +260,23 @@ def encode_request(q: Request) -> bytes:
             _HELLO_REQ.pack(MAGIC, q.version)
     if not t.keyed:
         return _header(HEADER_SIZE, t, q.id, 0, q.epoch)
-    size_ok, locks_ok, mode_ok, flags_ok = _params_allowed(t)
-    flags = q.flags & ~(Flag.TEMPORARY | Flag.POSITIONS)
+    size_ok, locks_ok, mode_ok, flags_ok = _params_allowed(t, version)
+    flags = int(q.flags) & ~int(Flag.TEMPORARY | Flag.POSITIONS)
     if q.temporary:
         flags |= Flag.TEMPORARY
     if q.positions:
         flags |= Flag.POSITIONS
+    if q.handles:
+        flags |= Flag.HANDLES
     n = len(q.keys)
     if ((not size_ok and q.size) or (not locks_ok and q.locks)
             or (not mode_ok and q.mode) or flags & ~flags_ok):
         raise InvalidArgumentError(
-            f"{t.wire_name} takes no such parameter (size {q.size}, locks "
-            f"{q.locks}, mode {q.mode}, flags {int(flags):#x})")
+            f"{t.wire_name} takes no such parameter in version {version} "
+            f"(size {q.size}, locks {q.locks}, mode {q.mode}, flags "
+            f"{int(flags):#x})")
+    if flags & Flag.HANDLES:
+        return _encode_by_handle(q, t, flags)
     if q.temporary and len(q.temporary) != n:
         raise InvalidArgumentError(
             f"{len(q.temporary)} temporary flags for {n} keys")
@@ -241,6 +298,30 @@ def encode_request(q: Request) -> bytes:
     ))
     frame = keyed_request(t, q.id, q.epoch, KeyBatch(q.keys), q.size,
                           q.locks, q.mode, flags, tail)
+    if len(frame) > MAX_FRAME:
+        raise InvalidArgumentError(f"{t.wire_name} frame of {len(frame)} "
+                                   f"bytes exceeds MAX_FRAME ({MAX_FRAME})")
+    return frame
+
+
+def _encode_by_handle(q: Request, t: MessageType, flags: int) -> bytes:
+    n = len(q.handles)
+    if q.keys or q.temporary or q.positions:
+        raise InvalidArgumentError(f"{t.wire_name} by handle carries no "
+                                   "keys, temporary flags or positions")
+    if len(q.leases) != n:
+        raise InvalidArgumentError(f"{len(q.leases)} leases for {n} "
+                                   "handles")
+    if n > MAX_KEYS:
+        raise InvalidArgumentError(f"{n} handles exceed MAX_KEYS")
+    try:
+        _PARAMS.pack(q.size, q.locks, q.mode, flags)
+    except struct.error as e:
+        raise InvalidArgumentError(f"parameters out of range: {e}") from None
+    frame = handle_request(t, q.id, q.epoch, n,
+                           pack_array("I", q.handles, "handle"),
+                           pack_array("Q", q.leases, "lease"), q.locks,
+                           flags)
     if len(frame) > MAX_FRAME:
         raise InvalidArgumentError(f"{t.wire_name} frame of {len(frame)} "
                                    f"bytes exceeds MAX_FRAME ({MAX_FRAME})")
@@ -341,12 +422,15 @@ def _text(b: bytes) -> str:
     return bytes(b).decode("utf-8", "surrogateescape")
 
 
-def decode_request(frame: bytes) -> Request:
-    """The request in ``frame`` (exactly one frame, header included).
+def decode_request(frame: bytes, version: int = 1) -> Request:
+    """The request in ``frame`` (exactly one frame, header included), of a
+    connection of ``version``.
 
     Malformed frames raise :class:`FrameError` with ``wire``'s code; a
-    hello with another magic or version is ``BAD_VERSION``.
+    hello with another magic, or a version this side does not speak
+    (version 1: only 1; version 2: 1 and 2), is ``BAD_VERSION``.
     """
+    _check_version(version)
     h, r = _frame(frame, answer=False)
     t = _TYPE_OF[h.type]
     q = Request(type=t, id=h.id, epoch=h.epoch)
@@ -357,19 +441,20 @@ def decode_request(frame: bytes) -> Request:
         if magic != MAGIC:
             raise FrameError(Code.BAD_VERSION,
                              f"hello magic {magic!r}, want {MAGIC!r}")
-        if q.version != VERSION:
+        if not 1 <= q.version <= version:
+            speaks = "1" if version == 1 else f"1 to {version}"
             raise FrameError(Code.BAD_VERSION, f"protocol version "
-                             f"{q.version}; this codec speaks {VERSION}")
+                             f"{q.version}; this side speaks {speaks}")
         return q
     if t.keyed:
-        _read_keyed(r, q)
+        _read_keyed(r, q, version)
     r.end()
     return q
 
 
-def _read_keyed(r: _Reader, q: Request) -> None:
+def _read_keyed(r: _Reader, q: Request, version: int) -> None:
     t = q.type
-    size_ok, locks_ok, mode_ok, flags_ok = _params_allowed(t)
+    size_ok, locks_ok, mode_ok, flags_ok = _params_allowed(t, version)
     size, locks, mode, flags, reserved = r.unpack(
         struct.Struct("<qIBBH"), "parameters")
     r.zero(reserved, "parameters reserved field")
@@ -380,7 +465,11 @@ def _read_keyed(r: _Reader, q: Request) -> None:
         r.zero(locks, f"locks (unused by {t.wire_name})")
     if not mode_ok:
         r.zero(mode, f"mode (unused by {t.wire_name})")
-    r.zero(flags & ~flags_ok, f"flags not defined for {t.wire_name}")
+    r.zero(flags & ~flags_ok, f"flags not defined for {t.wire_name} in "
+           f"version {version}")
+    if flags & Flag.HANDLES:
+        _read_handles(r, q)
+        return
     q.keys = _read_keys(r)
     n = len(q.keys)
     if flags & Flag.TEMPORARY:
@@ -394,6 +483,22 @@ def _read_keyed(r: _Reader, q: Request) -> None:
         q.positions = _unpack_array("I", r.take(4 * n, "positions"))
     if t.has_leases:
         q.leases = _unpack_array("Q", r.take(8 * n, "leases"))
+
+
+def _read_handles(r: _Reader, q: Request) -> None:
+    """A call by handle's handles block: n, reserved, n handles, n
+    leases; the body must end there."""
+    n = r.u32("handle count")
+    if n > MAX_KEYS:
+        raise FrameError(Code.BAD_FRAME,
+                         f"handle count {n} exceeds the limit {MAX_KEYS}")
+    r.zero(r.u32("handles reserved"), "handles reserved field")
+    left = len(r.b) - r.off
+    if left != 12 * n:
+        raise FrameError(Code.BAD_FRAME, f"handle count {n}: {12 * n} bytes "
+                         f"of handles and leases needed, {left} left")
+    q.handles = _unpack_array("I", r.take(4 * n, "handles"))
+    q.leases = _unpack_array("Q", r.take(8 * n, "leases"))
 
 
 def _unpack_array(typecode: str, b: memoryview) -> List[int]:
@@ -441,8 +546,14 @@ def _message_bytes(message: str) -> bytes:
     return b[:MAX_MESSAGE_LEN]
 
 
-def encode_answer(a: Answer) -> bytes:
-    """``a`` as one frame, as ``wire.Encoder.AppendAnswer`` encodes it."""
+def encode_answer(a: Answer, version: int = 1) -> bytes:
+    """``a`` as one frame of a connection of ``version``, as
+    ``wire.Encoder.AppendAnswer`` encodes it.
+
+    What version 2 adds (a hello answer's ``versions``, a result's handle)
+    raises :class:`InvalidArgumentError` in version 1.
+    """
+    _check_version(version)
     t = MessageType(a.type)
     wire_type = _ANSWER | int(t)
     code = Code(a.code)
@@ -453,8 +564,15 @@ def encode_answer(a: Answer) -> bytes:
         body = _U16.pack(len(m)) + m
     elif t is MessageType.HELLO:
         h = a.hello or Hello(0, 0, 0, 0, 0)
-        body = _HELLO_ANS.pack(h.version, h.max_keys, h.max_frame, 0,
-                               h.pool_size, h.align)
+        if version < 2 and h.versions:
+            raise InvalidArgumentError(f"a version 1 hello answer has no "
+                                       f"versions ({h.versions:#x})")
+        try:
+            body = _HELLO_ANS.pack(h.version, h.max_keys, h.max_frame,
+                                   h.versions, h.pool_size, h.align)
+        except struct.error as e:
+            raise InvalidArgumentError(f"hello answer out of range: {e}"
+                                       ) from None
     elif t is MessageType.STATS:
         s = a.stats or Stats()
         body = _U32X2.pack(len(s), 0) + struct.pack(f"<{len(s)}Q", *s)
@@ -469,6 +587,9 @@ def encode_answer(a: Answer) -> bytes:
         res = a.results if a.results is not None else Results.from_list([])
         if len(res) > MAX_KEYS:
             raise InvalidArgumentError(f"{len(res)} results exceed MAX_KEYS")
+        if version < 2 and any(res.handles):
+            raise InvalidArgumentError("a result's handle on a version 1 "
+                                       "connection")
         body = _U32X2.pack(len(res), res.prefix) + pack_results(list(res))
     elif t.has_statuses:
         st = a.statuses if a.statuses is not None else StatusList(b"")
@@ -484,13 +605,18 @@ def encode_answer(a: Answer) -> bytes:
     return _header(size, wire_type, a.id, code, a.epoch) + body
 
 
-def decode_answer(frame: bytes) -> Answer:
-    """The answer in ``frame`` (exactly one frame, header included).
+def decode_answer(frame: bytes, version: int = 1) -> Answer:
+    """The answer in ``frame`` (exactly one frame, header included), of a
+    connection of ``version``.
 
     A malformed frame raises :class:`FrameError`. An answer whose code is
     not ``OK`` decodes without error; its ``code`` and ``message`` are the
-    daemon's refusal. The results and statuses view ``frame``.
+    daemon's refusal. The results and statuses view ``frame``. Version 1
+    refuses a hello answer's ``versions`` and a result's handle (its
+    reserved fields).
     """
+    if version not in VERSIONS:
+        _check_version(version)
     if len(frame) == HEADER_SIZE:  # the fast path of ping and touch
         size, t, res, id_, code, epoch = _HEADER.unpack_from(frame)
         if size == HEADER_SIZE and not res and not code and \
@@ -511,9 +637,10 @@ def decode_answer(frame: bytes) -> Answer:
                              f"the limit {MAX_MESSAGE_LEN}")
         a.message = _text(r.take(n, "message"))
     elif t is MessageType.HELLO:
-        v, keys, frame_max, res, size, align = r.unpack(_HELLO_ANS, "hello")
-        r.zero(res, "hello reserved field")
-        a.hello = Hello(v, keys, frame_max, size, align)
+        v, keys, frame_max, vs, size, align = r.unpack(_HELLO_ANS, "hello")
+        if version < 2:
+            r.zero(vs, "hello reserved field (version 2's versions)")
+        a.hello = Hello(v, keys, frame_max, size, align, vs)
     elif t is MessageType.STATS:
         n = r.count(8, MAX_STATS, "stats count")
         r.zero(r.u32("stats reserved"), "stats reserved field")
@@ -532,7 +659,7 @@ def decode_answer(frame: bytes) -> Answer:
                              f"{lk.prefetch} exceeds l2 {lk.l2}")
         a.lookup = lk
     elif t.has_results:
-        a.results = _read_results(r, t, h.epoch)
+        a.results = _read_results(r, t, h.epoch, version)
     elif t.has_statuses:
         n = r.count(1, MAX_KEYS, "status count")
         r.zero(r.u32("statuses reserved"), "statuses reserved field")
@@ -541,7 +668,8 @@ def decode_answer(frame: bytes) -> Answer:
     return a
 
 
-def _read_results(r: _Reader, t: MessageType, epoch: int) -> Results:
+def _read_results(r: _Reader, t: MessageType, epoch: int,
+                  version: int) -> Results:
     n = r.count(RESULT_SIZE, MAX_KEYS, "result count")
     prefix = r.u32("prefix")
     if t not in (MessageType.RESERVE_READ_PREFIX,
@@ -551,10 +679,14 @@ def _read_results(r: _Reader, t: MessageType, epoch: int) -> Results:
         raise FrameError(Code.BAD_FRAME,
                          f"prefix {prefix} exceeds the {n} results")
     records = r.take(n * RESULT_SIZE, "results")
-    for j in range(1, 8):
+    # Version 1: bytes 1 to 7 reserved; version 2: 1 to 3, and bytes 4 to
+    # 7 are the handle (which the daemon sets only on an OK result; a
+    # decoder takes it as it comes, as wire's does).
+    for j in range(1, 8 if version < 2 else 4):
         reserved = records[j::RESULT_SIZE].tobytes()
         if reserved.count(0) != n:
             i = next(i for i, v in enumerate(reserved) if v)
-            raise FrameError(Code.BAD_FRAME,
-                             f"result {i}: reserved bytes are not 0")
+            what = "reserved bytes are not 0" if j < 4 else \
+                "a handle on a version 1 connection"
+            raise FrameError(Code.BAD_FRAME, f"result {i}: {what}")
     return Results(records, prefix, epoch)

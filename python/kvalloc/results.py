@@ -9,7 +9,8 @@ so a 10,000-key answer costs no Python loop until you index it.
 import struct
 import sys
 from array import array
-from typing import Iterable, Iterator, List, NamedTuple, Sequence, Union
+from typing import (Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple, Union)
 
 from .enums import Status
 from .errors import InvalidArgumentError
@@ -22,9 +23,9 @@ __all__ = [
 #: The size of one result record on the wire.
 RESULT_SIZE = 40
 
-# One result record: status, 7 bytes of padding, offset, size, generation,
-# lease.
-_RESULT = struct.Struct("<B7xqqQQ")
+# One result record: status, 3 reserved bytes, handle (version 2; 0 in
+# version 1), offset, size, generation, lease.
+_RESULT = struct.Struct("<B3xIqqQQ")
 
 _LITTLE = sys.byteorder == "little"
 
@@ -41,7 +42,9 @@ class Result(NamedTuple):
 
     ``offset`` and ``size`` are the block's bytes in the pool, ``gen`` the
     allocator's generation of the block, ``lease`` the lock's lease; all 0
-    unless ``status`` is ``OK``.
+    unless ``status`` is ``OK``. ``handle`` is the connection's handle of
+    the lock's record on a version 2 connection (``PROTOCOL.md``, "Version
+    2: key handles"); 0 in version 1 and unless ``OK``.
     """
 
     status: Union[Status, int]
@@ -49,6 +52,7 @@ class Result(NamedTuple):
     size: int
     gen: int
     lease: int
+    handle: int = 0
 
 
 class StatusList(Sequence[Union[Status, int]]):
@@ -111,10 +115,16 @@ def _column(words: memoryview, field: int, typecode: str) -> array:
 
 
 def pack_results(results: Sequence[Result]) -> bytes:
-    """Result records, 40 bytes each, as a results answer lays them out."""
+    """Result records, 40 bytes each, as a results answer lays them out.
+
+    A record may be a :class:`Result` or a tuple of its first five fields
+    (handle 0).
+    """
     try:
-        return b"".join(_RESULT.pack(*x) for x in results)
-    except struct.error as e:
+        return b"".join(_RESULT.pack(x[0], x[5] if len(x) > 5 else 0,
+                                     x[1], x[2], x[3], x[4])
+                        for x in results)
+    except (struct.error, TypeError, IndexError) as e:
         raise InvalidArgumentError(f"a result is out of range: {e}") from None
 
 
@@ -123,14 +133,15 @@ class Results(Sequence[Result]):
 
     ``statuses`` is a :class:`StatusList`; ``offsets``, ``sizes``,
     ``gens`` are ``array('q')``/``array('Q')`` columns and ``leases`` an
-    ``array('Q')`` that the finishing calls take as it is. ``prefix`` is
+    ``array('Q')`` that the finishing calls take as it is; ``handles``
+    (``array('I')``) are version 2's handles, all 0 in version 1. ``prefix`` is
     reserve_read_prefix's count of keys locked (results ``[0, prefix)``
     are ``OK``), 0 for the other calls. ``epoch`` is the daemon's that
     handed out the blocks and leases: a client refuses them under another.
     """
 
     __slots__ = ("statuses", "prefix", "epoch", "_records", "_words",
-                 "_cols")
+                 "_cols", "origin")
 
     def __init__(self, records: memoryview, prefix: int = 0,
                  epoch: int = 0) -> None:
@@ -141,6 +152,9 @@ class Results(Sequence[Result]):
         self._records = records
         self._words = records.cast("Q")
         self._cols: dict = {}
+        #: For results made by :meth:`select`: the Results they were
+        #: selected from and the indices, as a tuple; else None.
+        self.origin: Optional[Tuple["Results", Tuple[int, ...]]] = None
 
     @classmethod
     def from_list(cls, results: Sequence[Result], prefix: int = 0,
@@ -174,6 +188,19 @@ class Results(Sequence[Result]):
         """Each key's lease, ``array('Q')``; 0 unless ``OK``."""
         return self._col(4, "Q")
 
+    @property
+    def handles(self) -> array:
+        """Each key's handle, ``array('I')``: on a version 2 connection the
+        handle of the lock's record, 0 unless ``OK``; 0 in version 1."""
+        c = self._cols.get(-1)
+        if c is None:
+            c = self._cols[-1] = array("I")
+            c.frombytes(self._records.cast("I")[1::RESULT_SIZE // 4]
+                        .tobytes())
+            if not _LITTLE:
+                c.byteswap()
+        return c
+
     def all_ok(self) -> bool:
         """Whether every key is ``OK``."""
         return self.statuses.all_ok()
@@ -202,13 +229,16 @@ class Results(Sequence[Result]):
         same indices it makes the finishing call of a partial grant:
         ``finish_write(keys.subset(ok), res.select(ok))``.
         """
-        rec, n, parts = self._records, len(self), []
+        rec, n, parts, idx = self._records, len(self), [], []
         for i in indices:
             if not -n <= i < n:
                 raise IndexError(f"result {i} of {n}")
             i %= n
+            idx.append(i)
             parts.append(rec[i * RESULT_SIZE:(i + 1) * RESULT_SIZE])
-        return Results(memoryview(b"".join(parts)), 0, self.epoch)
+        out = Results(memoryview(b"".join(parts)), 0, self.epoch)
+        out.origin = (self, tuple(idx))
+        return out
 
     def __len__(self) -> int:
         return len(self.statuses)
@@ -219,11 +249,11 @@ class Results(Sequence[Result]):
         if i < 0:
             i += len(self)
         return Result(self.statuses[i], self.offsets[i], self.sizes[i],
-                      self.gens[i], self.leases[i])
+                      self.gens[i], self.leases[i], self.handles[i])
 
     def __iter__(self) -> Iterator[Result]:
         return map(Result, self.statuses, self.offsets, self.sizes,
-                   self.gens, self.leases)
+                   self.gens, self.leases, self.handles)
 
     def __repr__(self) -> str:
         return f"Results({len(self)} keys, prefix {self.prefix})"
@@ -243,13 +273,20 @@ class Lookup(NamedTuple):
 
 
 class Hello(NamedTuple):
-    """The hello answer: the daemon's version and limits, and the pool."""
+    """The hello answer: the daemon's version and limits, and the pool.
+
+    ``version`` is the version the connection speaks (the hello's);
+    ``versions`` is, in the answer to a version 2 hello, the versions the
+    daemon speaks, bit v for version v (``0b110``: 1 and 2), and 0 in the
+    answer to a version 1 hello.
+    """
 
     version: int
     max_keys: int
     max_frame: int
     pool_size: int
     align: int
+    versions: int = 0
 
 
 #: The names of the stats answer's values, in wire order.

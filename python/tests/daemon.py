@@ -4,6 +4,11 @@ The binaries come from ``$KVALLOC_DAEMON`` and ``$KVALLOC_GOCLIENT`` (make
 python-test builds them first), or are built here with ``go build`` into a
 temporary directory, once per test process. Without either the tests fail:
 they never skip for want of a daemon.
+
+The clients ask for the protocol version the client's own
+``$KVALLOC_PROTOCOL_VERSION`` says (kvalloc.client.PROTOCOL_ENV; unset,
+version 2 with the fallback to 1): make python-test runs the suite with
+it unset, then with 1.
 """
 
 import atexit
@@ -149,9 +154,9 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def client(self, timeout: float = 10) -> Client:
-        """A new Python client of this daemon."""
-        return Client(self.socket, timeout=timeout)
+    def client(self, timeout: float = 10, **kw: Any) -> Client:
+        """A new Python client of this daemon (``kw``: Client's)."""
+        return Client(self.socket, timeout=timeout, **kw)
 
     def go(self, *args: str, stdin: Any = None) -> Any:
         """Run the Go helper against this daemon; its JSON output."""

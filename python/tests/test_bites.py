@@ -6,16 +6,20 @@ guards it, expecting the check to see it.
 
 import threading
 import unittest
+from array import array
 from unittest import mock
 
 from kvalloc import Client, DeadlineExceededError, InvalidArgumentError
-from kvalloc import connection, results
+from kvalloc import client as client_module
+from kvalloc import connection, handles, results
+from kvalloc.handles import HandleTable, Records
 from kvalloc.limits import MAX_INT64
 
 from daemon import MIB
 from helpers import DaemonTest, keys, python_to_go
 import test_bad_input
 import test_failures
+import test_handles_daemon
 
 
 class TestBites(DaemonTest):
@@ -69,6 +73,139 @@ class TestBites(DaemonTest):
             self.daemon.resume()
             t.join(10)
         self.assertEqual(outcome, ["answered"])
+
+
+class _StaleHandles(Records):
+    """A broken table: each key's first handle, whatever the lease, and
+    never a record freed. It sends a handle after its record was freed."""
+
+    def wrote(self, keys, raw, leases, handles):
+        for k, s, h in zip(keys, raw, handles):
+            if not s and h:
+                self.writes.setdefault(k, h)
+
+    def read(self, keys, raw, leases, handles, locks):
+        for k, s, h in zip(keys, raw, handles):
+            if not s and h:
+                self.reads.setdefault(k, h)
+
+    def write_handles(self, keys, leases):
+        try:
+            return array("I", map(self.writes.__getitem__, keys))
+        except KeyError:
+            return None
+
+    def read_handles(self, keys, leases):
+        try:
+            return array("I", map(self.reads.__getitem__, keys))
+        except KeyError:
+            return None
+
+    def any_handles(self, keys):
+        return None
+
+    def finished_writes(self, *a, **kw):
+        pass
+
+    def finished_reads(self, *a, **kw):
+        pass
+
+    def forget(self, *a, **kw):
+        pass
+
+
+class _ReadsNeverFreed(Records):
+    """A broken table that never lets a read record go."""
+
+    def finished_reads(self, *a, **kw):
+        pass
+
+
+class _BatchesNeverFreed(HandleTable):
+    """A broken table that keeps a whole grant after its records went."""
+
+    def finished(self, t, keys, leases, raw, locks, b, hs):
+        if b is None:
+            super().finished(t, keys, leases, raw, locks, b, hs)
+
+
+class _LeasesOnly(Records):
+    """A broken table that finds a write record by its lease alone, so
+    that a lease presented with another key sends that key's handle."""
+
+    def write_handles(self, keys, leases):
+        by_lease = {lease: h for (_, lease), h in self.writes.items()}
+        try:
+            return array("I", map(by_lease.__getitem__, leases))
+        except KeyError:
+            return None
+
+
+class _SharedTable(HandleTable):
+    """A broken client whose connections share one table."""
+
+    shared = None
+
+    def __new__(cls):
+        if cls.shared is None:
+            cls.shared = HandleTable()
+        return cls.shared
+
+
+def _broken_table(cls):
+    if cls is _SharedTable:
+        cls.shared = None
+    if issubclass(cls, Records):
+        return mock.patch.object(handles, "Records", cls)
+    return mock.patch.object(client_module, "HandleTable", cls)
+
+
+class TestHandleTableBites(test_handles_daemon.TestCallsByHandle):
+    """The checks of test_handles_daemon against broken handle tables."""
+
+    def random_script(self):
+        t = test_handles_daemon.TestSameAnswersInBothVersions(
+            "test_random_script")
+        t.daemon = self.daemon
+        try:
+            with self.assertRaises(AssertionError) as cm:
+                t.test_random_script()
+        finally:
+            t.doCleanups()
+        return str(cm.exception)
+
+    def test_a_stale_handle_differs_from_version_1(self):
+        # The broken table sends freed handles: the daemon answers
+        # NOT_OWNER where version 1's call by key is OK.
+        with _broken_table(_StaleHandles):
+            self.assertIn("NOT_OWNER", self.random_script())
+
+    def test_reads_never_freed(self):
+        with _broken_table(_ReadsNeverFreed):
+            self.random_script()
+
+    def test_batches_never_freed(self):
+        with _broken_table(_BatchesNeverFreed):
+            self.c.connect()
+            with self.assertRaises(AssertionError):
+                super().test_a_cycle_of_5700_keys()
+
+    def test_a_table_that_ignores_the_keys(self):
+        with _broken_table(_LeasesOnly):
+            self.c.connect()
+            with self.assertRaises(AssertionError):
+                super().test_a_key_with_another_keys_lease()
+
+    def test_one_table_for_two_connections(self):
+        with _broken_table(_SharedTable):
+            self.c.connect()
+            with self.assertRaises(AssertionError):
+                super().test_two_connections()
+
+    test_every_call_by_handle = test_a_lease_not_held_goes_by_key = None
+    test_a_handle_after_a_forced_delete_by_another_connection = None
+    test_a_cycle_of_5700_keys = test_two_connections = None
+    test_a_key_with_another_keys_lease = None
 
 
 class TestKilledClientBites(test_failures.TestKilledClient):

@@ -12,10 +12,12 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 from kvalloc import (Client, ConnectionLostError, DeadlineExceededError,
                      FrameError, KeyBatch, KvallocError, MessageType,
                      ObjectKey)
+from kvalloc.client import PROTOCOL_ENV
 from kvalloc.enums import Code
 from kvalloc.protocol import Answer, decode_request, encode_answer
 from kvalloc.results import Hello, Result, Results
@@ -46,23 +48,28 @@ def _recv_frame(s: socket.socket) -> bytes:
 
 
 def _hello_answer(id_: int = 1, **kw) -> bytes:
-    h = dict(version=1, max_keys=1 << 16, max_frame=16 << 20,
-             pool_size=POOL, align=4096)
+    h = dict(version=2, max_keys=1 << 16, max_frame=16 << 20,
+             pool_size=POOL, align=4096, versions=0b110)
     h.update(kw)
     return encode_answer(Answer(MessageType.HELLO, id_, Code.OK, EPOCH,
-                                hello=Hello(**h)))
+                                hello=Hello(**h)), version=2)
 
 
 class Fake:
-    """One connection served by ``script(sock)`` on a thread."""
+    """One connection served by ``script(sock)`` on a thread, after the
+    refused hellos of the versions it does not speak."""
 
-    def __init__(self, script, fd: bool = True, hello: bytes = None):
+    def __init__(self, script, fd: bool = True, hello: bytes = None,
+                 versions=(1, 2)):
         self.dir = tempfile.mkdtemp()
         self.path = os.path.join(self.dir, "fake.sock")
         self.ls = socket.socket(socket.AF_UNIX)
         self.ls.bind(self.path)
-        self.ls.listen(1)
+        self.ls.listen(2)
         self.script, self.fd, self.hello = script, fd, hello
+        self.versions = versions
+        #: The version of each hello received, in order.
+        self.hellos = []
         self.error = None
         self.t = threading.Thread(target=self._serve, daemon=True)
         self.t.start()
@@ -70,23 +77,38 @@ class Fake:
     def _serve(self):
         _END.clear()
         try:
-            s, _ = self.ls.accept()
-            with s:
-                decode_request(_recv_frame(s))
-                ans = self.hello if self.hello is not None else \
-                    _hello_answer()
-                if self.fd:
-                    mfd = os.memfd_create("fake-pool")
-                    os.ftruncate(mfd, POOL)
-                    socket.send_fds(s, [ans[:1]], [mfd])
-                    os.close(mfd)
-                    s.sendall(ans[1:])
-                else:
-                    s.sendall(ans)
-                if self.script:
-                    self.script(s)
+            while self._serve_one():
+                pass
         except Exception as e:  # the test reports it
             self.error = e
+
+    def _serve_one(self) -> bool:
+        """Serve one connection; True when it was refused for its
+        version, and the next one is to be served."""
+        s, _ = self.ls.accept()
+        with s:
+            q = decode_request(_recv_frame(s), version=2)
+            self.hellos.append(q.version)
+            if q.version not in self.versions:
+                s.sendall(encode_answer(Answer(
+                    MessageType.HELLO, q.id, Code.BAD_VERSION, EPOCH,
+                    message=f"protocol version {q.version}; this daemon "
+                    f"speaks {list(self.versions)}")))
+                return True
+            ans = self.hello if self.hello is not None else \
+                _hello_answer(version=q.version,
+                              versions=0b110 if q.version == 2 else 0)
+            if self.fd:
+                mfd = os.memfd_create("fake-pool")
+                os.ftruncate(mfd, POOL)
+                socket.send_fds(s, [ans[:1]], [mfd])
+                os.close(mfd)
+                s.sendall(ans[1:])
+            else:
+                s.sendall(ans)
+            if self.script:
+                self.script(s)
+        return False
 
     def close(self):
         _END.set()
@@ -96,12 +118,24 @@ class Fake:
         os.rmdir(self.dir)
 
 
+def no_protocol_env(test: unittest.TestCase) -> None:
+    """Run ``test`` without ``$KVALLOC_PROTOCOL_VERSION``: a Client made
+    without ``protocol`` then asks for 2 and falls back to 1."""
+    p = mock.patch.dict(os.environ)
+    p.start()
+    test.addCleanup(p.stop)
+    os.environ.pop(PROTOCOL_ENV, None)
+
+
 def _answer_next(s, make):
-    q = decode_request(_recv_frame(s))
+    q = decode_request(_recv_frame(s), version=2)
     s.sendall(make(q))
 
 
 class TestFakeDaemon(unittest.TestCase):
+
+    def setUp(self):
+        no_protocol_env(self)
 
     def run_case(self, script, exc, fd=True, hello=None, call="ping",
                  within=2.0):
@@ -138,7 +172,19 @@ class TestFakeDaemon(unittest.TestCase):
         self.assertIn("file descriptor", str(e))
 
     def test_hello_of_another_version(self):
-        self.run_case(None, FrameError, hello=_hello_answer(version=2))
+        # The answer must confirm the version the hello asked for, and a
+        # version 2 answer must say the daemon speaks 2.
+        for asked, kw in ((2, dict(version=1, versions=0)),
+                          (2, dict(version=3)),
+                          (2, dict(versions=0b010)),
+                          (1, dict(version=2, versions=0))):
+            with self.subTest(asked=asked, answer=kw):
+                f = Fake(None, hello=_hello_answer(**kw))
+                self.addCleanup(f.close)
+                with self.assertRaises(FrameError) as cm:
+                    Client(f.path, timeout=0.5, protocol=asked).close()
+                self.assertEqual(cm.exception.code, Code.BAD_VERSION)
+                self.assertEqual(f.hellos, [asked])
 
     def test_hello_with_no_pool(self):
         self.run_case(None, FrameError, hello=_hello_answer(pool_size=0))

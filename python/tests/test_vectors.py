@@ -3,7 +3,7 @@
 import copy
 import unittest
 
-from kvalloc.enums import Code, MessageType
+from kvalloc.enums import Code, Flag, MessageType
 
 from vectors import VectorMismatch, check_vector, load
 
@@ -32,6 +32,25 @@ class TestVectors(unittest.TestCase):
         self.assertEqual(refused, {"BAD_FRAME", "TOO_LARGE", "UNKNOWN_TYPE",
                                    "BAD_VERSION"})
         self.assertGreaterEqual(len(self.vectors), 40)
+
+    def test_version_2_is_covered(self):
+        # Every type that goes by handle has a v2_ request by handle, the
+        # results answers carry handles, and the refusals of PROTOCOL.md
+        # are there.
+        v2 = {v["name"]: v for v in self.vectors if v.get("version") == 2}
+        by_handle = {v["message"]["type"] for v in v2.values()
+                     if v["kind"] == "request" and "message" in v
+                     and v["message"].get("flags", 0) & Flag.HANDLES}
+        self.assertEqual(by_handle, {t.wire_name for t in MessageType
+                                     if t.by_handle})
+        self.assertTrue(any(r.get("handle") for v in v2.values()
+                            for r in v.get("message", {}).get("results", [])))
+        names = {v["name"] for v in self.vectors}
+        self.assertLessEqual({"v2_hello", "v2_hello_answer",
+                              "bad_v1_handles_flag", "bad_v1_result_handle",
+                              "bad_v2_hello_version_3"}, names)
+        self.assertGreaterEqual(sum(n.startswith("bad_v2_") for n in names),
+                                5)
 
 
 class TestVectorsBite(unittest.TestCase):
@@ -92,11 +111,29 @@ class TestVectorsBite(unittest.TestCase):
                     self.assertMismatch(dict(v, error=c.name))
 
     def test_every_refused_frame_made_good(self):
-        ping = next(v for v in self.vectors if v["name"] == "ping")
+        ping = {v["kind"]: v["frame"] for v in self.vectors
+                if v["name"] in ("ping", "ping_answer")}
         for v in self.vectors:
             if "error" in v:
                 with self.subTest(v["name"]):
-                    self.assertMismatch(dict(v, frame=ping["frame"]))
+                    self.assertMismatch(dict(v, frame=ping[v["kind"]]))
+
+    def test_every_version_2_vector_needs_version_2(self):
+        # Each v2_ entry of what version 2 adds (a hello of version 2, a
+        # call by handle, versions, a result's handle) is refused, or
+        # decodes to another message, under version 1's rules.
+        n = 0
+        for v in self.vectors:
+            m = v.get("message", {})
+            if v.get("version") != 2 or not (
+                    m.get("version") == 2 or m.get("flags", 0) & Flag.HANDLES
+                    or m.get("hello", {}).get("versions")
+                    or any(r.get("handle") for r in m.get("results", []))):
+                continue
+            n += 1
+            with self.subTest(v["name"]):
+                self.assertMismatch(dict(v, version=1))
+        self.assertGreaterEqual(n, 10)
 
 
 def _leaves(m, path=()):

@@ -3,8 +3,9 @@
 :func:`check_vector` decodes a vector's frame with the Python codec and
 compares it with the vector's message (or its error code), then encodes the
 message and compares the bytes; any difference raises
-:class:`VectorMismatch`. The JSON forms are the ones ``PROTOCOL.md``
-("Conformance vectors") describes.
+:class:`VectorMismatch`. A vector with ``"version": 2`` is checked with the
+codec of a version 2 connection, any other with version 1's. The JSON
+forms are the ones ``PROTOCOL.md`` ("Conformance vectors") describes.
 """
 
 import json
@@ -12,7 +13,7 @@ import os
 from typing import Any, Dict, List
 
 from kvalloc.enums import Code, MessageType, Status
-from kvalloc.errors import FrameError
+from kvalloc.errors import FrameError, InvalidArgumentError
 from kvalloc.keys import ObjectKey
 from kvalloc.protocol import (Answer, Request, decode_answer, decode_request,
                               encode_answer, encode_request)
@@ -65,7 +66,7 @@ def request_json(q: Request) -> Dict[str, Any]:
                   "kv_rank": k.kv_rank, "group_id": k.group_id,
                   "cache_salt": k.cache_salt} for k in q.keys],
         "temporary": list(q.temporary), "positions": list(q.positions),
-        "leases": list(q.leases),
+        "handles": list(q.handles), "leases": list(q.leases),
     }, keep=("type", "id", "epoch"))
 
 
@@ -80,7 +81,7 @@ def request_from_json(m: Dict[str, Any]) -> Request:
                         k["kv_rank"], k["group_id"], k["cache_salt"])
               for k in m.get("keys", [])],
         temporary=m.get("temporary", []), positions=m.get("positions", []),
-        leases=m.get("leases", []))
+        leases=m.get("leases", []), handles=m.get("handles", []))
 
 
 def answer_json(a: Answer) -> Dict[str, Any]:
@@ -90,16 +91,19 @@ def answer_json(a: Answer) -> Dict[str, Any]:
                          "message": a.message, "prefix": a.prefix}
     if a.code is Code.OK:
         if a.hello is not None:
-            d["hello"] = a.hello._asdict()
+            d["hello"] = _drop_empty(a.hello._asdict(), keep=(
+                "version", "max_keys", "max_frame", "pool_size", "align"))
         if a.stats is not None:
             d["stats"] = a.stats._asdict()
         if a.lookup is not None:
             d["lookup"] = a.lookup._asdict()
         if a.results is not None:
-            d["results"] = [{"status": _status_name(r.status),
-                             "offset": r.offset, "size": r.size,
-                             "gen": r.gen, "lease": r.lease}
-                            for r in a.results]
+            d["results"] = [_drop_empty(
+                {"status": _status_name(r.status), "offset": r.offset,
+                 "size": r.size, "gen": r.gen, "lease": r.lease,
+                 "handle": r.handle},
+                keep=("status", "offset", "size", "gen", "lease"))
+                for r in a.results]
         if a.statuses is not None:
             d["statuses"] = [_status_name(s) for s in a.statuses.raw]
     return _drop_empty(d, keep=("type", "id", "code", "epoch", "hello"))
@@ -122,7 +126,8 @@ def answer_from_json(m: Dict[str, Any]) -> Answer:
     if t.has_results:
         a.results = Results.from_list(
             [Result(_status(r["status"]), r["offset"], r["size"], r["gen"],
-                    r["lease"]) for r in m.get("results", [])],
+                    r["lease"], r.get("handle", 0))
+             for r in m.get("results", [])],
             m.get("prefix", 0))
     if t.has_statuses:
         a.statuses = StatusList(bytes(_status(s)
@@ -134,10 +139,12 @@ def check_vector(v: Dict[str, Any]) -> None:
     """Raise :class:`VectorMismatch` unless the codec agrees with ``v``."""
     frame = bytes.fromhex(v["frame"])
     request = v["kind"] == "request"
+    version = v.get("version", 1)
     decode = decode_request if request else decode_answer
+    encode = encode_request if request else encode_answer
     if "error" in v:
         try:
-            decode(frame)
+            decode(frame, version)
         except FrameError as e:
             if e.code.name != v["error"]:
                 raise VectorMismatch(f"{v['name']}: refused with "
@@ -146,7 +153,7 @@ def check_vector(v: Dict[str, Any]) -> None:
             return
         raise VectorMismatch(f"{v['name']}: decoded, want {v['error']}")
     try:
-        msg = decode(frame)
+        msg = decode(frame, version)
     except FrameError as e:
         raise VectorMismatch(f"{v['name']}: refused: {e}") from None
     got = request_json(msg) if request else answer_json(msg)
@@ -154,11 +161,15 @@ def check_vector(v: Dict[str, Any]) -> None:
         raise VectorMismatch(f"{v['name']}: decoded\n{got}\nwant\n"
                              f"{v['message']}")
     want = (request_from_json if request else answer_from_json)(v["message"])
-    enc = (encode_request if request else encode_answer)(want)
+    try:
+        enc = encode(want, version)
+    except InvalidArgumentError as e:
+        raise VectorMismatch(f"{v['name']}: refused to encode: {e}"
+                             ) from None
     if enc != frame:
         raise VectorMismatch(f"{v['name']}: encoded\n{enc.hex()}\nwant\n"
                              f"{frame.hex()}")
-    again = (encode_request if request else encode_answer)(msg)
+    again = encode(msg, version)
     if again != frame:
         raise VectorMismatch(f"{v['name']}: re-encoded the decoded message "
                              f"to\n{again.hex()}\nwant\n{frame.hex()}")

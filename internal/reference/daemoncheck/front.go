@@ -34,12 +34,22 @@ import (
 // it are those whose checks do not depend on those answers (the
 // ReserveWrite properties: prefix maximality, request-order locking, tail
 // OOM statuses, no leak, and the contract tests of internal/suite).
-func Front() l1check.Variant {
-	return l1check.Variant{Front: newFront}
+//
+// Its client speaks the highest protocol version both sides speak
+// (version 2, key handles); FrontVersion picks one.
+func Front() l1check.Variant { return FrontVersion(0) }
+
+// FrontVersion is Front with a client that speaks protocol version
+// (client.Options.Version; 0 is the default): the suites run through both
+// versions, whose answers must be the same.
+func FrontVersion(version uint32) l1check.Variant {
+	return l1check.Variant{Front: func(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
+		return newFront(m, a, version)
+	}}
 }
 
-func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manager, *allocator.Allocator, func(), error) {
-	f, fa, closeFront, err := startFront(m, a, server.L2Config{})
+func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator, version uint32) (l1check.Manager, *allocator.Allocator, func(), error) {
+	f, fa, closeFront, err := startFront(m, a, server.L2Config{}, version)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -47,8 +57,9 @@ func newFront(m *l1.Manager[l1check.Key], a *allocator.Allocator) (l1check.Manag
 }
 
 // startFront starts a daemon of m's configuration over a pool of a's
-// capacity and alignment, with the L2 tier l2c, and connects to it.
-func startFront(m *l1.Manager[l1check.Key], a *allocator.Allocator, l2c server.L2Config) (*front, *allocator.Allocator, func(), error) {
+// capacity and alignment, with the L2 tier l2c, and connects to it with
+// a client of protocol version (0: the client's default).
+func startFront(m *l1.Manager[l1check.Key], a *allocator.Allocator, l2c server.L2Config, version uint32) (*front, *allocator.Allocator, func(), error) {
 	path, err := socketPath()
 	if err != nil {
 		return nil, nil, nil, err
@@ -62,7 +73,7 @@ func startFront(m *l1.Manager[l1check.Key], a *allocator.Allocator, l2c server.L
 		return nil, nil, nil, err
 	}
 	go srv.Serve()
-	c, err := client.Dial(path, client.Options{Timeout: time.Minute})
+	c, err := client.Dial(path, client.Options{Timeout: time.Minute, Version: version})
 	if err != nil {
 		srv.Close()
 		return nil, nil, nil, err

@@ -48,7 +48,7 @@ func FrontL2(url string) l1check.Variant {
 			r.Close()
 			return nil, nil, nil, err
 		}
-		f, fa, closeFront, err := startFront(m, a, server.L2Config{Store: tier, Workers: 1, Batch: 1})
+		f, fa, closeFront, err := startFront(m, a, server.L2Config{Store: tier, Workers: 1, Batch: 1}, 0)
 		if err != nil {
 			return nil, nil, nil, err
 		}

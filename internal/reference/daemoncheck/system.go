@@ -64,6 +64,10 @@ type Setup struct {
 	// worker copying one object a call, so that its calls follow the
 	// finishes in order, and one get per prefetch.
 	L2 bool
+	// Version is the protocol version the clients speak
+	// (client.Options.Version): 0, the default, is version 2, with key
+	// handles; wire.Version is version 1. The model is the same for both.
+	Version uint32
 }
 
 // Variant replaces parts of a System; the zero Variant is the real thing.
@@ -171,7 +175,7 @@ func (s *System) Advance(d time.Duration) {
 }
 
 func (s *System) dial(i int) error {
-	c, err := client.Dial(s.path, client.Options{Timeout: time.Minute})
+	c, err := client.Dial(s.path, client.Options{Timeout: time.Minute, Version: s.Setup.Version})
 	if err != nil {
 		return err
 	}

@@ -71,3 +71,21 @@ func (d *BorrowWrites) DecodeRequest(frame []byte, q *wire.Request) error {
 	}
 	return nil
 }
+
+// HandlesInV1 is a decoder of a version 1 connection that decodes as a
+// version 2 one would: it accepts calls by handle (wire.FlagHandles), the
+// handles of results and the versions of a hello answer, which version 1
+// reserves.
+type HandlesInV1 struct{ d wire.Decoder }
+
+// DecodeRequest decodes with version 2's rules.
+func (m *HandlesInV1) DecodeRequest(frame []byte, q *wire.Request) error {
+	m.d.Version = wire.Version2
+	return m.d.DecodeRequest(frame, q)
+}
+
+// DecodeAnswer likewise.
+func (m *HandlesInV1) DecodeAnswer(frame []byte, a *wire.Answer) error {
+	m.d.Version = wire.Version2
+	return m.d.DecodeAnswer(frame, a)
+}
