@@ -63,13 +63,13 @@ func startVersion1Daemon(t *testing.T) (string, <-chan uint32) {
 	return f.path, versions
 }
 
-// TestDialFallsBackToVersion1: against a daemon of version 1, Dial's
-// version 2 hello is refused BAD_VERSION and it connects again with
-// version 1; with Options.Version 2 it does not, and says why.
+// TestDialFallsBackToVersion1: against a daemon of version 1, a Dial that
+// asks for version 2 is refused BAD_VERSION and connects again with
+// version 1; the default asks for version 1 at once.
 func TestDialFallsBackToVersion1(t *testing.T) {
 	t.Setenv("KVALLOC_PROTOCOL_VERSION", "") // the default, whatever the suite runs under
 	path, versions := startVersion1Daemon(t)
-	c, err := client.Dial(path, client.Options{Timeout: 10 * time.Second})
+	c, err := client.Dial(path, client.Options{Timeout: 10 * time.Second, Version: wire.Version2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +83,13 @@ func TestDialFallsBackToVersion1(t *testing.T) {
 	if err := c.Ping(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.Dial(path, client.Options{Timeout: 10 * time.Second, Version: wire.Version2})
-	if !errors.Is(err, wire.ErrBadVersion) {
-		t.Fatalf("insisting on version 2: %v, want BAD_VERSION", err)
+	d, err := client.Dial(path, client.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if v := <-versions; d.Version() != wire.Version || v != wire.Version {
+		t.Fatalf("the default spoke version %d after a hello of version %d, want 1 and 1", d.Version(), v)
 	}
 	if _, err := client.Dial(path, client.Options{Version: 3}); !errors.Is(err, wire.ErrInvalidArgument) {
 		t.Fatalf("version 3: %v", err)

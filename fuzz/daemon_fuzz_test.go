@@ -88,8 +88,9 @@ func decodeDaemonOps(data []byte) (daemoncheck.Setup, []daemoncheck.Op) {
 		setup.WriteTTL, setup.ReadTTL = 60*time.Second, 30*time.Second
 	}
 	setup.L2 = h[3]&2 != 0
+	setup.Version = wire.Version2 // the clients speak version 2, by handle
 	if h[3]&4 != 0 {
-		setup.Version = wire.Version // the clients speak version 1; else 2, by handle
+		setup.Version = wire.Version // version 1
 	}
 	var ops []daemoncheck.Op
 	for rest := data[min(len(data), daemonHeader):]; len(rest) >= daemonRecord && len(ops) < daemonMaxOps; rest = rest[daemonRecord:] {

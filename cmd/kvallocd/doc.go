@@ -128,7 +128,7 @@
 //	                      start cold, and say why, when that fails
 //	-log-level level      debug, info, warn or error (default info)
 //	-version              print the module version (and the checkout's revision when built from one),
-//	                      the Go toolchain and the protocol version, and exit
+//	                      the Go toolchain and the protocol versions, and exit
 //
 // It installs with go install github.com/kvalloc/kvalloc/cmd/kvallocd@latest
 // (Linux only); kvallocd -version then names the module version installed.

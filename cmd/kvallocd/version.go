@@ -58,6 +58,6 @@ func formatVersion(info *debug.BuildInfo, ok bool) string {
 		}
 	}
 	fmt.Fprintf(&b, "go       %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "protocol %d (magic %q; wire/PROTOCOL.md)\n", wire.MaxVersion, wire.Magic)
+	fmt.Fprintf(&b, "protocol %d to %d (magic %q; wire/PROTOCOL.md)\n", wire.Version, wire.MaxVersion, wire.Magic)
 	return b.String()
 }

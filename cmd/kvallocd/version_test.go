@@ -28,7 +28,7 @@ func TestVersionFlag(t *testing.T) {
 		t.Fatalf("-version: exit %d, %s", code, errOut.String())
 	}
 	for _, want := range []string{"kvallocd ", "module   github.com/kvalloc/kvalloc ", "go       go1.",
-		fmt.Sprintf("protocol %d ", wire.MaxVersion)} {
+		fmt.Sprintf("protocol %d to %d ", wire.Version, wire.MaxVersion)} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-version lacks %q:\n%s", want, out.String())
 		}
@@ -47,7 +47,7 @@ func TestFormatVersion(t *testing.T) {
 			{Key: "vcs.time", Value: "2026-12-01T12:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
 	got := formatVersion(info, true)
 	for _, want := range []string{"kvallocd v0.0.0-20261201120000-0123456789ab+dirty\n",
-		"vcs      git 0123456789abcdef 2026-12-01T12:00:00Z (modified)\n", fmt.Sprintf("protocol %d ", wire.MaxVersion)} {
+		"vcs      git 0123456789abcdef 2026-12-01T12:00:00Z (modified)\n", fmt.Sprintf("protocol %d to %d ", wire.Version, wire.MaxVersion)} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q:\n%s", want, got)
 		}
@@ -115,7 +115,7 @@ func TestGoInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kvallocd -version: %v\n%s", err, out)
 	}
-	for _, want := range []string{"kvallocd " + ver + "\n", "module   " + mod + " " + ver + " h1:", fmt.Sprintf("protocol %d ", wire.MaxVersion)} {
+	for _, want := range []string{"kvallocd " + ver + "\n", "module   " + mod + " " + ver + " h1:", fmt.Sprintf("protocol %d to %d ", wire.Version, wire.MaxVersion)} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the installed kvallocd's -version lacks %q:\n%s", want, out)
 		}

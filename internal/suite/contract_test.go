@@ -29,7 +29,7 @@ var fronts = []struct {
 }{
 	{"in-process", func(*testing.T) l1check.Variant { return l1check.Variant{} }},
 	{"daemon", func(*testing.T) l1check.Variant { return daemoncheck.Front() }},
-	{"daemon-v1", func(*testing.T) l1check.Variant { return daemoncheck.FrontVersion(wire.Version) }},
+	{"daemon-v2", func(*testing.T) l1check.Variant { return daemoncheck.FrontVersion(wire.Version2) }},
 	{"daemon+l2", func(t *testing.T) l1check.Variant {
 		return daemoncheck.FrontL2(rediscluster.NewServer(t, rediscluster.Options{}).URL())
 	}},

@@ -35,8 +35,8 @@ import (
 // ReserveWrite properties: prefix maximality, request-order locking, tail
 // OOM statuses, no leak, and the contract tests of internal/suite).
 //
-// Its client speaks the highest protocol version both sides speak
-// (version 2, key handles); FrontVersion picks one.
+// Its client speaks the client's default protocol version
+// (client.DefaultVersion, version 1); FrontVersion picks one.
 func Front() l1check.Variant { return FrontVersion(0) }
 
 // FrontVersion is Front with a client that speaks protocol version

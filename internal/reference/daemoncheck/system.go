@@ -65,8 +65,9 @@ type Setup struct {
 	// finishes in order, and one get per prefetch.
 	L2 bool
 	// Version is the protocol version the clients speak
-	// (client.Options.Version): 0, the default, is version 2, with key
-	// handles; wire.Version is version 1. The model is the same for both.
+	// (client.Options.Version): 0, the default, is client.DefaultVersion,
+	// version 1; wire.Version2 is version 2, with key handles. The model is
+	// the same for both.
 	Version uint32
 }
 
