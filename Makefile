@@ -165,7 +165,8 @@ unit-invariants:
 # PYTHON runs the Python client's tests: CPython 3.9 or later, nothing
 # installed. python-test builds kvallocd and the tests' Go helper into a
 # temporary directory and runs python/tests with python3 -m unittest against
-# daemons the tests start, twice: with the clients asking for protocol
+# daemons the tests start, twice at once (the suite mostly waits on its
+# daemons, so the two runs share the cores well): with the clients asking for protocol
 # version 2 (key handles), then, with KVALLOC_PROTOCOL_VERSION=1 (which the
 # Python and the Go client both read), for version 1. It fails
 # if one of those daemons outlives the tests. A missing or old PYTHON
@@ -181,9 +182,13 @@ python-test:
 	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	  $(GO) build -o "$$d/kvallocd" ./cmd/kvallocd && \
 	  $(GO) build -o "$$d/goclient" ./python/tests/goclient && \
-	  for v in 2 1; do echo "python-test: protocol version $$v"; \
+	  for v in 2 1; do \
 	    (cd python && KVALLOC_PROTOCOL_VERSION=$$([ $$v = 1 ] && echo 1) KVALLOC_DAEMON="$$d/kvallocd" KVALLOC_GOCLIENT="$$d/goclient" TMPDIR="$$d" \
-	      $(PYTHON) -W error::ResourceWarning -m unittest discover -s tests) || exit 1; done; \
+	      $(PYTHON) -W error::ResourceWarning -m unittest discover -s tests) >"$$d/python-v$$v.log" 2>&1 & \
+	    eval "pid$$v=$$!"; done; \
+	  fail=0; for v in 2 1; do eval "wait \$$pid$$v" || fail=1; \
+	    echo "python-test: protocol version $$v"; cat "$$d/python-v$$v.log"; done; \
+	  [ $$fail = 0 ] || exit 1; \
 	  if pgrep -f "$$d/kvallocd" >/dev/null; then \
 	    echo "python-test: FAIL: a kvallocd the tests started outlived them"; \
 	    pkill -KILL -f "$$d/kvallocd"; exit 1; fi
