@@ -17,21 +17,24 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
+// frontProps are the ReserveWrite properties that every front end runs.
+var frontProps = []struct {
+	name  string
+	check func(*l1check.Observation) error
+}{
+	{"prefix-maximality", l1check.CheckPrefixMaximal},
+	{"request-order-locking", l1check.CheckRequestOrder},
+	{"tail-oom-statuses", l1check.CheckTailOOM},
+	{"no-leak", l1check.CheckNoLeak},
+}
+
 // TestPropThroughDaemon: one suite, two front ends. The ReserveWrite
 // properties above, run again with a daemon between them and the manager:
 // the starting state is built and the request sent through a client
 // connection (package client, over a Unix socket), and the checks read the
 // daemon's manager and allocator (daemoncheck.Front).
 func TestPropThroughDaemon(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		check func(*l1check.Observation) error
-	}{
-		{"prefix-maximality", l1check.CheckPrefixMaximal},
-		{"request-order-locking", l1check.CheckRequestOrder},
-		{"tail-oom-statuses", l1check.CheckTailOOM},
-		{"no-leak", l1check.CheckNoLeak},
-	} {
+	for _, c := range frontProps {
 		t.Run(c.name, func(t *testing.T) {
 			check(t, reserveProp(c.check, daemoncheck.Front()), params(t, 150, 40))
 		})
@@ -52,15 +55,7 @@ func TestPropThroughDaemon(t *testing.T) {
 // cases whose preparation loaded keys from L2, and fails if none did.
 func TestPropThroughDaemonL2(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
-	for _, c := range []struct {
-		name  string
-		check func(*l1check.Observation) error
-	}{
-		{"prefix-maximality", l1check.CheckPrefixMaximal},
-		{"request-order-locking", l1check.CheckRequestOrder},
-		{"tail-oom-statuses", l1check.CheckTailOOM},
-		{"no-leak", l1check.CheckNoLeak},
-	} {
+	for _, c := range frontProps {
 		t.Run(c.name, func(t *testing.T) {
 			var cases, loaded, keys atomic.Uint64
 			prepared := func(sys *l1check.System) {

@@ -351,18 +351,26 @@ func v2Answers() []struct {
 	}
 }
 
-// v2Malformed lists the frames a version 2 decoder must refuse, and the
-// version 2 frames a version 1 decoder must refuse.
-func v2Malformed(t testing.TB) []vector {
+// requestEncoder returns a function that encodes a request, failing t on
+// an error.
+func requestEncoder(t testing.TB) func(wire.Request) []byte {
 	var e wire.Encoder
-	enc := func(q wire.Request) []byte {
+	return func(q wire.Request) []byte {
 		b, err := e.AppendRequest(nil, &q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	edit := func(b []byte, f func([]byte) []byte) []byte { return f(slices.Clone(b)) }
+}
+
+// edit returns f applied to a copy of b.
+func edit(b []byte, f func([]byte) []byte) []byte { return f(slices.Clone(b)) }
+
+// v2Malformed lists the frames a version 2 decoder must refuse, and the
+// version 2 frames a version 1 decoder must refuse.
+func v2Malformed(t testing.TB) []vector {
+	enc := requestEncoder(t)
 	fw := enc(wire.Request{Type: wire.TypeFinishWrite, ID: 7, Epoch: vecEpoch, Handles: []uint32{1, 2}, Leases: []l1.Lease{100, 101}})
 	rr := enc(wire.Request{Type: wire.TypeReserveRead, ID: 10, Epoch: vecEpoch, Locks: 1, Keys: []l1.ObjectKey{keyA}})
 	var ea wire.Encoder
@@ -409,15 +417,7 @@ func v2Malformed(t testing.TB) []vector {
 
 // malformed lists frames a decoder must refuse, and with which code.
 func malformed(t testing.TB) []vector {
-	var e wire.Encoder
-	enc := func(q wire.Request) []byte {
-		b, err := e.AppendRequest(nil, &q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	edit := func(b []byte, f func([]byte) []byte) []byte { return f(slices.Clone(b)) }
+	enc := requestEncoder(t)
 	rw := enc(wire.Request{Type: wire.TypeReserveWrite, ID: 4, Epoch: vecEpoch, Size: mib8, Keys: []l1.ObjectKey{keyA, keyB}})
 	fw := enc(wire.Request{Type: wire.TypeFinishWrite, ID: 7, Epoch: vecEpoch, Keys: []l1.ObjectKey{keyA}, Leases: []l1.Lease{1}})
 	tmp := enc(wire.Request{Type: wire.TypeReserveWrite, ID: 5, Epoch: vecEpoch, Size: 64, Keys: []l1.ObjectKey{keyA}, Temporary: []bool{true}})
