@@ -494,10 +494,12 @@ func (c *conn) end(why string, ended time.Time) {
 	s.bugEnd()
 	s.gate.Unlock()
 	released := time.Now()
-	c.c.Close()
+	// Counted before the close, so that a peer that has seen the socket
+	// close finds the release in the daemon's stats.
 	s.releasedWrites.Add(uint64(writes))
 	s.releasedReads.Add(uint64(reads))
 	s.relBytes.Add(uint64(max(freed, 0)))
+	c.c.Close()
 	r := CloseRecord{ID: c.id, Peer: c.peer, Ended: ended, Released: released, Writes: writes, ReadLocks: reads, Bytes: max(freed, 0), Why: why}
 	lvl := s.log.Debug
 	if writes > 0 || reads > 0 {
