@@ -168,7 +168,11 @@ func TestBufferWaitEndsAtShutdown(t *testing.T) {
 		}
 	}
 	b.send(b.frame(wire.Request{Type: wire.TypeReserveWrite, ID: 5, Epoch: b.epoch, Size: 4096, Keys: keys("wait", 3000)}))
-	time.Sleep(100 * time.Millisecond) // b waits for budget
+	for deadline := time.Now().Add(10 * time.Second); server.BufferWaiters(s) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never waited for the budget")
+		}
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	t0 := time.Now()

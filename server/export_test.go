@@ -50,3 +50,10 @@ func L2PutKeepsRead(s *Server) { s.l2PutKeepsRead.Store(true) }
 // a key whose value missed or failed its checks included: the bug the
 // ownership model's bite test must catch.
 func L2PublishUnchecked(s *Server) { s.l2PublishUnchecked.Store(true) }
+
+// BufferWaiters is how many requests wait for frame buffers now.
+func BufferWaiters(s *Server) int {
+	s.bufs.mu.Lock()
+	defer s.bufs.mu.Unlock()
+	return s.bufs.waiters
+}

@@ -34,6 +34,17 @@ class TestFailureAfterSend(DaemonTest):
                             "the daemon did not see the client close")
             time.sleep(0.005)
 
+    def wait_for(self, done):
+        """The watch's stats once done(stats) holds, within 5 s."""
+        deadline = time.monotonic() + 5
+        while True:
+            s = self.watch.stats()
+            if done(s):
+                return s
+            self.assertLess(time.monotonic(), deadline,
+                            "the daemon did not release the connection")
+            time.sleep(0.005)
+
     def fail_after_send(self, where: str, exc: BaseException,
                         raised: type) -> None:
         c = self.daemon.client()
@@ -64,7 +75,11 @@ class TestFailureAfterSend(DaemonTest):
         with self.assertRaisesRegex(ConnectionLostError, "closed"):
             c.finish_write(kb, res)
         self.wait_closed(before.conns_closed)
-        s = self.watch.stats()
+        # The close counted above may be another connection's (the
+        # daemon's start check, a subtest's): wait for this one's release.
+        s = self.wait_for(lambda s: s.write_locked == 0 and (
+            where != "send"
+            or s.released_writes - before.released_writes >= len(kb)))
         self.assertEqual(s.write_locked, 0)
         if where == "send":
             # The half frame was never carried out: the daemon aborted

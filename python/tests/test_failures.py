@@ -32,23 +32,38 @@ class TestKilledClient(DaemonTest):
         self.assertEqual(line, b"ready\n", "the child did not get ready")
         return p
 
-    def kill_child(self, mode: str, n: int) -> float:
+    def setUp(self):
+        super().setUp()
+        # A connection of its own that stays open, so that its close is
+        # never the one a wait below sees (the Go helper's connections
+        # close after they answer, and are counted a moment later).
+        self.watch = self.daemon.client()
+        self.addCleanup(self.watch.close)
+
+    def kill_child(self, mode: str, n: int, released) -> float:
         """Run child.py in ``mode``, SIGKILL it once ready; seconds until
-        the daemon counts its connection closed."""
-        before = self.daemon.go_stats()["conns_closed"]
+        the daemon holds no connection but the watch's and ``released``
+        (given the stats before and now) holds."""
+        before = self.watch.stats()
         p = self.start_child(mode, n)
         p.kill()
         killed = time.monotonic()
         p.wait(10)
-        while self.daemon.go_stats()["conns_closed"] == before:
-            self.assertLess(time.monotonic() - killed, 1.0,
-                            "the daemon did not see the death within 1 s")
+        while True:
+            now = self.watch.stats()
+            # Every connection but the watch's ended and was released.
+            if now.conns_open == 1 and released(before, now):
+                return time.monotonic() - killed
+            self.assertLess(time.monotonic() - killed, 5.0,
+                            "the daemon did not release the dead client "
+                            "within 5 s")
             time.sleep(0.005)
-        return time.monotonic() - killed
 
     def test_mid_write(self):
         n = 32
-        self.kill_child("write", n)
+        self.kill_child("write", n, lambda b, s: (
+            s.released_writes - b.released_writes == n
+            and s.write_locked == 0))
         self.assert_nothing_locked(n)
 
     def assert_nothing_locked(self, n: int) -> None:
@@ -71,7 +86,8 @@ class TestKilledClient(DaemonTest):
         kb = keys(n, "victim")
         self.daemon.go("-size", str(SIZE), "write",
                        stdin=key_json(kb, stamps(kb, "go")))
-        self.kill_child("read", n)
+        self.kill_child("read", n, lambda b, s: (
+            s.released_read_locks - b.released_read_locks == 3 * n))
         s = self.daemon.go_stats()
         self.assertEqual(s["released_read_locks"], 3 * n)
         with self.daemon.client() as c:
@@ -79,7 +95,7 @@ class TestKilledClient(DaemonTest):
             self.assertEqual(c.stats().objects, 0)
 
     def test_mid_frame(self):
-        self.kill_child("half-frame", 64)
+        self.kill_child("half-frame", 64, lambda b, s: True)
         s = self.daemon.go_stats()
         self.assertEqual((s["write_locked"], s["objects"], s["used_bytes"]),
                          (0, 0, 0))
