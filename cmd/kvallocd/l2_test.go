@@ -166,3 +166,42 @@ func TestL2MinRateFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestL2PutShapeFlags: kvallocd's puts to L2 go out in the daemon's
+// measured shape by default, 8 workers of 2 objects (a finish of a few
+// large objects over every master at once), while a prefetch get carries
+// -l2-batch keys; each is a flag of its own, and 0 is refused.
+func TestL2PutShapeFlags(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	for _, c := range []struct {
+		args                          []string
+		batch, workers, prefetchBatch int
+	}{
+		{nil, 2, 8, 8},
+		{[]string{"-l2-put-batch", "3", "-l2-put-workers", "5", "-l2-batch", "16"}, 3, 5, 16},
+	} {
+		var f l2Flags
+		cfg, _, err := parse(append([]string{"-l2", srv.URL()}, c.args...), io.Discard, &f)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if err := f.open(t.Context(), &cfg); err != nil {
+			t.Fatalf("%q: open: %v", c.args, err)
+		}
+		cfg.L2.Store.Close()
+		if got := cfg.L2; got.Batch != c.batch || got.Workers != c.workers || got.PrefetchBatch != c.prefetchBatch {
+			t.Errorf("%q: puts of %d by %d workers, gets of %d; want %d by %d, gets of %d",
+				c.args, got.Batch, got.Workers, got.PrefetchBatch, c.batch, c.workers, c.prefetchBatch)
+		}
+	}
+	for _, args := range [][]string{{"-l2-put-batch", "0"}, {"-l2-put-workers", "0"}, {"-l2-batch", "0"}} {
+		var f l2Flags
+		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.open(t.Context(), &cfg); err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: %v, want a refusal naming it", args, err)
+		}
+	}
+}
