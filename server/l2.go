@@ -24,6 +24,10 @@ const (
 	DefaultL2PutWorkers = 8
 )
 
+// DefaultL2PrefetchBytes is the payload bytes up to which a prefetch get
+// takes more than PrefetchBatch keys.
+const DefaultL2PrefetchBytes = 64 << 20
+
 // L2Config configures the daemon's L2 tier (PROTOCOL.md, "The L2 tier").
 type L2Config struct {
 	// Store is the tier (l2.NewTier over l2.NewRedis, in kvallocd); nil
@@ -40,9 +44,14 @@ type L2Config struct {
 	// MaxPrefetch bounds the keys being loaded from L2 at once, over all
 	// lookups (default 4096); a lookup past it prefetches fewer.
 	MaxPrefetch int
-	// PrefetchBatch is the most keys one prefetch get carries (default
-	// 8): a prefetch finishes its keys in order, a batch at a time.
+	// PrefetchBatch and PrefetchBytes shape a prefetch's gets: a
+	// prefetch loads its keys in order, a get at a time, and finishes
+	// each get's keys before the next get. A get carries PrefetchBatch
+	// keys (default 8), and more while its payloads stay within
+	// PrefetchBytes (default DefaultL2PrefetchBytes, 64 MiB: 8 objects of
+	// 8 MiB), so that small objects are not fetched a few at a time.
 	PrefetchBatch int
+	PrefetchBytes int64
 	// MinRate is the break-even of an L2 hit, in bytes per second: while
 	// the daemon's estimate of its L2 load rate (L2Estimate) is below
 	// it, a lookup counts its L2 hits as misses and prefetches none of
@@ -57,7 +66,7 @@ type L2Config struct {
 }
 
 func (c L2Config) withDefaults() (L2Config, error) {
-	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 || c.ProbeInterval < 0 {
+	if c.Queue < 0 || c.Batch < 0 || c.Workers < 0 || c.MaxPrefetch < 0 || c.PrefetchBatch < 0 || c.PrefetchBytes < 0 || c.ProbeInterval < 0 {
 		return c, fmt.Errorf("%w: negative L2 bound (%+v)", l1.ErrInvalidArgument, c)
 	}
 	if !(c.MinRate >= 0) || math.IsInf(c.MinRate, 1) {
@@ -76,6 +85,9 @@ func (c L2Config) withDefaults() (L2Config, error) {
 	def(&c.Workers, DefaultL2PutWorkers)
 	def(&c.MaxPrefetch, 4096)
 	def(&c.PrefetchBatch, 8)
+	if c.PrefetchBytes == 0 {
+		c.PrefetchBytes = DefaultL2PrefetchBytes
+	}
 	return c, nil
 }
 

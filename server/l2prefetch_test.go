@@ -3,11 +3,17 @@
 package server_test
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvalloc/kvalloc/internal/rediscluster"
+	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/l2"
 	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
 )
 
 // TestL2PrefetchKeysOwnTheirBytes: rounds of write on A, lookup, prefetch
@@ -30,4 +36,65 @@ func TestL2PrefetchKeysOwnTheirBytes(t *testing.T) {
 	}
 	check(t, a.s)
 	check(t, b.s)
+}
+
+// loadCounter is an l2.Store that records how many keys each Load carried.
+type loadCounter struct {
+	l2.Store
+	mu    sync.Mutex
+	loads []int
+}
+
+func (s *loadCounter) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
+	s.mu.Lock()
+	s.loads = append(s.loads, len(keys))
+	s.mu.Unlock()
+	return s.Store.Load(ctx, keys, dst)
+}
+
+// TestL2PrefetchGetsBySize: a prefetch of small objects is not fetched a
+// few keys at a time: its gets take PrefetchBatch keys and more while
+// their payloads fit PrefetchBytes (by default 64 MiB: 200 objects of
+// 16 KiB in one get); with PrefetchBytes 1 a get carries PrefetchBatch
+// keys alone. Every byte read back is A's either way.
+func TestL2PrefetchGetsBySize(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	const n, size = 200, 16 << 10
+	ks := l2keys("bysize", n)
+	a.write(t, ks[:n/2], size, 0)
+	a.write(t, ks[n/2:], size, n/2)
+	a.waitPuts(t, n)
+	for _, c := range []struct {
+		bytes int64
+		loads []int
+	}{
+		{0, []int{200}},
+		{1, []int{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8}},
+	} {
+		r, err := l2.NewRedis(context.Background(), srv.URL(), l2.RedisOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tier, err := l2.NewTier(r, l2.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := &loadCounter{Store: tier}
+		bs := start(t, server.Config{L2: server.L2Config{Store: lc, PrefetchBytes: c.bytes}})
+		b := &l2Node{s: bs, c: dial(t, bs), tier: tier}
+		if lk, err := b.c.Lookup(ks, true); err != nil || lk != (wire.Lookup{N: n, L2: n, Prefetch: n}) {
+			t.Fatalf("PrefetchBytes %d: lookup %+v, %v", c.bytes, lk, err)
+		}
+		if p := b.readPrefix(t, ks, size, 0, 10*time.Second); p != n {
+			t.Fatalf("PrefetchBytes %d: read %d of %d", c.bytes, p, n)
+		}
+		lc.mu.Lock()
+		loads := slices.Clone(lc.loads)
+		lc.mu.Unlock()
+		if !slices.Equal(loads, c.loads) {
+			t.Errorf("PrefetchBytes %d: gets of %v keys, want %v", c.bytes, loads, c.loads)
+		}
+		check(t, bs)
+	}
 }

@@ -87,17 +87,16 @@ type l2Verdict struct {
 
 // judge applies the break-even rule to a lookup's run of L2 hits (their
 // payload sizes), with the estimate e, the daemon's minRate (0: any rate
-// pays) and the lookup's budget (0: none), the prefetch loading batch
-// keys per get in order:
+// pays) and the lookup's budget (0: none), the prefetch loading its keys
+// in order, in the gets that batch makes of them:
 //
 //   - a cold estimate (no get measured yet) counts every hit: the first
 //     prefetch is what measures;
 //   - an estimated rate below minRate counts none;
-//   - with a budget, a hit counts when the get that loads it (batches of
-//     batch keys, one after the other, at the estimated rate) ends within
-//     the budget; the first batch that would end past it, and everything
+//   - with a budget, a hit counts when the get that loads it (one get
+//     after the other, at the estimated rate) ends within the budget; the first batch that would end past it, and everything
 //     after, does not count.
-func judge(e L2Estimate, minRate float64, budget time.Duration, batch int, sizes []int64) l2Verdict {
+func judge(e L2Estimate, minRate float64, budget time.Duration, batch batching, sizes []int64) l2Verdict {
 	m := len(sizes)
 	if e.Samples == 0 || (minRate <= 0 && budget <= 0) {
 		return l2Verdict{paid: m}
@@ -112,8 +111,8 @@ func judge(e L2Estimate, minRate float64, budget time.Duration, batch int, sizes
 		return l2Verdict{late: m}
 	}
 	var bytes float64
-	for at := 0; at < m; at += batch {
-		end := min(at+batch, m)
+	for at, end := 0, 0; at < m; at = end {
+		end = batch.end(sizes, at)
 		for _, s := range sizes[at:end] {
 			bytes += float64(s)
 		}
@@ -131,4 +130,27 @@ func (s *Server) L2Estimate() L2Estimate {
 		return L2Estimate{}
 	}
 	return s.l2.rate.estimate()
+}
+
+// batching is how a prefetch cuts its keys into gets (L2Config's
+// PrefetchBatch and PrefetchBytes).
+type batching struct {
+	keys  int   // the keys a get carries at least
+	bytes int64 // and more while their payloads stay within this
+}
+
+// end is where the get that starts at key at ends (exclusive), for keys
+// of payloads sizes: keys keys, or to the end, then more while the get's
+// payloads stay within bytes.
+func (b batching) end(sizes []int64, at int) int {
+	end := min(at+max(b.keys, 1), len(sizes))
+	var sum int64
+	for _, s := range sizes[at:end] {
+		sum += s
+	}
+	for end < len(sizes) && sizes[end] <= b.bytes-sum {
+		sum += sizes[end]
+		end++
+	}
+	return end
 }

@@ -4,6 +4,7 @@ package server
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -78,12 +79,60 @@ func TestJudge(t *testing.T) {
 		{"a huge rate, the least budget", warm(math.MaxFloat64), 0, time.Microsecond, l2Verdict{paid: 5}},
 		{"floor and budget: the floor first", warm(0.5e9), 0.7e9, 10 * time.Second, l2Verdict{slow: 5}},
 	} {
-		if got := judge(c.e, c.minRate, c.budget, 2, sizes); got != c.want {
+		if got := judge(c.e, c.minRate, c.budget, batching{keys: 2}, sizes); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}
-	if got := judge(warm(1), 1e9, 0, 2, nil); got != (l2Verdict{}) {
+	if got := judge(warm(1), 1e9, 0, batching{keys: 2}, nil); got != (l2Verdict{}) {
 		t.Errorf("no hits: %+v", got)
+	}
+	// Gets of 2 keys and up to 4 MiB: 4, then 1; the first ends at 3.9 ms.
+	for budget, want := range map[time.Duration]l2Verdict{
+		3800 * time.Microsecond: {late: 5},
+		4 * time.Millisecond:    {paid: 4, late: 1},
+		5 * time.Millisecond:    {paid: 5},
+	} {
+		if got := judge(warm(1<<30), 0, budget, batching{keys: 2, bytes: 4 * mib}, sizes); got != want {
+			t.Errorf("gets of up to 4 MiB, budget %v: %+v, want %+v", budget, got, want)
+		}
+	}
+}
+
+// TestBatchingEnd: a get carries its keys, and more while their payloads
+// fit its bytes, never fewer than its keys (or what is left), and at
+// least one key.
+func TestBatchingEnd(t *testing.T) {
+	const k, m = 64 << 10, 8 << 20
+	many := func(n int, size int64) []int64 {
+		s := make([]int64, n)
+		for i := range s {
+			s[i] = size
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name  string
+		b     batching
+		sizes []int64
+		ends  []int
+	}{
+		{"8 MiB objects: 8 a get", batching{8, 64 << 20}, many(20, m), []int{8, 16, 20}},
+		{"64 KiB objects: 1024 a get", batching{8, 64 << 20}, many(2500, k), []int{1024, 2048, 2500}},
+		{"40 MiB objects: the keys, past the bytes", batching{8, 64 << 20}, many(10, 40<<20), []int{8, 10}},
+		{"no bytes: the keys alone", batching{2, 0}, many(5, k), []int{2, 4, 5}},
+		{"no keys: at least one", batching{0, 0}, many(3, m), []int{1, 2, 3}},
+		{"mixed: the bytes end at the large one", batching{1, 3 * m}, []int64{m, m, 2 * m, k, k}, []int{2, 5}},
+		{"empty payloads ride along", batching{1, m}, []int64{0, 0, m, 0, k}, []int{4, 5}},
+		{"the bytes at their limit", batching{1, 1<<63 - 1}, []int64{1<<62 - 1, 1 << 62, 1}, []int{2, 3}},
+	} {
+		var ends []int
+		for at := 0; at < len(c.sizes); {
+			at = c.b.end(c.sizes, at)
+			ends = append(ends, at)
+		}
+		if !slices.Equal(ends, c.ends) {
+			t.Errorf("%s: gets end at %v, want %v", c.name, ends, c.ends)
+		}
 	}
 }
 

@@ -42,7 +42,7 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	for m < len(sizes) && sizes[m] >= 0 {
 		m++
 	}
-	v := judge(t.rate.estimate(), t.cfg.MinRate, time.Duration(q.Size)*time.Microsecond, t.cfg.PrefetchBatch, sizes[:m])
+	v := judge(t.rate.estimate(), t.cfg.MinRate, time.Duration(q.Size)*time.Microsecond, t.batching(), sizes[:m])
 	if s.countUnpaidL2.Load() {
 		v = l2Verdict{paid: m} // the deliberate bug: every hit counts
 	}
@@ -61,9 +61,14 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	// ever, so once per ProbeInterval one such lookup loads a batch of
 	// what it found, behind its answer, which stays L2 = 0.
 	if m > 0 && t.rate.probeDue(time.Now(), t.cfg.ProbeInterval) {
-		k := min(m, t.cfg.PrefetchBatch)
+		k := t.batching().end(sizes[:m], 0)
 		s.l2cnt.probes.Add(uint64(t.prefetch(rest[:k], sizes[:k])))
 	}
+}
+
+// batching is how the tier's prefetches cut their keys into gets.
+func (t *l2tier) batching() batching {
+	return batching{keys: t.cfg.PrefetchBatch, bytes: t.cfg.PrefetchBytes}
 }
 
 // l1Prefix is the number of leading keys whose object is finished and not
@@ -171,8 +176,8 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 	defer t.wg.Done()
 	s := t.s
 	pool := s.pool.Bytes()
-	for at := 0; at < len(keys); at += t.cfg.PrefetchBatch {
-		end := min(at+t.cfg.PrefetchBatch, len(keys))
+	for at, end := 0, 0; at < len(keys); at = end {
+		end = t.batching().end(sizes, at)
 		ks, ls := keys[at:end], leases[at:end]
 		// Each payload is checked as it is copied straight into its
 		// block (the block is the daemon's write, so nothing reads it

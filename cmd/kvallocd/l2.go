@@ -16,6 +16,7 @@ type l2Flags struct {
 	url             string
 	timeout         time.Duration
 	queue, batch    int
+	batchBytes      string
 	putBatch        int
 	putWorkers      int
 	breakerFailures int
@@ -31,6 +32,7 @@ func (f *l2Flags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "l2-timeout", l2.DefaultTimeout, "bound of each L2 call (a batched get, put or header read)")
 	fs.IntVar(&f.queue, "l2-queue", 1024, "finished objects waiting for their copy to L2; past it a copy is dropped and counted")
 	fs.IntVar(&f.batch, "l2-batch", 8, "keys per prefetch get: a prefetch loads its keys a get at a time, in order")
+	fs.StringVar(&f.batchBytes, "l2-batch-bytes", "64MiB", "a prefetch get takes more than -l2-batch keys while their payloads stay within this")
 	fs.IntVar(&f.putBatch, "l2-put-batch", server.DefaultL2PutBatch, "objects per put of the copies to L2")
 	fs.IntVar(&f.putWorkers, "l2-put-workers", server.DefaultL2PutWorkers, "puts of the copies to L2 in flight at once")
 	fs.IntVar(&f.breakerFailures, "l2-breaker-failures", l2.DefaultBreakerFailures, "failed L2 calls in a row that open the circuit breaker")
@@ -50,6 +52,10 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 	if f.timeout <= 0 || f.queue <= 0 || f.batch <= 0 || f.putBatch <= 0 || f.putWorkers <= 0 || f.breakerFailures <= 0 || f.breakerCooldown <= 0 || f.maxPrefetch <= 0 {
 		return fmt.Errorf("-l2-timeout, -l2-queue, -l2-batch, -l2-put-batch, -l2-put-workers, -l2-breaker-failures, -l2-breaker-cooldown and -l2-max-prefetch must be positive")
 	}
+	batchBytes, err := size(f.batchBytes)
+	if err != nil {
+		return fmt.Errorf("-l2-batch-bytes: %w", err)
+	}
 	if !(f.minRate >= 0) || math.IsInf(f.minRate, 1) || f.probeInterval <= 0 {
 		return fmt.Errorf("-l2-min-rate must be 0 or a positive number of GB/s (got %v), and -l2-probe-interval positive (got %v)", f.minRate, f.probeInterval)
 	}
@@ -63,7 +69,7 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 		r.Close()
 		return err
 	}
-	cfg.L2 = server.L2Config{Store: t, Queue: f.queue, Batch: f.putBatch, Workers: f.putWorkers, PrefetchBatch: f.batch, MaxPrefetch: f.maxPrefetch,
+	cfg.L2 = server.L2Config{Store: t, Queue: f.queue, Batch: f.putBatch, Workers: f.putWorkers, PrefetchBatch: f.batch, PrefetchBytes: batchBytes, MaxPrefetch: f.maxPrefetch,
 		MinRate: f.minRate * 1e9, ProbeInterval: f.probeInterval}
 	return nil
 }

@@ -170,15 +170,17 @@ func TestL2MinRateFlag(t *testing.T) {
 // TestL2PutShapeFlags: kvallocd's puts to L2 go out in the daemon's
 // measured shape by default, 8 workers of 2 objects (a finish of a few
 // large objects over every master at once), while a prefetch get carries
-// -l2-batch keys; each is a flag of its own, and 0 is refused.
+// -l2-batch keys, or more within -l2-batch-bytes; each is a flag of its
+// own, and 0 is refused.
 func TestL2PutShapeFlags(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	for _, c := range []struct {
 		args                          []string
 		batch, workers, prefetchBatch int
+		prefetchBytes                 int64
 	}{
-		{nil, 2, 8, 8},
-		{[]string{"-l2-put-batch", "3", "-l2-put-workers", "5", "-l2-batch", "16"}, 3, 5, 16},
+		{nil, 2, 8, 8, server.DefaultL2PrefetchBytes},
+		{[]string{"-l2-put-batch", "3", "-l2-put-workers", "5", "-l2-batch", "16", "-l2-batch-bytes", "1MiB"}, 3, 5, 16, 1 << 20},
 	} {
 		var f l2Flags
 		cfg, _, err := parse(append([]string{"-l2", srv.URL()}, c.args...), io.Discard, &f)
@@ -189,12 +191,12 @@ func TestL2PutShapeFlags(t *testing.T) {
 			t.Fatalf("%q: open: %v", c.args, err)
 		}
 		cfg.L2.Store.Close()
-		if got := cfg.L2; got.Batch != c.batch || got.Workers != c.workers || got.PrefetchBatch != c.prefetchBatch {
-			t.Errorf("%q: puts of %d by %d workers, gets of %d; want %d by %d, gets of %d",
-				c.args, got.Batch, got.Workers, got.PrefetchBatch, c.batch, c.workers, c.prefetchBatch)
+		if got := cfg.L2; got.Batch != c.batch || got.Workers != c.workers || got.PrefetchBatch != c.prefetchBatch || got.PrefetchBytes != c.prefetchBytes {
+			t.Errorf("%q: puts of %d by %d workers, gets of %d keys and %d bytes; want %d by %d, gets of %d and %d",
+				c.args, got.Batch, got.Workers, got.PrefetchBatch, got.PrefetchBytes, c.batch, c.workers, c.prefetchBatch, c.prefetchBytes)
 		}
 	}
-	for _, args := range [][]string{{"-l2-put-batch", "0"}, {"-l2-put-workers", "0"}, {"-l2-batch", "0"}} {
+	for _, args := range [][]string{{"-l2-put-batch", "0"}, {"-l2-put-workers", "0"}, {"-l2-batch", "0"}, {"-l2-batch-bytes", "0"}, {"-l2-batch-bytes", "lots"}} {
 		var f l2Flags
 		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
 		if err != nil {
