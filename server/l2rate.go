@@ -94,8 +94,9 @@ type l2Verdict struct {
 //     prefetch is what measures;
 //   - an estimated rate below minRate counts none;
 //   - with a budget, a hit counts when the get that loads it (one get
-//     after the other, at the estimated rate) ends within the budget; the first batch that would end past it, and everything
-//     after, does not count.
+//     after the other, at the estimated rate) ends within the budget;
+//     the first get that would end past it, and everything after, does
+//     not count.
 func judge(e L2Estimate, minRate float64, budget time.Duration, batch batching, sizes []int64) l2Verdict {
 	m := len(sizes)
 	if e.Samples == 0 || (minRate <= 0 && budget <= 0) {
