@@ -13,9 +13,10 @@ import time
 import unittest
 
 from kvalloc import InvalidArgumentError, Lookup, Mode, Status
+from kvalloc.l2 import MAX_WAIT
 
 from daemon import MIB, Daemon
-from helpers import DaemonTest, keys
+from helpers import HANG_GUARD, DaemonTest, keys
 
 
 def _free_port() -> int:
@@ -110,12 +111,13 @@ class TestL2TwoNodes(unittest.TestCase):
                 v[:size] = bytes([i + 1]) * size
             self.assertTrue(ca.finish_write(kb, res).all_ok())
         with b.client() as cb:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + HANG_GUARD
             while cb.lookup(kb).l2 < len(kb):  # the write-through lands
                 self.assertLess(time.monotonic(), deadline, "no L2 hits")
                 time.sleep(0.01)
             self.assertEqual(cb.lookup(kb, prefetch=True), Lookup(4, 0, 4, 4))
-            rr = cb.reserve_read_prefix_wait(kb, wait=5.0)
+            # The longest wait there is: the prefetch's end is the event.
+            rr = cb.reserve_read_prefix_wait(kb, wait=MAX_WAIT)
             self.assertEqual(rr.prefix, 4)
             for i, v in enumerate(cb.views(rr)):
                 self.assertEqual(bytes(v[:size]), bytes([i + 1]) * size)
