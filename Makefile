@@ -193,11 +193,16 @@ python-test:
 	    echo "python-test: FAIL: a kvallocd the tests started outlived them"; \
 	    pkill -KILL -f "$$d/kvallocd"; exit 1; fi
 
-## python-install-test: the Python client installed as a user installs it:
-## pip install --no-index of python/ into a fresh venv (its build backend is
-## in the tree, so nothing is downloaded), examples/engine.py run from outside
-## the tree against a real kvallocd, twice (the second run all hits), then
-## pip uninstall (python/tests/install.sh). Fails without PYTHON's venv module.
+## python-install-test: the Python client installed as a user installs it
+## (python/tests/install.sh): pip install of python/ into a fresh venv, pip
+## fetching the build backend (setuptools) from PyPI; the installed files
+## (kvalloc's modules, metadata, LICENSE, the version kvalloc.__version__);
+## examples/engine.py run from outside the tree against a real kvallocd,
+## twice (the second run all hits); pip uninstall; the sdist and the wheel
+## built from it (kvalloc, its metadata and LICENSE alone); pip install -e
+## (kvalloc importable, nothing else beside it). About a minute on the
+## loaded 2-core VM. Fails, saying why, without PYTHON's venv module or
+## without the network or PyPI (PIP_INDEX_URL may name a mirror).
 python-install-test:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
 	  echo "python-install-test: FAIL: $(PYTHON) not found (make PYTHON=/path/to/python3)"; exit 1; }
