@@ -1,0 +1,184 @@
+//go:build linux
+
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kvalloc/kvalloc/internal/rediscluster"
+	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/l2"
+	"github.com/kvalloc/kvalloc/server"
+	"github.com/kvalloc/kvalloc/wire"
+)
+
+// sizesOf is n expected sizes of size bytes.
+func sizesOf(n int, size int64) []int64 {
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = size
+	}
+	return s
+}
+
+// staleBlocks fills every block of n's pool with 0xAB and deletes the
+// objects again, so that whatever is loaded next lands on another
+// object's bytes.
+func staleBlocks(t *testing.T, n *l2Node, blocks int, blockSize int64) {
+	t.Helper()
+	keys := l2keys("stale", blocks)
+	res, err := n.c.ReserveWrite(keys, nil, blockSize, l1.ModeAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok []l1.ObjectKey
+	var leases = leasesOf(res)[:0]
+	for i, r := range res {
+		if r.Status != wire.StatusOK {
+			continue
+		}
+		b, err := n.c.Bytes(r.Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range b {
+			b[j] = 0xAB
+		}
+		ok, leases = append(ok, keys[i]), append(leases, r.Lease)
+	}
+	if len(ok) != blocks {
+		t.Fatalf("filled %d of %d blocks", len(ok), blocks)
+	}
+	allOK(t, "FinishWrite")(n.c.FinishWrite(ok, leases))
+	l2Idle(t, n) // the copies to L2 hold read locks
+	allOK(t, "Delete")(n.c.Delete(ok, false))
+}
+
+// l2Idle waits until n's tier holds no lock: no copy, no prefetch.
+func l2Idle(t *testing.T, n *l2Node) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); n.s.L2Work() != (server.L2Work{}); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tier is not idle: %+v", n.s.L2Work())
+		}
+	}
+}
+
+// TestL2LayoutMismatch: two engines lay out one key differently (a TP
+// degree, a dtype) and the key does not say so. Two daemons share a Redis
+// Cluster, with blocks aligned to 1 MiB; node A stores each key at S1 =
+// 64 KiB. Node B, whose reader expects S2 = 128 KiB, looks the keys up
+// with expected sizes: no L2 hit, nothing prefetched, the size misses
+// counted, and its prefix read locks nothing. The same reader expecting
+// S1 is then served A's exact bytes, and the rest of each 1 MiB block,
+// which held another object's bytes, is zeros. Once B holds the keys at
+// S1 in L1, a reader expecting S2 is answered SIZE_MISMATCH (the lookup
+// and the read both a miss, counted), while S1 is an L1 hit. A valid
+// empty value in L2 is never loaded. The counts are printed.
+func TestL2LayoutMismatch(t *testing.T) {
+	c := rediscluster.New(t, rediscluster.Options{})
+	const align = 1 << 20
+	cfg := server.Config{PoolSize: 8 << 20, Align: align}
+	a := startL2Node(t, c.URL(), l2.Options{}, cfg)
+	b := startL2Node(t, c.URL(), l2.Options{}, cfg)
+	const s1, s2 = 64 << 10, 128 << 10
+	keys := l2keys("layout", 4)
+	a.write(t, keys, s1, 40)
+	a.waitPuts(t, uint64(len(keys)))
+	staleBlocks(t, b, 8, align) // every block of B's pool: another object's bytes
+
+	// B expects S2: a miss in L2, counted, and nothing is loaded.
+	lk, err := b.c.LookupSized(keys, sizesOf(len(keys), s2), true, 0)
+	if err != nil || lk != (wire.Lookup{N: 4}) {
+		t.Fatalf("lookup expecting %d bytes of %d-byte values: %+v, %v", s2, s1, lk, err)
+	}
+	rr, p, err := b.c.ReserveReadPrefixWaitSized(keys, sizesOf(len(keys), s2), 1, time.Second)
+	if err != nil || p != 0 || rr[0].Status != wire.StatusKeyNotExist {
+		t.Fatalf("prefix read expecting %d bytes: prefix %d, %v, %v", s2, p, rr, err)
+	}
+	if st := b.s.Manager().Stats(); st.Objects != 0 {
+		t.Fatalf("B holds %d objects after a lookup that should load none", st.Objects)
+	}
+	mis := b.s.LookupCounts()
+	if mis.SizeL2 != 1 || mis.L2Hits != 0 || mis.Prefetched != 0 {
+		t.Fatalf("B's counts after the mismatch: %+v", mis)
+	}
+
+	// B expects S1: a hit, A's exact bytes, zeros past them.
+	lk, err = b.c.LookupSized(keys, sizesOf(len(keys), s1), true, 0)
+	if err != nil || lk != (wire.Lookup{N: 4, L2: 4, Prefetch: 4}) {
+		t.Fatalf("lookup expecting %d bytes: %+v, %v", s1, lk, err)
+	}
+	rr, p, err = b.c.ReserveReadPrefixWaitSized(keys, sizesOf(len(keys), s1), 1, 10*time.Second)
+	if err != nil || p != len(keys) {
+		t.Fatalf("prefix read expecting %d bytes: prefix %d, %v, %v", s1, p, rr, err)
+	}
+	want := make([]byte, s1)
+	for i := range p {
+		bs, err := b.c.Bytes(rr[i].Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != align {
+			t.Fatalf("key %d: a block of %d bytes, want %d", i, len(bs), align)
+		}
+		l2stamp(want, 40+i)
+		if !bytes.Equal(bs[:s1], want) {
+			t.Fatalf("WRONG BYTES: key %d's payload is not A's", i)
+		}
+		if j := bytes.IndexFunc(bs[s1:], func(r rune) bool { return r != 0 }); j >= 0 {
+			t.Fatalf("key %d: byte %d of the block, past the %d-byte payload, is %#x: another object's bytes", i, s1+j, s1, bs[s1+j])
+		}
+	}
+	allOK(t, "FinishRead")(b.c.FinishRead(keys, leasesOf(rr), 1))
+
+	// Now L1 holds the keys at S1: S2 is a miss there too, S1 a hit.
+	lk, err = b.c.LookupSized(keys, sizesOf(len(keys), s2), true, 0)
+	if err != nil || lk != (wire.Lookup{N: 4}) {
+		t.Fatalf("lookup expecting %d bytes of %d-byte L1 objects: %+v, %v", s2, s1, lk, err)
+	}
+	rr, p, err = b.c.ReserveReadPrefixWaitSized(keys, sizesOf(len(keys), s2), 1, 0)
+	if err != nil || p != 0 || rr[0].Status != wire.StatusSizeMismatch || rr[1].Status != wire.StatusSkipped {
+		t.Fatalf("L1 prefix read expecting %d bytes: prefix %d, %v, %v", s2, p, rr, err)
+	}
+	mixed := []int64{s1, s1, s2, s1}
+	rr, p, err = b.c.ReserveReadPrefixWaitSized(keys, mixed, 1, 0)
+	if err != nil || p != 2 || rr[2].Status != wire.StatusSizeMismatch || rr[3].Status != wire.StatusSkipped {
+		t.Fatalf("L1 prefix read expecting %v: prefix %d, %v, %v", mixed, p, rr, err)
+	}
+	allOK(t, "FinishRead")(b.c.FinishRead(keys[:2], leasesOf(rr[:2]), 1))
+	lk, err = b.c.LookupSized(keys, sizesOf(len(keys), s1), false, 0)
+	if err != nil || lk != (wire.Lookup{N: 4, L1: 4}) {
+		t.Fatalf("lookup expecting %d bytes of L1 objects of that size: %+v, %v", s1, lk, err)
+	}
+
+	// A valid empty value: no L1 object is empty, so it is never loaded,
+	// with expected sizes or without.
+	empty := l2keys("empty", 1)
+	v, err := l2.Encode(nil, &empty[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.tier.Put(context.Background(), empty, [][]byte{v}); n != 1 {
+		t.Fatal("the empty value was not stored")
+	}
+	staleBlocks(t, b, 4, align)
+	if lk, err := b.c.Lookup(empty, true); err != nil || lk != (wire.Lookup{N: 1}) {
+		t.Fatalf("lookup of an empty value: %+v, %v", lk, err)
+	}
+	if _, ok := b.s.Manager().State(empty[0]); ok {
+		t.Fatal("an empty L2 value became an L1 object")
+	}
+	lc := b.s.LookupCounts()
+	if lc.SizeL1 != 1 || lc.SizeL2 != 2 || lc.SizeRead != 2 || lc.Loaded != 4 {
+		t.Fatalf("B's counts: %+v", lc)
+	}
+	check(t, a.s)
+	check(t, b.s)
+	t.Logf("layout mismatch: %d-byte values read as %d: l2 size misses %d, l1 size misses %d, SIZE_MISMATCH reads %d; "+
+		"as %d: %d loaded, %d-byte payload + zeros to %d; wrong bytes 0, B's tier %+v",
+		s1, s2, lc.SizeL2, lc.SizeL1, lc.SizeRead, s1, lc.Loaded, s1, align, b.tier.Stats())
+}
