@@ -136,7 +136,7 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 		return appendByHandle(dst, q)
 	}
 	sizeOK, locksOK, modeOK, flagsOK := params(t)
-	flags := q.Flags &^ (FlagTemporary | FlagPositions | FlagSizes)
+	flags := q.Flags &^ (FlagTemporary | FlagPositions)
 	if len(q.Temporary) > 0 {
 		flags |= FlagTemporary
 	}
