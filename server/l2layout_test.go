@@ -182,3 +182,97 @@ func TestL2LayoutMismatch(t *testing.T) {
 		"as %d: %d loaded, %d-byte payload + zeros to %d; wrong bytes 0, B's tier %+v",
 		s1, s2, lc.SizeL2, lc.SizeL1, lc.SizeRead, s1, lc.Loaded, s1, align, b.tier.Stats())
 }
+
+// TestL2TemporaryObjects probes temporary objects with L2 on, on two
+// daemons over one redis-server. Node A copies none of them (its reader
+// still finds one finished with finish_write_and_reserve_read, and it is
+// gone after). On node B, with A's ordinary copy of key 0 in L2: while B
+// writes key 0 as a temporary object, a lookup counts it in L2 but
+// cannot prefetch over it (the key is B's writer's); B's reader then
+// reads B's own bytes, which consumes the object, and the next lookup
+// loads A's copy as an ordinary object that a second read does not
+// consume. Neither daemon is left holding a lock, and their ledgers agree
+// with l1 throughout (Check).
+func TestL2TemporaryObjects(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	a := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	b := startL2Node(t, srv.URL(), l2.Options{}, server.Config{})
+	const size = 8192
+	keys := l2keys("tmpl2", 2)
+
+	// A: key 1 temporary, finished and read in one call; key 0 ordinary.
+	res, err := a.c.ReserveWrite(keys, []bool{false, true}, size, l1.ModeAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		bs, err := a.c.Bytes(r.Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2stamp(bs[:size], 70+i)
+	}
+	rr, err := a.c.FinishWriteAndReserveRead(keys, leasesOf(res), 1)
+	if err != nil || rr[0].Status != wire.StatusOK || rr[1].Status != wire.StatusOK {
+		t.Fatalf("FinishWriteAndReserveRead: %v, %v", rr, err)
+	}
+	a.waitPuts(t, 1)
+	l2Idle(t, a)
+	allOK(t, "FinishRead")(a.c.FinishRead(keys, leasesOf(rr), 1))
+	if _, ok := a.s.Manager().State(keys[1]); ok {
+		t.Fatal("A's temporary object outlived its reader")
+	}
+	if s := a.tier.Stats(); s.Puts != 1 {
+		t.Fatalf("A's tier %+v: want the ordinary object's put alone", s)
+	}
+	if sz := a.tier.Head(context.Background(), keys); sz[0] != size || sz[1] != -1 {
+		t.Fatalf("L2 holds sizes %v, want [%d -1]", sz, size)
+	}
+
+	// B writes key 0 as a temporary object of its own.
+	res, err = b.c.ReserveWrite(keys[:1], []bool{true}, size, l1.ModeAll)
+	if err != nil || res[0].Status != wire.StatusOK {
+		t.Fatalf("B's temporary write: %v, %v", res, err)
+	}
+	bs, err := b.c.Bytes(res[0].Block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2stamp(bs[:size], 90)
+	lk, err := b.c.LookupSized(keys[:1], []int64{size}, true, 0)
+	if err != nil || lk != (wire.Lookup{N: 1, L2: 1}) {
+		t.Fatalf("lookup over B's temporary write: %+v, %v (want an L2 hit, no prefetch)", lk, err)
+	}
+	check(t, b.s)
+	allOK(t, "FinishWrite")(b.c.FinishWrite(keys[:1], leasesOf(res)))
+	l2Idle(t, b)
+	if s := b.tier.Stats(); s.Puts != 0 {
+		t.Fatalf("B copied its temporary object: %+v", s)
+	}
+	if p := b.readPrefix(t, keys[:1], size, 90, 0); p != 1 {
+		t.Fatalf("B's reader of its temporary object: prefix %d", p)
+	}
+	if _, ok := b.s.Manager().State(keys[0]); ok {
+		t.Fatal("B's temporary object outlived its reader")
+	}
+
+	// Gone from B's L1: A's ordinary copy loads, and stays after a read.
+	lk, err = b.c.LookupSized(keys[:1], []int64{size}, true, 0)
+	if err != nil || lk != (wire.Lookup{N: 1, L2: 1, Prefetch: 1}) {
+		t.Fatalf("lookup after the temporary object went: %+v, %v", lk, err)
+	}
+	if p := b.readPrefix(t, keys[:1], size, 70, 10*time.Second); p != 1 {
+		t.Fatalf("B's read of A's copy: prefix %d", p)
+	}
+	if st, ok := b.s.Manager().State(keys[0]); !ok || st.Temporary || !st.Finished {
+		t.Fatalf("the loaded copy after its read: %+v, %v (want an ordinary object)", st, ok)
+	}
+	l2Idle(t, b)
+	check(t, a.s)
+	check(t, b.s)
+	for _, n := range []*l2Node{a, b} {
+		if r := n.s.Verify(); r.WriteLocked != 0 || r.ReadLocks != 0 {
+			t.Fatalf("locks left: %+v", r)
+		}
+	}
+}
