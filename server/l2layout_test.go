@@ -5,6 +5,9 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,10 +83,46 @@ func l2Idle(t *testing.T, n *l2Node) {
 // empty value in L2 is never loaded. The counts are printed.
 func TestL2LayoutMismatch(t *testing.T) {
 	c := rediscluster.New(t, rediscluster.Options{})
+	msg, err := layoutMismatch(t, c.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(msg)
+}
+
+// TestL2LayoutMismatchBites: TestL2LayoutMismatch's scenario (over one
+// redis-server) catches a daemon that ignores the expected sizes, and
+// one that leaves an L2-filled block's bytes past the payload as they
+// were.
+func TestL2LayoutMismatchBites(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		bug        func(*server.Server)
+	}{
+		{"sizes ignored", "lookup expecting 131072 bytes of 65536-byte values", server.L2IgnoreSizes},
+		{"the tail left as it was", "another object's bytes", server.L2DirtyTail},
+	} {
+		srv := rediscluster.NewServer(t, rediscluster.Options{})
+		_, err := layoutMismatch(t, srv.URL(), c.bug)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: not caught: %v", c.name, err)
+			continue
+		}
+		t.Logf("%s: caught: %v", c.name, err)
+	}
+}
+
+// layoutMismatch is TestL2LayoutMismatch's scenario on the store at url,
+// with bug set on node B (nil: none). It returns the line of counts to
+// log, or the first thing B did wrong.
+func layoutMismatch(t *testing.T, url string, bug func(*server.Server)) (string, error) {
 	const align = 1 << 20
 	cfg := server.Config{PoolSize: 8 << 20, Align: align}
-	a := startL2Node(t, c.URL(), l2.Options{}, cfg)
-	b := startL2Node(t, c.URL(), l2.Options{}, cfg)
+	a := startL2Node(t, url, l2.Options{}, cfg)
+	b := startL2Node(t, url, l2.Options{}, cfg)
+	if bug != nil {
+		bug(b.s)
+	}
 	const s1, s2 = 64 << 10, 128 << 10
 	keys := l2keys("layout", 4)
 	a.write(t, keys, s1, 40)
@@ -93,66 +132,68 @@ func TestL2LayoutMismatch(t *testing.T) {
 	// B expects S2: a miss in L2, counted, and nothing is loaded.
 	lk, err := b.c.LookupSized(keys, sizesOf(len(keys), s2), true, 0)
 	if err != nil || lk != (wire.Lookup{N: 4}) {
-		t.Fatalf("lookup expecting %d bytes of %d-byte values: %+v, %v", s2, s1, lk, err)
+		return "", fmt.Errorf("lookup expecting %d bytes of %d-byte values: %+v, %v", s2, s1, lk, err)
 	}
 	rr, p, err := b.c.ReserveReadPrefixWaitSized(keys, sizesOf(len(keys), s2), 1, time.Second)
 	if err != nil || p != 0 || rr[0].Status != wire.StatusKeyNotExist {
-		t.Fatalf("prefix read expecting %d bytes: prefix %d, %v, %v", s2, p, rr, err)
+		return "", fmt.Errorf("prefix read expecting %d bytes: prefix %d, %v, %v", s2, p, rr, err)
 	}
 	if st := b.s.Manager().Stats(); st.Objects != 0 {
-		t.Fatalf("B holds %d objects after a lookup that should load none", st.Objects)
+		return "", fmt.Errorf("B holds %d objects after a lookup that should load none", st.Objects)
 	}
 	mis := b.s.LookupCounts()
 	if mis.SizeL2 != 1 || mis.L2Hits != 0 || mis.Prefetched != 0 {
-		t.Fatalf("B's counts after the mismatch: %+v", mis)
+		return "", fmt.Errorf("B's counts after the mismatch: %+v", mis)
 	}
 
 	// B expects S1: a hit, A's exact bytes, zeros past them.
 	lk, err = b.c.LookupSized(keys, sizesOf(len(keys), s1), true, 0)
 	if err != nil || lk != (wire.Lookup{N: 4, L2: 4, Prefetch: 4}) {
-		t.Fatalf("lookup expecting %d bytes: %+v, %v", s1, lk, err)
+		return "", fmt.Errorf("lookup expecting %d bytes: %+v, %v", s1, lk, err)
 	}
 	rr, p, err = b.c.ReserveReadPrefixWaitSized(keys, sizesOf(len(keys), s1), 1, 10*time.Second)
 	if err != nil || p != len(keys) {
-		t.Fatalf("prefix read expecting %d bytes: prefix %d, %v, %v", s1, p, rr, err)
+		return "", fmt.Errorf("prefix read expecting %d bytes: prefix %d, %v, %v", s1, p, rr, err)
 	}
 	want := make([]byte, s1)
+	checked := 0
 	for i := range p {
 		bs, err := b.c.Bytes(rr[i].Block)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(bs) != align {
-			t.Fatalf("key %d: a block of %d bytes, want %d", i, len(bs), align)
+			return "", fmt.Errorf("key %d: a block of %d bytes, want %d", i, len(bs), align)
 		}
 		l2stamp(want, 40+i)
 		if !bytes.Equal(bs[:s1], want) {
-			t.Fatalf("WRONG BYTES: key %d's payload is not A's", i)
+			return "", fmt.Errorf("WRONG BYTES: key %d's payload is not A's", i)
 		}
 		if j := bytes.IndexFunc(bs[s1:], func(r rune) bool { return r != 0 }); j >= 0 {
-			t.Fatalf("key %d: byte %d of the block, past the %d-byte payload, is %#x: another object's bytes", i, s1+j, s1, bs[s1+j])
+			return "", fmt.Errorf("key %d: byte %d of the block, past the %d-byte payload, is %#x: another object's bytes", i, s1+j, s1, bs[s1+j])
 		}
+		checked++
 	}
 	allOK(t, "FinishRead")(b.c.FinishRead(keys, leasesOf(rr), 1))
 
 	// Now L1 holds the keys at S1: S2 is a miss there too, S1 a hit.
 	lk, err = b.c.LookupSized(keys, sizesOf(len(keys), s2), true, 0)
 	if err != nil || lk != (wire.Lookup{N: 4}) {
-		t.Fatalf("lookup expecting %d bytes of %d-byte L1 objects: %+v, %v", s2, s1, lk, err)
+		return "", fmt.Errorf("lookup expecting %d bytes of %d-byte L1 objects: %+v, %v", s2, s1, lk, err)
 	}
 	rr, p, err = b.c.ReserveReadPrefixWaitSized(keys, sizesOf(len(keys), s2), 1, 0)
 	if err != nil || p != 0 || rr[0].Status != wire.StatusSizeMismatch || rr[1].Status != wire.StatusSkipped {
-		t.Fatalf("L1 prefix read expecting %d bytes: prefix %d, %v, %v", s2, p, rr, err)
+		return "", fmt.Errorf("L1 prefix read expecting %d bytes: prefix %d, %v, %v", s2, p, rr, err)
 	}
 	mixed := []int64{s1, s1, s2, s1}
 	rr, p, err = b.c.ReserveReadPrefixWaitSized(keys, mixed, 1, 0)
 	if err != nil || p != 2 || rr[2].Status != wire.StatusSizeMismatch || rr[3].Status != wire.StatusSkipped {
-		t.Fatalf("L1 prefix read expecting %v: prefix %d, %v, %v", mixed, p, rr, err)
+		return "", fmt.Errorf("L1 prefix read expecting %v: prefix %d, %v, %v", mixed, p, rr, err)
 	}
 	allOK(t, "FinishRead")(b.c.FinishRead(keys[:2], leasesOf(rr[:2]), 1))
 	lk, err = b.c.LookupSized(keys, sizesOf(len(keys), s1), false, 0)
 	if err != nil || lk != (wire.Lookup{N: 4, L1: 4}) {
-		t.Fatalf("lookup expecting %d bytes of L1 objects of that size: %+v, %v", s1, lk, err)
+		return "", fmt.Errorf("lookup expecting %d bytes of L1 objects of that size: %+v, %v", s1, lk, err)
 	}
 
 	// A valid empty value: no L1 object is empty, so it is never loaded,
@@ -163,24 +204,24 @@ func TestL2LayoutMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := a.tier.Put(context.Background(), empty, [][]byte{v}); n != 1 {
-		t.Fatal("the empty value was not stored")
+		return "", errors.New("the empty value was not stored")
 	}
 	staleBlocks(t, b, 4, align)
 	if lk, err := b.c.Lookup(empty, true); err != nil || lk != (wire.Lookup{N: 1}) {
-		t.Fatalf("lookup of an empty value: %+v, %v", lk, err)
+		return "", fmt.Errorf("lookup of an empty value: %+v, %v", lk, err)
 	}
 	if _, ok := b.s.Manager().State(empty[0]); ok {
-		t.Fatal("an empty L2 value became an L1 object")
+		return "", errors.New("an empty L2 value became an L1 object")
 	}
 	lc := b.s.LookupCounts()
 	if lc.SizeL1 != 1 || lc.SizeL2 != 2 || lc.SizeRead != 2 || lc.Loaded != 4 {
-		t.Fatalf("B's counts: %+v", lc)
+		return "", fmt.Errorf("B's counts: %+v", lc)
 	}
 	check(t, a.s)
 	check(t, b.s)
-	t.Logf("layout mismatch: %d-byte values read as %d: l2 size misses %d, l1 size misses %d, SIZE_MISMATCH reads %d; "+
-		"as %d: %d loaded, %d-byte payload + zeros to %d; wrong bytes 0, B's tier %+v",
-		s1, s2, lc.SizeL2, lc.SizeL1, lc.SizeRead, s1, lc.Loaded, s1, align, b.tier.Stats())
+	return fmt.Sprintf("layout mismatch: %d-byte values read as %d: l2 size misses %d, l1 size misses %d, SIZE_MISMATCH reads %d; "+
+		"as %d: %d loaded, %d blocks checked byte for byte (A's payload, then zeros to %d); B's tier %+v",
+		s1, s2, lc.SizeL2, lc.SizeL1, lc.SizeRead, s1, lc.Loaded, checked, align, b.tier.Stats()), nil
 }
 
 // TestL2TemporaryObjects probes temporary objects with L2 on, on two

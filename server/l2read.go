@@ -32,6 +32,9 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	if !checkSizes(q, a) {
 		return
 	}
+	if s.l2IgnoreSizes.Load() {
+		q.Sizes = q.Sizes[:0] // the deliberate bug: the sizes go unread
+	}
 	s.gate.RLock()
 	n, other := s.l1Prefix(q.Keys, q.Sizes)
 	s.gate.RUnlock()
@@ -304,8 +307,9 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 				// The block's bytes past the payload (up to the
 				// alignment) are whatever an earlier object left there:
 				// a reader is handed the whole block, so they go.
-				b := blocks[at+i].Block
-				clear(pool[b.Offset+int64(len(dst[i])) : b.Offset+b.Size])
+				if b := blocks[at+i].Block; !s.l2DirtyTail.Load() { // the deliberate bug leaves them
+					clear(pool[b.Offset+int64(len(dst[i])) : b.Offset+b.Size])
+				}
 				okK, okL = append(okK, ks[i]), append(okL, ls[i])
 			} else if s.l2PublishUnchecked.Load() {
 				// The deliberate bug: a key whose value missed or failed
@@ -350,6 +354,9 @@ func (s *Server) l2wait(q *wire.Request, a *wire.Answer) bool {
 	}
 	if !checkSizes(q, a) {
 		return false
+	}
+	if s.l2IgnoreSizes.Load() {
+		q.Sizes = q.Sizes[:0] // the deliberate bug: the sizes go unread
 	}
 	t := s.l2
 	if q.Size == 0 || t == nil {
