@@ -8,6 +8,7 @@ calls.
 """
 
 import math
+import operator
 from typing import Optional, Sequence, Union
 
 from .enums import Flag, MessageType
@@ -36,7 +37,7 @@ def _sizes(sizes: Optional[Sizes], n: int):
     a sequence must hold one per key."""
     if sizes is None:
         return 0, b""
-    if isinstance(sizes, int) and not isinstance(sizes, bool):
+    if _integer(sizes) is not None:
         sizes = [sizes] * n
     elif isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
         raise InvalidArgumentError(f"expected sizes {sizes!r}: an int or "
@@ -44,12 +45,25 @@ def _sizes(sizes: Optional[Sizes], n: int):
     if len(sizes) != n:
         raise InvalidArgumentError(f"{len(sizes)} expected sizes for {n} "
                                    "keys")
+    out = []
     for i, z in enumerate(sizes):
-        if isinstance(z, bool) or not isinstance(z, int) \
-                or not 1 <= z <= _I64_MAX:
+        v = _integer(z)
+        if v is None or not 1 <= v <= _I64_MAX:
             raise InvalidArgumentError(f"expected size {z!r} of key {i}: "
                                        "an object is at least 1 byte")
-    return Flag.SIZES, pack_array("q", sizes, "expected size")
+        out.append(v)
+    return Flag.SIZES, pack_array("q", out, "expected size")
+
+
+def _integer(v) -> Optional[int]:
+    """``v`` as an ``int`` when it is an integer (``__index__``: ``int``,
+    numpy's integers), not a bool; else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
 
 
 class L2Calls:
