@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/internal/rediscluster"
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/l2"
@@ -316,4 +317,66 @@ func TestL2TemporaryObjects(t *testing.T) {
 			t.Fatalf("locks left: %+v", r)
 		}
 	}
+}
+
+// TestSizedPrefixAtTheReadLimit: expected sizes need no L2 (a daemon
+// without one checks its L1 objects), and a sized prefix read is cut at
+// the connection's read-lock limit as any prefix read is: the key at the
+// cut OVER_LIMIT when the prefix reached it, SKIPPED when a
+// SIZE_MISMATCH stopped it first.
+func TestSizedPrefixAtTheReadLimit(t *testing.T) {
+	s := start(t, server.Config{ConnReadLocks: 2})
+	c := dial(t, s)
+	const size = 4096
+	keys := l2keys("sizedlimit", 4)
+	res, err := c.ReserveWrite(keys, nil, size, l1.ModeAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allOK(t, "FinishWrite")(c.FinishWrite(keys, leasesOf(res)))
+	if lk, err := c.LookupSized(keys, []int64{size, size, 1, size}, false, 0); err != nil || lk != (wire.Lookup{N: 4, L1: 2}) {
+		t.Fatalf("lookup without L2, key 2 of another size: %+v, %v", lk, err)
+	}
+	rr, p, err := c.ReserveReadPrefixWaitSized(keys, sizesOf(4, size), 1, 0)
+	want := []wire.Status{wire.StatusOK, wire.StatusOK, wire.StatusOverLimit, wire.StatusSkipped}
+	if err != nil || p != 2 || statusesOf(rr) != fmt.Sprint(want) {
+		t.Fatalf("sized prefix read at the limit: prefix %d, %v, %v; want %v", p, statusesOf(rr), err, want)
+	}
+	allOK(t, "FinishRead")(c.FinishRead(keys[:2], leasesOf(rr[:2]), 1))
+	rr, p, err = c.ReserveReadPrefixWaitSized(keys, []int64{size, 2 * size, size, size}, 1, 0)
+	want = []wire.Status{wire.StatusOK, wire.StatusSizeMismatch, wire.StatusSkipped, wire.StatusSkipped}
+	if err != nil || p != 1 || statusesOf(rr) != fmt.Sprint(want) {
+		t.Fatalf("sized prefix read stopped before the limit: prefix %d, %v, %v; want %v", p, statusesOf(rr), err, want)
+	}
+	allOK(t, "FinishRead")(c.FinishRead(keys[:1], leasesOf(rr[:1]), 1))
+	// The daemon's own refusal of a size below 1 (the clients refuse it
+	// before sending): INVALID_ARGUMENT, nothing locked, the connection
+	// open.
+	r := raw(t, s, true)
+	for id, q := range []wire.Request{
+		{Type: wire.TypeReserveReadPrefixWait, Locks: 1, Keys: keys, Sizes: []int64{size, size, 0, size}},
+		{Type: wire.TypeLookup, Flags: wire.FlagPrefetch, Keys: keys, Sizes: []int64{size, -1, size, size}},
+	} {
+		q.ID, q.Epoch = uint32(id+2), r.epoch
+		r.send(r.frame(q))
+		if a := r.answer(); a.Code != wire.CodeInvalidArgument || len(a.Results) != 0 || !strings.Contains(a.Message, "expected size") {
+			t.Fatalf("%v with a size below 1: %v %q, %d results", q.Type, a.Code, a.Message, len(a.Results))
+		}
+	}
+	r.send(r.frame(wire.Request{Type: wire.TypePing, ID: 9, Epoch: r.epoch}))
+	if a := r.answer(); a.Code != wire.CodeOK {
+		t.Fatalf("ping after the refusals: %v", a.Code)
+	}
+	if lc := s.LookupCounts(); lc.SizeL1 != 1 || lc.SizeRead != 1 {
+		t.Fatalf("counts: %+v", lc)
+	}
+	check(t, s)
+}
+
+func statusesOf(res []client.Result) string {
+	sts := make([]wire.Status, len(res))
+	for i, r := range res {
+		sts[i] = r.Status
+	}
+	return fmt.Sprint(sts)
 }
