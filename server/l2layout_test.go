@@ -349,6 +349,13 @@ func TestSizedPrefixAtTheReadLimit(t *testing.T) {
 		t.Fatalf("sized prefix read stopped before the limit: prefix %d, %v, %v; want %v", p, statusesOf(rr), err, want)
 	}
 	allOK(t, "FinishRead")(c.FinishRead(keys[:1], leasesOf(rr[:1]), 1))
+	gap := []l1.ObjectKey{keys[0], l2keys("sizedlimit-absent", 1)[0], keys[1]}
+	rr, p, err = c.ReserveReadPrefixWaitSized(gap, sizesOf(3, size), 1, 0)
+	want = []wire.Status{wire.StatusOK, wire.StatusKeyNotExist, wire.StatusSkipped}
+	if err != nil || p != 1 || statusesOf(rr) != fmt.Sprint(want) {
+		t.Fatalf("sized prefix read over an absent key: prefix %d, %v, %v; want %v", p, statusesOf(rr), err, want)
+	}
+	allOK(t, "FinishRead")(c.FinishRead(gap[:1], leasesOf(rr[:1]), 1))
 	// The daemon's own refusal of a size below 1 (the clients refuse it
 	// before sending): INVALID_ARGUMENT, nothing locked, the connection
 	// open.

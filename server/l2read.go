@@ -130,9 +130,18 @@ func (s *Server) l1Prefix(keys []l1.ObjectKey, sizes []int64) (n int, other bool
 // prefix ends there. A locked object cannot change its size.
 func (s *Server) readPrefixSized(keys []l1.ObjectKey, sizes []int64, locks int) ([]l1.Result, int, error) {
 	m := s.mgr
-	j := 0
+	// The keys l1 is asked: up to the first of another size, or up to and
+	// including the first l1 would stop at anyway (absent, being
+	// written), which l1 then judges; the rest are SKIPPED unasked.
+	j, other := 0, false
 	for ; j < len(keys); j++ {
-		if st, ok := m.State(keys[j]); ok && st.Finished && !st.WriteLocked && st.Size != sizes[j] {
+		st, ok := m.State(keys[j])
+		if !ok || !st.Finished || st.WriteLocked {
+			j++
+			break
+		}
+		if st.Size != sizes[j] {
+			other = true
 			break
 		}
 	}
@@ -165,7 +174,7 @@ func (s *Server) readPrefixSized(keys []l1.ObjectKey, sizes []int64, locks int) 
 		}
 		res[stop].Status = why
 		n = stop
-	} else if n == j && j < len(keys) {
+	} else if other && n == j {
 		res = append(res, l1.Result{Status: l1.Status(wire.StatusSizeMismatch)})
 		j++
 	}
