@@ -105,13 +105,16 @@ handoff-harness:
 ## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
 ## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
 ## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
-## mid-put, then its hits per request recovering from L2). About 30 s.
+## mid-put, then its hits per request recovering from L2), and server's
+## TestL2LayoutMismatch (two daemons over a Redis Cluster, node A's keys read
+## by node B expecting another size: misses, counted, never A's bytes; then
+## A's size: A's exact bytes, zeros past them). About 40 s.
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2LayoutMismatch)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
 	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|layout mismatch:' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),

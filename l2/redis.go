@@ -143,7 +143,8 @@ func (r *Redis) Get(ctx context.Context, names []string) ([][]byte, error) {
 	return out, firstErr(all, err)
 }
 
-// GetEach implements Backend. The names are grouped by their slot's
+// GetEach implements Backend: a GETRANGE of each value's first sizes[i]+1
+// bytes. The names are grouped by their slot's
 // master (one group on a plain Redis), and each group runs on one
 // connection at a time, all groups at once, as go-redis's cluster
 // pipeline runs one batch per node: no more connections than a pipelined
@@ -218,7 +219,9 @@ func (r *Redis) getGroup(ctx context.Context, names []string, sizes []int, idx [
 		cmds := make([]*redis.StringCmd, len(part))
 		all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range part {
-				cmds[j] = p.Get(ctx, names[i])
+				// At most sizes[i]+1 bytes: one past what the caller
+				// expects shows a longer value without moving it.
+				cmds[j] = p.GetRange(ctx, names[i], 0, int64(max(sizes[i], 0)))
 			}
 			return nil
 		})
@@ -230,7 +233,7 @@ func (r *Redis) getGroup(ctx context.Context, names []string, sizes []int, idx [
 			defer wg.Done()
 			for j, c := range cmds {
 				b, e := c.Bytes()
-				if e != nil {
+				if e != nil || len(b) == 0 { // GETRANGE of an absent name is empty
 					b = nil
 				}
 				f(part[j], b)

@@ -199,7 +199,9 @@ func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 }
 
 // Load implements Store: the values arrive a node's batch at a time
-// (Backend.GetEach), and each is checked as it is copied into its dst
+// (Backend.GetEach), at most one byte past the header, key and dst each
+// (a longer value is a miss, and corrupt when its header says dst's
+// size), and each is checked as it is copied into its dst
 // (Options.DecodeInto), so the checks and copies overlap the transfers
 // still in flight.
 func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
@@ -224,6 +226,16 @@ func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bo
 				return
 			}
 			in.Add(uint64(len(v)))
+			if len(v) > sizes[i] {
+				// Cut at one byte past what dst expects (GetEach): the
+				// value is longer. A valid header of another size is
+				// another object's value, a miss; one of dst's size
+				// says the value grew past its header: corrupt.
+				if h, err := DecodeHeader(&keys[i], v); err != nil || h.Size == int64(len(dst[i])) {
+					bad[i] = true
+				}
+				return
+			}
 			switch err := t.opts.DecodeInto(&keys[i], v, dst[i]); {
 			case err == nil:
 				ok[i] = true

@@ -51,8 +51,13 @@ func (b *memBackend) Get(ctx context.Context, names []string) ([][]byte, error) 
 
 // GetEach hands the values over from two goroutines, the odd names'
 // and the even ones', as a cluster's masters would.
-func (b *memBackend) GetEach(ctx context.Context, names []string, _ []int, f func(i int, v []byte)) error {
+func (b *memBackend) GetEach(ctx context.Context, names []string, sizes []int, f func(i int, v []byte)) error {
 	vs, err := b.Get(ctx, names)
+	for i := range vs {
+		if len(vs[i]) > sizes[i]+1 { // the bound GetEach promises
+			vs[i] = vs[i][:sizes[i]+1]
+		}
+	}
 	var wg sync.WaitGroup
 	for half := range 2 {
 		wg.Add(1)

@@ -51,6 +51,14 @@ func L2PutKeepsRead(s *Server) { s.l2PutKeepsRead.Store(true) }
 // ownership model's bite test must catch.
 func L2PublishUnchecked(s *Server) { s.l2PublishUnchecked.Store(true) }
 
+// L2IgnoreSizes makes s's lookups and prefix reads ignore the expected
+// sizes they carry: the bug the layout test's bite must catch.
+func L2IgnoreSizes(s *Server) { s.l2IgnoreSizes.Store(true) }
+
+// L2DirtyTail makes s's L2 loads leave a block's bytes past the payload
+// as they were: the bug the layout test's bite must catch.
+func L2DirtyTail(s *Server) { s.l2DirtyTail.Store(true) }
+
 // BufferWaiters is how many requests wait for frame buffers now.
 func BufferWaiters(s *Server) int {
 	s.bufs.mu.Lock()
