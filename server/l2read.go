@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -37,7 +38,15 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 		return
 	}
 	rest := q.Keys[n:]
-	sizes := t.store.Head(t.ctx, rest)
+	// The budget bounds the L2 part of the lookup too: the header reads
+	// are cut at it (a miss), as the tier's timeout cuts them without one.
+	ctx := t.ctx
+	if q.Size > 0 {
+		var cancel func()
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(q.Size)*time.Microsecond)
+		defer cancel()
+	}
+	sizes := t.store.Head(ctx, rest)
 	m := 0
 	for m < len(sizes) && sizes[m] >= 0 {
 		m++
