@@ -110,13 +110,14 @@ handoff-harness:
 ## hit on its keys), TestL2LookupBudgetBoundsL2, TestL2NoEviction and the
 ## lapsed copies' test and bite, and cmd/kvallocd's
 ## TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed mid-put, then its
-## hits per request recovering from L2). About 90 s.
+## hits per request recovering from L2) and TestL2KilledMidPrefetch. About
+## 90 s.
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
 	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:' $$out; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
