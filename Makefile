@@ -115,7 +115,7 @@ handoff-harness:
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
-	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
 	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
 	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status

@@ -413,3 +413,32 @@ func TestL2LookupBudgetBoundsL2(t *testing.T) {
 	}
 	check(t, b.s)
 }
+
+// TestL2LookupWithinClientDeadline: a daemon whose store has a timeout
+// longer than a client's deadline (a library user's Tier; kvallocd
+// refuses one past l2.MaxTimeout) still answers a lookup without a budget
+// over a hung store within the client's default deadline of 10 s: the
+// lookup's L2 part stops at 8 s, a miss. Before, the lookup waited the
+// store's whole 12 s, and the client's deadline closed its connection.
+func TestL2LookupWithinClientDeadline(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	opts := l2.Options{Timeout: 12 * time.Second}
+	a := startL2Node(t, srv.URL(), opts, server.Config{})
+	b := startL2Node(t, srv.URL(), opts, server.Config{})
+	keys := l2keys("deadline", 2)
+	a.write(t, keys, faultSize, 900)
+	if !inL2(context.Background(), b.tier, keys, 20*time.Second) {
+		t.Fatalf("the keys did not reach L2: %+v", a.tier.Stats())
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Cont()
+	t0 := time.Now()
+	lk, err := b.c.Lookup(keys, false)
+	el := time.Since(t0)
+	fmt.Printf("lookup budget: a lookup without a budget over a hung store whose timeout is 12 s answered in %v: %+v, %v\n", el.Round(time.Millisecond), lk, err)
+	if err != nil || lk.L2 != 0 {
+		t.Fatalf("a lookup over a hung store with a 12 s timeout: %+v, %v (after %v)", lk, err, el)
+	}
+}
