@@ -150,16 +150,24 @@ func TestL2HungMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped = false
-	per, opens := breakerOpens(b.tier.Stats(), victim.Addr())
+	bs := b.tier.Stats()
+	per, opens := breakerOpens(bs, victim.Addr())
 	fmt.Printf("hung master: %d lookups touching it, latency median %v max %v, %d of them waited half a deadline (%v) or more; "+
-		"%d lookups of the other masters, median %v max %v, %d of %d served; breaker opens per master: %s\n",
+		"%d lookups of the other masters, median %v max %v, %d of %d served; deadlines run out %d; breaker opens per master: %s\n",
 		len(touch), touch.median().Round(time.Microsecond), touch.max().Round(time.Millisecond), touch.over(timeout/2), timeout,
-		len(other), other.median().Round(time.Microsecond), other.max().Round(time.Millisecond), servedHealthy, len(other), per)
+		len(other), other.median().Round(time.Microsecond), other.max().Round(time.Millisecond), servedHealthy, len(other), bs.Timeouts, per)
 
 	// About one deadline once per cooldown: the first timeout, then a
 	// probe per cooldown (hang/cooldown of them); one more for slack.
-	if allowed := int(hang/cooldown) + 2; touch.over(timeout/2) > allowed {
-		t.Errorf("%d lookups touching the hung master waited %v or more; a deadline once per cooldown allows %d", touch.over(timeout/2), timeout/2, allowed)
+	// The tier's count of deadlines run out is exact; the lookups'
+	// latencies also carry the machine's stalls (load 10 on 2 cores), so
+	// a tenth of them more may be slow; before, every one was.
+	allowed := int(hang/cooldown) + 2
+	if bs.Timeouts > uint64(allowed) {
+		t.Errorf("the hung master ran out %d deadlines in %v; one per cooldown (%v) allows %d", bs.Timeouts, hang, cooldown, allowed)
+	}
+	if slow := touch.over(timeout / 2); slow > allowed+len(touch)/10 {
+		t.Errorf("%d of %d lookups touching the hung master waited %v or more; a deadline once per cooldown allows %d", slow, len(touch), timeout/2, allowed)
 	}
 	if opens == 0 || opens > uint64(hang/cooldown)+2 {
 		t.Errorf("the hung master's breaker opened %d times in %v (cooldown %v)", opens, hang, cooldown)
