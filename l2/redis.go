@@ -42,6 +42,8 @@ type RedisOptions struct {
 type Redis struct {
 	c      redis.UniversalClient
 	stream int // RedisOptions.StreamBytes
+
+	reload reloads // Suspect's reloads of the slot map (masters.go)
 }
 
 var _ Backend = (*Redis)(nil)
