@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"hash/crc32"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,10 +33,13 @@ func forgeValues(t *testing.T, cc *redis.ClusterClient, prefix string) map[strin
 	t.Helper()
 	ctx := t.Context()
 	var names []string
+	var mu sync.Mutex // ForEachMaster runs f on every master at once
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		it := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
 		for it.Next(ctx) {
+			mu.Lock()
 			names = append(names, it.Val())
+			mu.Unlock()
 		}
 		return it.Err()
 	})
