@@ -351,3 +351,30 @@ func TestRedisSeedSilentAtStart(t *testing.T) {
 		t.Fatalf("the choice is not logged: %q", lb.String())
 	}
 }
+
+// TestRedisEmptyValue: an empty string under a key's name is not a value
+// Encode makes: Head, Get and Load each count it (Stats.Corrupt) and
+// delete it, as wire/PROTOCOL.md says of a value that fails its checks.
+// Before, Head took it for an absent name (STRLEN 0): neither counted
+// nor deleted.
+func TestRedisEmptyValue(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	tier, r := newTier(t, srv.URL(), l2.Options{})
+	ctx := t.Context()
+	keys := keysN("empty", 1)
+	name := l2.StoreKey(l2.DefaultPrefix, &keys[0])
+	for i, read := range []func(){
+		func() { tier.Head(ctx, keys) },
+		func() { tier.Get(ctx, keys) },
+		func() { tier.Load(ctx, keys, [][]byte{make([]byte, 10)}) },
+	} {
+		if err := r.Client().Set(ctx, name, "", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		read()
+		n, err := r.Client().Exists(ctx, name).Result()
+		if s := tier.Stats(); err != nil || s.Corrupt != uint64(i+1) || n != 0 {
+			t.Fatalf("read %d of an empty value: corrupt %d, still there %d, %v", i, s.Corrupt, n, err)
+		}
+	}
+}
