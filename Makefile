@@ -105,13 +105,19 @@ handoff-harness:
 ## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
 ## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
 ## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
-## mid-put, then its hits per request recovering from L2). About 30 s.
+## mid-put, then its hits per request recovering from L2), l2's
+## TestForgingTenant (a tenant of a real Redis Cluster with SCAN, GET and
+## SET rewrites 8 of 8 values: forged, served, refused by MAC; and served
+## without a secret and with the MAC check skipped) and cmd/kvallocd's
+## TestL2ForgedValuesNotServed (the same through real daemons, counted in
+## /metrics). About 35 s.
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
 	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2ForgedValuesNotServed)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^TestForgingTenant$$$$' -v ./l2/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|forging tenant|a tenant forged' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
