@@ -85,6 +85,9 @@ func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error
 		return nil, fmt.Errorf("l2: %q: TLS options for a redis:// URL: rediss:// is TLS", url)
 	}
 	mode := u.Mode
+	if opts.Cluster && mode == ModePlain {
+		return nil, fmt.Errorf("l2: %q: +plain, and RedisOptions.Cluster", url)
+	}
 	if opts.Cluster || (mode == ModeAuto && len(u.Addrs) > 1) {
 		mode = ModeCluster
 	}
