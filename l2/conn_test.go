@@ -332,7 +332,10 @@ func silentSeed(t *testing.T, seed *rediscluster.Node, url string) (log string, 
 // cluster and against a plain Redis, every put and get succeeds once it
 // is back.
 func TestRedisSeedSilentAtStart(t *testing.T) {
-	c := rediscluster.New(t, rediscluster.Options{Replicas: -1})
+	// A node timeout far past the stop: the cluster must not mark the
+	// stopped master failed (it has no replica) however loaded the
+	// machine.
+	c := rediscluster.New(t, rediscluster.Options{Replicas: -1, NodeTimeout: 30 * time.Second})
 	log, puts, hits := silentSeed(t, c.Nodes[0], "redis://"+c.Nodes[0].Addr())
 	t.Logf("cluster seed stopped at start: %d of 30 puts, %d of 30 hits", puts, hits)
 	if puts != 30 || hits != 30 || !strings.Contains(log, "did not say") || !strings.Contains(log, "redis=cluster") {
