@@ -251,7 +251,11 @@ func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bo
 				// value is longer. A valid header of another size is
 				// another object's value, a miss; one of dst's size
 				// says the value grew past its header: corrupt.
-				if h, err := DecodeHeader(&keys[i], v); err != nil || h.Size == int64(len(dst[i])) {
+				switch h, err := t.opts.Codec.DecodeHeader(&keys[i], v); {
+				case err != nil:
+					bad[i] = t.refused(err)
+				case h.Size == int64(len(dst[i])):
+					t.c.corrupt.Add(1)
 					bad[i] = true
 				}
 				return

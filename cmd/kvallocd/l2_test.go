@@ -223,7 +223,7 @@ func TestL2TimeoutFlag(t *testing.T) {
 		ok      bool
 	}{{"12s", false}, {"5001ms", false}, {l2.MaxTimeout.String(), true}, {"300ms", true}} {
 		var f l2Flags
-		cfg, _, err := parse([]string{"-l2", "redis://127.0.0.1:1", "-l2-timeout", c.timeout}, io.Discard, &f)
+		cfg, _, err := parse([]string{"-l2", "redis://127.0.0.1:1", "-l2-insecure-no-mac", "-l2-timeout", c.timeout}, io.Discard, &f)
 		if err != nil {
 			t.Fatal(err)
 		}

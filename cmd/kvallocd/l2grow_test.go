@@ -188,8 +188,18 @@ func TestL2GrownValueRSS(t *testing.T) {
 	maddr := ln.Addr().String()
 	ln.Close()
 	sock := filepath.Join(t.TempDir(), "k.sock")
+	secretPath := secretFile(t, 1)
+	secret, err := l2.ReadSecret(secretPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := l2.NewCodec(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd, log := daemon(t, "-socket", sock, "-pool-size", "64MiB", "-populate=false", "-metrics", maddr,
-		"-l2", "redis://"+proxy.addr(), "-l2-timeout", "10s", "-l2-min-rate", "0")
+		"-l2", "redis://"+proxy.addr(), "-l2-timeout", "5s", "-l2-min-rate", "0",
+		"-l2-secret-file", secretPath)
 	c := dialWait(t, sock)
 
 	keys := make([]l1.ObjectKey, n)
@@ -201,7 +211,7 @@ func TestL2GrownValueRSS(t *testing.T) {
 		keys[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("grow-%d", i), Model: "m"}
 		p := make([]byte, size)
 		fill(p, i)
-		v, err := l2.Encode(nil, &keys[i], p)
+		v, err := codec.Encode(nil, &keys[i], p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,9 +27,10 @@ func TestL2KilledMidPrefetch(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	dir := t.TempDir()
 	sockA, sockB := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	secret := secretFile(t, 1)
 	args := func(sock string) []string {
 		return []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s",
-			"-l2-min-rate", "0"}
+			"-l2-min-rate", "0", "-l2-secret-file", secret}
 	}
 	daemon(t, args(sockA)...)
 	ca := dialWait(t, sockA)

@@ -93,20 +93,24 @@ class TestL2Calls(DaemonTest):
                                           res.select([3])).all_ok())
 
 
+def secret_file(case):
+    """Writes the MAC secret the nodes share (kvallocd refuses -l2 without
+    one) to a file of mode 0600, removed at case's cleanup; its path."""
+    secret_dir = tempfile.mkdtemp()
+    case.addCleanup(shutil.rmtree, secret_dir)
+    secret = os.path.join(secret_dir, "l2-secret")
+    fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(32).hex().encode())
+    os.close(fd)
+    return secret
+
+
 class TestL2TwoNodes(unittest.TestCase):
 
     def test_node_b_reads_what_node_a_wrote(self):
         redis = RedisServer()
         self.addCleanup(redis.close)
-        # The MAC secret both nodes share (kvallocd refuses -l2 without
-        # one): a file of mode 0600.
-        secret_dir = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, secret_dir)
-        secret = os.path.join(secret_dir, "l2-secret")
-        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, os.urandom(32).hex().encode())
-        os.close(fd)
-        args = ("-l2", redis.url, "-l2-secret-file", secret)
+        args = ("-l2", redis.url, "-l2-secret-file", secret_file(self))
         a = Daemon(pool=256 * MIB, args=args).start()
         self.addCleanup(a.stop)
         b = Daemon(pool=256 * MIB, args=args).start()

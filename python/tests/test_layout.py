@@ -15,7 +15,7 @@ from kvalloc import InvalidArgumentError, Lookup, Mode, Status
 
 from daemon import MIB, Daemon
 from helpers import keys
-from test_l2calls import RedisServer
+from test_l2calls import RedisServer, secret_file
 
 S1, S2 = 64 * 1024, 128 * 1024
 
@@ -25,7 +25,8 @@ class TestLayoutMismatch(unittest.TestCase):
     def test_another_layout_is_a_miss(self):
         redis = RedisServer()
         self.addCleanup(redis.close)
-        args = ("-l2", redis.url, "-align", str(MIB), "-l2-min-rate", "0")
+        args = ("-l2", redis.url, "-align", str(MIB), "-l2-min-rate", "0",
+                "-l2-secret-file", secret_file(self))
         a = Daemon(pool=64 * MIB, args=args).start()
         self.addCleanup(a.stop)
         b = Daemon(pool=8 * MIB, args=args).start()
