@@ -57,3 +57,18 @@ func BufferWaiters(s *Server) int {
 	defer s.bufs.mu.Unlock()
 	return s.bufs.waiters
 }
+
+// ReleaseLeasesAtRestart makes every restart of this process (a handoff,
+// a stop for systemd's fd store) release its connections' leases and
+// hold nothing: the bug the restart tests' bites must catch.
+func ReleaseLeasesAtRestart() { restartReleaseBite = true }
+
+// ExitAtHandoffCommit makes the old daemon of every handoff of this
+// process exit 0 as soon as the successor answered the transfer, whether
+// or not it then serves: the bug the failed-handoff tests' bite must
+// catch.
+func ExitAtHandoffCommit() { handoffCommitExitBite = true }
+
+// TakeoverFromAnyUID makes every takeover of this process skip its check
+// of the old daemon's uid: the bug the uid test's bite must catch.
+func TakeoverFromAnyUID() { takeoverAnyUIDBite = true }

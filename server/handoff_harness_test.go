@@ -391,8 +391,15 @@ func checkKeys(sock string, ks []hoKey, voided map[uint64]bool, rep *hoReport) e
 // startHandoffd starts a daemon process and, unless takeover, waits until
 // it serves.
 func startHandoffd(t *testing.T, exe, sock string, takeover bool) (*hoDaemon, error) {
+	return startHandoffdEnv(t, exe, sock, takeover, nil)
+}
+
+// startHandoffdEnv is startHandoffd with more of the daemon's environment
+// (KVALLOC_HO_POOL, the bites' switches).
+func startHandoffdEnv(t *testing.T, exe, sock string, takeover bool, env []string) (*hoDaemon, error) {
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childRole+"=handoffd", childSocket+"="+sock, "KVALLOC_HO_TAKEOVER="+strconv.FormatBool(takeover))
+	cmd.Env = append(cmd.Env, env...)
 	d, err := launchHandoffd(t, cmd)
 	if err != nil || takeover {
 		return d, err
@@ -466,13 +473,26 @@ func launchHandoffd(t *testing.T, cmd *exec.Cmd) (*hoDaemon, error) {
 // handoffd is the daemon process: it prints "serving <epoch> <how> <why>"
 // once it serves, and exits when handed off or on SIGTERM.
 func handoffd() int {
-	cfg := server.Config{SocketPath: os.Getenv(childSocket), PoolSize: handoffPool,
+	pool := int64(handoffPool)
+	if v, err := strconv.ParseInt(os.Getenv("KVALLOC_HO_POOL"), 10, 64); err == nil {
+		pool = v
+	}
+	cfg := server.Config{SocketPath: os.Getenv(childSocket), PoolSize: pool,
 		Takeover: os.Getenv("KVALLOC_HO_TAKEOVER") == "true",
 		Systemd:  os.Getenv("KVALLOC_HO_SYSTEMD") == "1",
 		L1:       l1.Config{EvictOnDemand: true, Eviction: l1.EvictPrefix},
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	if os.Getenv("KVALLOC_HO_BITE") == "1" {
 		server.DropFromHandoffs()
+	}
+	if os.Getenv("KVALLOC_HO_RELEASE_BITE") == "1" {
+		server.ReleaseLeasesAtRestart()
+	}
+	if os.Getenv("KVALLOC_HO_COMMIT_BITE") == "1" {
+		server.ExitAtHandoffCommit()
+	}
+	if os.Getenv("KVALLOC_HO_UID_BITE") == "1" {
+		server.TakeoverFromAnyUID()
 	}
 	s, err := server.New(cfg)
 	if err != nil {
