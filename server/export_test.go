@@ -2,6 +2,8 @@
 
 package server
 
+import "time"
+
 // HoldGate holds the gate exclusively, as Check does, until the returned
 // function is called: every request of every connection waits. For tests
 // of a daemon that stops answering.
@@ -64,11 +66,18 @@ func BufferWaiters(s *Server) int {
 func ReleaseLeasesAtRestart() { restartReleaseBite = true }
 
 // ExitAtHandoffCommit makes the old daemon of every handoff of this
-// process exit 0 as soon as the successor answered the transfer, whether
-// or not it then serves: the bug the failed-handoff tests' bite must
-// catch.
+// process exit 0 once the handoff has begun, whether or not the successor
+// then serves: the bug the failed-handoff tests' bites must catch.
 func ExitAtHandoffCommit() { handoffCommitExitBite = true }
 
 // TakeoverFromAnyUID makes every takeover of this process skip its check
 // of the old daemon's uid: the bug the uid test's bite must catch.
 func TakeoverFromAnyUID() { takeoverAnyUIDBite = true }
+
+// KillTakeoverAt makes every takeover of this process SIGKILL it at
+// point: "asked", "transfer", "ready" or "go".
+func KillTakeoverAt(point string) { takeoverDieAt = point }
+
+// SetTakeoverTimeout sets how long a takeover of this process waits for
+// the transfer.
+func SetTakeoverTimeout(d time.Duration) { handoffDialTimeout = d }

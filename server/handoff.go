@@ -95,7 +95,7 @@ const (
 	// handoffDialTimeout bounds the new daemon's wait for the transfer:
 	// the old one's drain (a request in progress finishes, an answer is
 	// written within WriteTimeout) and its export.
-	handoffDialTimeout = 60 * time.Second
+	defaultHandoffDialTimeout = 60 * time.Second
 	// maxIndexBytes bounds an index announced by the old daemon.
 	maxIndexBytes = 4 << 30
 )
@@ -246,7 +246,7 @@ func (s *Server) handOff(c *net.UnixConn) error {
 	if le.Uint32(req[:]) != handoffMagic || le.Uint16(req[4:]) != handoffVersion {
 		return fmt.Errorf("handoff request: magic %#x version %d (this daemon speaks version %d)", le.Uint32(req[:]), le.Uint16(req[4:]), handoffVersion)
 	}
-	if hungUp(c) {
+	if hungUp(c) && !handoffCommitExitBite {
 		// A successor that gave up while this daemon did not answer
 		// (it was stopped): nothing to drain for.
 		return fmt.Errorf("handoff: %v asked and hung up before it was answered", peer)
@@ -286,9 +286,6 @@ func (s *Server) handOff(c *net.UnixConn) error {
 		s.resume(err)
 		return err
 	}
-	if handoffCommitExitBite {
-		os.Exit(0)
-	}
 	// Commit. From the go on the successor may serve; this daemon serves
 	// again only if the successor dies before its up (it then changed
 	// nothing).
@@ -315,10 +312,10 @@ func (s *Server) handOff(c *net.UnixConn) error {
 	return nil
 }
 
-// handoffCommitExitBite is a deliberate bug, set only by the handoff
-// tests' bite (export_test.go): the old daemon exits 0 once it has sent
-// the transfer and heard anything back, as it did before the successor's
-// ready and up, whether or not the successor took the pool.
+// handoffCommitExitBite is a deliberate bug, set only by the failed
+// handoff tests' bites (export_test.go): a handoff once begun ends the
+// old daemon, with status 0, whether or not the successor took the pool,
+// as every handoff did before the successor's ready and up.
 var handoffCommitExitBite bool
 
 // hungUp reports whether c's peer has closed its end, with nothing left
@@ -337,27 +334,36 @@ func hungUp(c *net.UnixConn) bool {
 	return gone
 }
 
-// transferTo sends the descriptors and the index idx on c.
+// transferTo sends the descriptors and the index idx on c. The listening
+// socket goes by its own descriptor (SyscallConn), not a File's: a File's
+// Fd would make the socket blocking, which a daemon that serves on after
+// a failed handoff could then not close.
 func (s *Server) transferTo(c *net.UnixConn, idx []byte) error {
-	lnf, err := s.ln.ln.File()
+	raw, err := s.ln.ln.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("handoff: the listening socket: %w", err)
 	}
-	defer lnf.Close()
-	fds := []int{s.pool.FD(), int(lnf.Fd())}
-	if s.ln.lock != nil {
-		fds = append(fds, int(s.ln.lock.Fd()))
-	}
 	le := binary.LittleEndian
 	var hdr [handoffFrame]byte
-	le.PutUint32(hdr[:], handoffMagic)
-	le.PutUint16(hdr[4:], handoffVersion)
-	le.PutUint16(hdr[6:], uint16(len(fds)))
-	le.PutUint64(hdr[8:], s.epoch)
-	le.PutUint64(hdr[16:], uint64(len(idx)))
-	_ = c.SetDeadline(time.Now().Add(handoffReadyTimeout))
-	if _, _, err := c.WriteMsgUnix(hdr[:], unix.UnixRights(fds...), nil); err != nil {
-		return fmt.Errorf("handoff: sending the descriptors: %w", err)
+	var werr error
+	cerr := raw.Control(func(lnfd uintptr) {
+		fds := []int{s.pool.FD(), int(lnfd)}
+		if s.ln.lock != nil {
+			fds = append(fds, int(s.ln.lock.Fd()))
+		}
+		le.PutUint32(hdr[:], handoffMagic)
+		le.PutUint16(hdr[4:], handoffVersion)
+		le.PutUint16(hdr[6:], uint16(len(fds)))
+		le.PutUint64(hdr[8:], s.epoch)
+		le.PutUint64(hdr[16:], uint64(len(idx)))
+		_ = c.SetDeadline(time.Now().Add(handoffReadyTimeout))
+		_, _, werr = c.WriteMsgUnix(hdr[:], unix.UnixRights(fds...), nil)
+	})
+	if cerr != nil {
+		return fmt.Errorf("handoff: the listening socket: %w", cerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("handoff: sending the descriptors: %w", werr)
 	}
 	if _, err := c.Write(idx); err != nil {
 		return fmt.Errorf("handoff: sending the index: %w", err)
@@ -459,6 +465,10 @@ var restartReleaseBite bool
 // its commit (why): it accepts again and serves metrics again; the
 // blocks of the connections it ended stay held until their leases lapse.
 func (s *Server) resume(why error) {
+	if handoffCommitExitBite {
+		s.log.Warn("handoff failed: exiting all the same (a deliberate bug)", "why", why)
+		os.Exit(0)
+	}
 	s.log.Warn("handoff failed: this daemon serves on", "why", why)
 	s.holdLeases.Store(false)
 	s.bufs.reopen()
@@ -567,6 +577,7 @@ func takeover(cfg Config) (*transfer, error) {
 	if _, err := c.Write(req[:]); err != nil {
 		return nil, fmt.Errorf("handoff request: %w", err)
 	}
+	dieAt("asked")
 	var hdr [handoffFrame]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, flags, _, err := c.ReadMsgUnix(hdr[:], oob)
@@ -623,10 +634,28 @@ func takeover(cfg Config) (*transfer, error) {
 			t.index, t.indexErr = nil, fmt.Errorf("%w: the old daemon sent part of it (%v)", errIndex, err)
 		}
 	}
+	dieAt("transfer")
 	// The ready, the verdict and the up follow (confirmTakeover,
 	// finishTakeover).
 	t.conn, kept = c, true
 	return t, nil
+}
+
+// handoffDialTimeout is defaultHandoffDialTimeout but in tests of a
+// stopped old daemon (export_test.go).
+var handoffDialTimeout = defaultHandoffDialTimeout
+
+// takeoverDieAt names the point of a takeover at which the successor
+// SIGKILLs itself, for the tests of a handoff whose successor dies
+// (export_test.go): "asked", "transfer", "ready" or "go"; "" for none.
+var takeoverDieAt string
+
+// dieAt kills the process at the point takeoverDieAt names.
+func dieAt(point string) {
+	if takeoverDieAt == point {
+		_ = unix.Kill(os.Getpid(), unix.SIGKILL)
+		select {}
+	}
 }
 
 // takeoverAnyUIDBite is a deliberate bug, set only by the uid test's bite
@@ -654,9 +683,11 @@ func (s *Server) confirmTakeover() error {
 	// committed meanwhile.
 	_ = c.SetDeadline(time.Time{})
 	_, werr := c.Write(b[:])
+	dieAt("ready")
 	_, err := io.ReadFull(c, b[:])
 	switch {
 	case err == nil && le.Uint32(b[:]) == handoffGoMagic:
+		dieAt("go")
 	case err == nil && le.Uint32(b[:]) == handoffNoMagic:
 		s.abandonTakeover()
 		return errors.New("kvallocd: the takeover failed: the daemon handing over gave up waiting for this one and serves on")

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -494,11 +495,18 @@ func handoffd() int {
 	if os.Getenv("KVALLOC_HO_UID_BITE") == "1" {
 		server.TakeoverFromAnyUID()
 	}
+	if p := os.Getenv("KVALLOC_HO_DIE_AT"); p != "" {
+		server.KillTakeoverAt(p)
+	}
+	if d, err := time.ParseDuration(os.Getenv("KVALLOC_HO_DIAL_TIMEOUT")); err == nil {
+		server.SetTakeoverTimeout(d)
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		fmt.Println("new:", err)
 		return 1
 	}
+	// A daemon that took a pool over must serve before saying so.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -507,6 +515,9 @@ func handoffd() int {
 	fmt.Printf("serving %#x %s %s\n", s.Epoch(), how, why)
 	select {
 	case <-sig:
+		// A daemon that does not stop says where it is stuck.
+		t := time.AfterFunc(5*time.Second, func() { pprof.Lookup("goroutine").WriteTo(os.Stdout, 2) })
+		defer t.Stop()
 		s.Close()
 		<-done
 	case <-done:

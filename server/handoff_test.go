@@ -215,3 +215,22 @@ func TestTakeoverTornTransfer(t *testing.T) {
 	c := dial(t, s)
 	require.NoError(t, c.Ping(), "the socket handed over is not served")
 }
+
+// TestHandoffSocketMode: a successor's SocketMode is the socket's once it
+// serves, not the mode the old daemon gave the file.
+func TestHandoffSocketMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvallocd.sock")
+	old, err := server.New(server.Config{SocketPath: path, PoolSize: 16 << 20, SocketMode: 0o600})
+	require.NoError(t, err)
+	go old.Serve()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	nu := start(t, server.Config{SocketPath: path, PoolSize: 16 << 20, SocketMode: 0o660, Takeover: true})
+	how, why := nu.Start()
+	require.Equal(t, "handoff", how, why)
+	<-old.HandedOff()
+	fi, err = os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o660), fi.Mode().Perm(), "the successor's -socket-mode was ignored")
+}

@@ -107,7 +107,7 @@ type index struct {
 	// readLapse[i] is objects[i]'s read lock's lapse on CLOCK_MONOTONIC,
 	// 0 when it is not read-locked.
 	readLapse []int64
-	held    []heldBlock
+	held      []heldBlock
 }
 
 // heldBlock is a block under a live lease: lapse is when the lease lapses,
