@@ -93,12 +93,28 @@ type lateProc struct {
 	lines <-chan string
 }
 
-func startLate(t *testing.T, role, sock, key string) *lateProc {
+// startLate starts a late client process in role, with the Go client
+// (kind "go": this test binary) or the Python one (kind "python":
+// testdata/late_client.py over python/kvalloc; python3 or $PYTHON must
+// be there).
+func startLate(t *testing.T, kind, role, sock, key string) *lateProc {
 	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childRole+"="+role, childSocket+"="+sock, "KVALLOC_LATE_KEY="+key)
+	var cmd *exec.Cmd
+	if kind == "python" {
+		py := os.Getenv("PYTHON")
+		if py == "" {
+			py = "python3"
+		}
+		if _, err := exec.LookPath(py); err != nil {
+			t.Fatalf("the Python late client needs %s (set $PYTHON): %v", py, err)
+		}
+		cmd = exec.Command(py, "testdata/late_client.py", role, sock, key, strconv.Itoa(int(lateFill(lateKey(key)))))
+	} else {
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		cmd = exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childRole+"="+role, childSocket+"="+sock, "KVALLOC_LATE_KEY="+key)
+	}
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	cmd.Stdin = r
@@ -165,7 +181,7 @@ type lateReport struct {
 // stored: the first must take the free object's block, the second must be
 // refused (the other two blocks are a live lease's). Then the late writer fills its block, the
 // late reader checks its own, and the test reads back what it stored.
-func runLate(t *testing.T, route string, bite bool) lateReport {
+func runLate(t *testing.T, route, kind string, bite bool) lateReport {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "kvallocd.sock")
 	env := []string{"KVALLOC_HO_POOL=" + strconv.Itoa(3*lateBlock)}
@@ -194,9 +210,9 @@ func runLate(t *testing.T, route string, bite bool) lateReport {
 		require.Equal(t, wire.StatusOK, st)
 	}
 	c.Close()
-	r := startLate(t, "latereader", sock, k0.ChunkHash)
+	r := startLate(t, kind, "latereader", sock, k0.ChunkHash)
 	expect(t, r.lines, "locked")
-	w := startLate(t, "latewriter", sock, "write-held")
+	w := startLate(t, kind, "latewriter", sock, "write-held")
 	expect(t, w.lines, "reserved")
 
 	// The restart.
@@ -256,24 +272,26 @@ func runLate(t *testing.T, route string, bite bool) lateReport {
 		require.GreaterOrEqual(t, n, 0, "%v, stored, is gone", k)
 		rep.wrong += n
 	}
-	t.Logf("%s restart: %d late writer and %d late reader copied after it; %d wrong bytes (the reader's block and the %d objects stored after it); %d reservations refused for room",
-		route, rep.writers, rep.readers, rep.wrong, len(stored), rep.refused)
+	t.Logf("%s restart, %s clients: %d late writer and %d late reader copied after it; %d wrong bytes (the reader's block and the %d objects stored after it); %d reservations refused for room",
+		route, kind, rep.writers, rep.readers, rep.wrong, len(stored), rep.refused)
 	return rep
 }
 
 // TestRestartKeepsLateClientsBlocks: over a handoff and over systemd's fd
-// store, a writer between its reserve_write and its finish_write, and a
+// store, with the Go client and with the Python one, a writer between its reserve_write and its finish_write, and a
 // reader under a read lock, both in processes of their own that outlive
 // their connection and copy after the restart, find their blocks theirs:
 // the next writer gets the one free object's block, and is refused a
 // second (the two others are under live leases); 0 wrong bytes.
 func TestRestartKeepsLateClientsBlocks(t *testing.T) {
 	for _, route := range []string{"handoff", "fdstore"} {
-		t.Run(route, func(t *testing.T) {
-			rep := runLate(t, route, false)
-			require.Equal(t, 0, rep.wrong, "wrong bytes after the %s", route)
-			require.Equal(t, 1, rep.refused, "the second reservation took a block under a live lease")
-		})
+		for _, kind := range []string{"go", "python"} {
+			t.Run(route+"/"+kind, func(t *testing.T) {
+				rep := runLate(t, route, kind, false)
+				require.Equal(t, 0, rep.wrong, "wrong bytes after the %s", route)
+				require.Equal(t, 1, rep.refused, "the second reservation took a block under a live lease")
+			})
+		}
 	}
 }
 
@@ -284,7 +302,7 @@ func TestRestartKeepsLateClientsBlocks(t *testing.T) {
 func TestRestartKeepsLateClientsBlocksBites(t *testing.T) {
 	for _, route := range []string{"handoff", "fdstore"} {
 		t.Run(route, func(t *testing.T) {
-			rep := runLate(t, route, true)
+			rep := runLate(t, route, "go", true)
 			if rep.wrong == 0 {
 				t.Fatalf("the %s restart released live leases and no byte went wrong", route)
 			}
