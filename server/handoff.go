@@ -811,10 +811,11 @@ func (s *Server) openWarm(cfg Config) {
 	s.log.Info("took over the pool", "objects", s.mgr.Len(), "old_epoch", fmt.Sprintf("%#x", t.epoch), "took", time.Since(start))
 }
 
-// listenCold takes the socket (listen). After a takeover that failed, the
-// old daemon is exiting (a handoff, once begun, ends it) but may hold the
-// socket's lock a moment longer: ErrInUse is retried for up to
-// handoffExitWait.
+// listenCold takes the socket (listen). After a takeover that failed
+// before the transfer, the old daemon may be dying (killed mid-handoff)
+// and hold the socket's lock a moment longer: ErrInUse is retried for up
+// to handoffExitWait. An old daemon that lives on serves on and keeps its
+// lock: the new one then fails (kvallocd exits 1).
 func (s *Server) listenCold(cfg Config) (*listener, error) {
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		ln, err := listen(cfg.SocketPath, cfg.SocketMode)
