@@ -88,15 +88,17 @@ kill-harness:
 HANDOFFS ?= 20
 
 ## handoff-harness: kvallocd's handoff harness (server/handoff_harness_test.go):
-## 8 client processes, HANDOFFS handoffs in a row from one daemon process
-## to the next, one of them by SIGKILL of the old daemon mid-handoff; every
-## finished object read back after each; prints the counts and the time
-## from handoff start to the first call served, p50 and p99 (about 15 s).
+## 8 client processes and a late writer and reader (copying after their
+## connection ended), HANDOFFS handoffs in a row from one daemon process
+## to the next, one of them by SIGKILL of the old daemon mid-handoff, then
+## HANDOFFS restarts through systemd's fd store; every finished object read
+## back after each; prints the counts and the time from restart start to
+## the first call served, p50 and p99 (about 30 s).
 ## Without the race detector, as kill-harness.
 handoff-harness:
 	@out=$$(mktemp); status=0; \
-	KVALLOC_HANDOFF_HANDOFFS=$(HANDOFFS) $(GO) test -count=1 -timeout 10m -run '^TestHandoffHarness' -v ./server/ >$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|handoff harness|caught|started cold' $$out; \
+	KVALLOC_HANDOFF_HANDOFFS=$(HANDOFFS) $(GO) test -count=1 -timeout 10m -run '^(TestHandoffHarness|TestFDStoreHarness)' -v ./server/ >$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|handoff harness|fd-store harness|caught|started cold' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## l2-faults: the L2 tier's fault tests on real Redis, verbose for their

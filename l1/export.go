@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/kvalloc/kvalloc/allocator"
 )
@@ -20,12 +21,15 @@ import (
 // What survives: every finished object that is not write-locked (a
 // rewrite in progress is the old object's end: its writer is gone), with
 // its key, block, size, temporary flag, chain position (the Partial hint
-// included) and, under S3-FIFO, its queue and use count. What does not:
-// locks and leases (they belonged to connections, and a restored
-// manager's leases begin again from 1: a daemon gives the new manager a
-// new epoch, so no old lease can be presented), writes in progress,
-// quarantined blocks, read-locked temporary objects (they were to go at
-// their release), the S3-FIFO ghost queue and the use stamps themselves.
+// included), under S3-FIFO its queue and use count, and the time its read
+// lock has left (Saved.ReadLeft), restored as a read lock nobody holds.
+// What does not: the leases themselves (they belonged to connections, and
+// a restored manager's leases begin again from 1: a daemon gives the new
+// manager a new epoch, so no old lease can be presented), writes in
+// progress, quarantined blocks (HoldLeases, Held and RestoreHeld carry
+// them over: restart.go), read-locked temporary objects (they were to go
+// at their release), the S3-FIFO ghost queue and the use stamps
+// themselves.
 // The order survives: Export lists the objects in the order the policy
 // would evict them (per queue under S3-FIFO), the read-locked ones after
 // the others, least recently used first, as if released in that order;
@@ -44,6 +48,12 @@ type Saved[K comparable] struct {
 	// queue; Freq is its use count, at most 3.
 	Small bool
 	Freq  uint8
+	// ReadLeft, when positive, is how long the object stays read-locked
+	// by readers the manager no longer knows (a restart's: restart.go):
+	// Export reports a read lock's time left, NoExpiry for one that never
+	// lapses; Restore read-locks the object for that long, under a lease
+	// nobody holds.
+	ReadLeft time.Duration
 }
 
 // Export returns the manager's finished objects that are not
@@ -59,8 +69,15 @@ func (m *Manager[K]) Export() ([]Saved[K], error) {
 	}
 	out := make([]Saved[K], 0, m.objects.n)
 	save := func(o *object[K], small bool) {
+		var left time.Duration
+		if o.read.held(now) {
+			left = NoExpiry
+			if o.read.expiry < endOfTime {
+				left = time.Duration(o.read.expiry - now)
+			}
+		}
 		out = append(out, Saved[K]{Key: o.key, Block: o.block, Size: o.size, Pos: o.pos,
-			Temporary: o.temporary, Small: small, Freq: o.freq})
+			Temporary: o.temporary, Small: small, Freq: o.freq, ReadLeft: left})
 	}
 	// The evictable objects, in the policy's order: S3-FIFO's small queue,
 	// then its main queue; the one list of the others.
@@ -102,6 +119,11 @@ func (m *Manager[K]) Export() ([]Saved[K], error) {
 // manager is returned. The manager's own checks (Verify's invariants) run
 // once over the result.
 func Restore[K comparable](mem Memory, cfg Config, saved []Saved[K]) (*Manager[K], error) {
+	return restore(mem, cfg, saved, nil)
+}
+
+// restore is Restore and RestoreHeld (restart.go).
+func restore[K comparable](mem Memory, cfg Config, saved []Saved[K], held []HeldBlock) (*Manager[K], error) {
 	m, err := New[K](mem, cfg)
 	if err != nil {
 		return nil, err
@@ -123,6 +145,8 @@ func Restore[K comparable](mem Memory, cfg Config, saved []Saved[K]) (*Manager[K
 			return bad(i, "use count %d above %d", s.Freq, maxFreq)
 		case s.Small && m.cfg.Eviction != EvictS3FIFO:
 			return bad(i, "in S3-FIFO's small queue under policy %v", m.cfg.Eviction)
+		case s.ReadLeft < 0:
+			return bad(i, "read-locked for %v", s.ReadLeft)
 		}
 		if _, dup := seen[s.Key]; dup {
 			return bad(i, "its key %v is saved twice", s.Key)
@@ -131,14 +155,31 @@ func Restore[K comparable](mem Memory, cfg Config, saved []Saved[K]) (*Manager[K
 		sum += s.Block.Size
 		blocks = append(blocks, s.Block)
 	}
+	for i, h := range held {
+		if h.Block.Offset%m.align != 0 || h.Block.Size%m.align != 0 {
+			return nil, fmt.Errorf("%w: restore: held block %d, %+v, is not aligned to %d", ErrInvalidArgument, i, h.Block, m.align)
+		}
+		sum += h.Block.Size
+		blocks = append(blocks, h.Block)
+	}
 	if err := verifyBlocks(blocks); err != nil {
 		return nil, fmt.Errorf("%w: restore: %w", ErrInvalidArgument, err)
 	}
 	if used := mem.Stats().Used; used != sum {
-		return nil, fmt.Errorf("%w: restore: the memory has %d bytes in use, the objects' blocks %d", ErrInvalidArgument, used, sum)
+		return nil, fmt.Errorf("%w: restore: the memory has %d bytes in use, the objects' and held blocks %d", ErrInvalidArgument, used, sum)
 	}
-	m.lock()
+	now := m.lock()
 	defer m.unlock()
+	for _, h := range held {
+		q := quarantined[K]{block: h.Block, deleted: true, expiry: endOfTime}
+		if h.Left != NoExpiry {
+			q.expiry = satAdd(now, int64(h.Left))
+		}
+		if h.Read {
+			q.read, q.count = true, 1
+		}
+		m.holdLocked(m.nextLease(), q)
+	}
 	for i := range saved {
 		s := &saved[i]
 		o := m.objects.alloc()
@@ -159,6 +200,24 @@ func Restore[K comparable](mem Memory, cfg Config, saved []Saved[K]) (*Manager[K
 			o.home = q
 		}
 		m.ev.link(o, q)
+	}
+	// Read locks the restart carried over: readable, not evictable, until
+	// they lapse.
+	for i := range saved {
+		if left := saved[i].ReadLeft; left > 0 {
+			o, _ := m.objects.find(&saved[i].Key, m.objects.hash(&saved[i].Key))
+			m.readLockLocked(o, 1, now)
+			o.read.expiry = endOfTime
+			if left != NoExpiry {
+				o.read.expiry = satAdd(now, int64(left))
+			}
+			if o.temporary {
+				m.enqueueLocked(o, tempQueue)
+			} else {
+				m.enqueueLocked(o, readQueue)
+			}
+			m.syncEvictLocked(o, now)
+		}
 	}
 	// Everything restored is settled: nothing is the current operation's
 	// to rank (the prefix policy's anchor is the list's tail).

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -126,8 +127,12 @@ func TestExportRestore(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, saved, again, "the restored manager exports another list")
 			require.Equal(t, len(saved), m.Len())
+			readLeft := map[int]time.Duration{}
+			for _, s := range saved {
+				readLeft[s.Key] = s.ReadLeft
+			}
 			for _, en := range m.Snapshot() {
-				require.True(t, en.Evictable, "restored key %d is not evictable", en.Key)
+				require.Equal(t, readLeft[en.Key] == 0, en.Evictable, "restored key %d: evictable, read-locked for %v", en.Key, readLeft[en.Key])
 			}
 
 			// Eviction order: release the old manager's locks (abort its

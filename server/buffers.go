@@ -74,8 +74,8 @@ type bufPool struct {
 	free    map[int][][]byte
 	wake    chan struct{} // closed when bytes are given back and someone waits
 	waiters int
-	closed  chan struct{} // closed by shut: every wait ends
-	shutOne sync.Once
+	closed  chan struct{} // closed by shut: every wait ends; replaced by reopen
+	isShut  bool
 	peak    int64
 	busy    uint64 // requests that found no budget within their wait
 	waited  uint64 // requests that had to wait
@@ -98,7 +98,25 @@ func newBufPool(budget int64) *bufPool {
 
 // shut ends every wait for budget, and every later one, at once: the
 // daemon is shutting down.
-func (p *bufPool) shut() { p.shutOne.Do(func() { close(p.closed) }) }
+func (p *bufPool) shut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isShut {
+		p.isShut = true
+		close(p.closed)
+	}
+}
+
+// reopen undoes shut, for a daemon that serves on after a handoff that
+// failed (handoff.go).
+func (p *bufPool) reopen() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isShut {
+		p.isShut = false
+		p.closed = make(chan struct{})
+	}
+}
 
 // get lends a buffer of at least in bytes and one of at least out bytes
 // (0: none), both or neither, waiting until deadline for budget (or until
@@ -154,14 +172,14 @@ func (p *bufPool) get(in, out int, deadline time.Time) (bin, bout []byte, ok boo
 			p.mu.Unlock()
 			return nil, nil, false
 		}
-		wake := p.wake
+		wake, closed := p.wake, p.closed
 		p.waiters++
 		p.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
 		case <-wake:
 		case <-t.C:
-		case <-p.closed:
+		case <-closed:
 			deadline = time.Time{}
 		}
 		t.Stop()

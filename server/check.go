@@ -87,8 +87,19 @@ func (s *Server) Verify() VerifyReport {
 		}
 	}
 	r := VerifyReport{Conns: len(s.conns), errs: handleErrs}
+	restartReads := s.restartReads
 	s.mu.Unlock()
 	s.l2.holds(writers, readers) // the daemon's own locks (l2.go)
+	// The read locks a restart carried over (handoff.go): nobody's
+	// connection holds them; they lapse with their leases.
+	for l, rr := range restartReads {
+		if st, ok := s.mgr.State(rr.key); ok && st.ReadLease == l && st.ReadLocks > 0 {
+			if readers[l] == nil {
+				readers[l] = map[l1.ObjectKey]int64{}
+			}
+			readers[l][rr.key] += rr.n
+		}
+	}
 	bad := func(format string, a ...any) { r.errs = append(r.errs, fmt.Errorf(format, a...)) }
 	s.l2.verifyOwn(bad)
 	snap := s.mgr.Snapshot()

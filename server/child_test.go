@@ -50,6 +50,10 @@ func TestMain(m *testing.M) {
 		os.Exit(handoffClient())
 	case "limitdaemon":
 		os.Exit(limitDaemon())
+	case "holate":
+		os.Exit(lateHarnessClient())
+	case "latewriter", "latereader":
+		os.Exit(lateClient(os.Getenv(childRole)))
 	case "squatter":
 		os.Exit(squatter(os.Getenv(childSocket)))
 	default:

@@ -16,8 +16,11 @@ import (
 
 // Defaults.
 const (
-	DefaultPoolSize     = 1 << 30
-	DefaultSocketMode   = 0o600
+	DefaultPoolSize   = 1 << 30
+	DefaultSocketMode = 0o600
+	// DefaultRestartHold is Config.RestartHold's default: as long as a
+	// write under the default write TTL could take.
+	DefaultRestartHold  = l1.DefaultWriteTTL
 	DefaultFrameTimeout = 10 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultHelloTimeout = 10 * time.Second
@@ -121,6 +124,15 @@ type Config struct {
 	// it changes nothing. kvallocd sets it.
 	Systemd bool
 
+	// RestartHold bounds how long a restart (a handoff, or a stop that
+	// stores the index for systemd's fd store) keeps a block whose lease
+	// has no expiry: a write under a WriteTTL of l1.NoExpiry, or a lapsed
+	// write held for its owner (l1.Config.QuarantineLapsedWrites). Every
+	// other leased block is kept, by this daemon and its successor, until
+	// its lease would have lapsed (l1.Manager.HoldLeases). 0 means
+	// DefaultRestartHold.
+	RestartHold time.Duration
+
 	// Logger receives the daemon's log; nil means no logging.
 	Logger *slog.Logger
 
@@ -145,6 +157,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SocketMode == 0 {
 		c.SocketMode = DefaultSocketMode
+	}
+	if c.RestartHold == 0 {
+		c.RestartHold = DefaultRestartHold
+	}
+	if c.RestartHold < 0 {
+		return c, fmt.Errorf("%w: restart hold %v", l1.ErrInvalidArgument, c.RestartHold)
 	}
 	if c.SocketMode&^os.ModePerm != 0 {
 		return c, fmt.Errorf("%w: socket mode %v has bits beyond the permissions", l1.ErrInvalidArgument, c.SocketMode)

@@ -489,7 +489,14 @@ func (c *conn) end(why string, ended time.Time) {
 	}
 	s.gate.Lock()
 	before := s.mgr.Stats().Held
-	writes, reads := c.release()
+	var writes, reads int64
+	if !s.holdLeases.Load() || restartReleaseBite {
+		writes, reads = c.release()
+	} else {
+		// A restart: the peer may still copy into or out of its blocks;
+		// HoldLeases keeps them from every other writer (handoff.go).
+		c.own.clear()
+	}
 	freed := before - s.mgr.Stats().Held
 	s.bugEnd()
 	s.gate.Unlock()

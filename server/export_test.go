@@ -2,6 +2,8 @@
 
 package server
 
+import "time"
+
 // HoldGate holds the gate exclusively, as Check does, until the returned
 // function is called: every request of every connection waits. For tests
 // of a daemon that stops answering.
@@ -75,3 +77,25 @@ func L2BeforePutRelease(s *Server, f func()) { s.l2.beforeRelease.Store(&f) }
 // lapsed before its release: the bug the lapsed-copy test's bite must
 // catch.
 func L2PutSendsLapsed(s *Server) { s.l2.sendLapsed.Store(true) }
+
+// ReleaseLeasesAtRestart makes every restart of this process (a handoff,
+// a stop for systemd's fd store) release its connections' leases and
+// hold nothing: the bug the restart tests' bites must catch.
+func ReleaseLeasesAtRestart() { restartReleaseBite = true }
+
+// ExitAtHandoffCommit makes the old daemon of every handoff of this
+// process exit 0 once the handoff has begun, whether or not the successor
+// then serves: the bug the failed-handoff tests' bites must catch.
+func ExitAtHandoffCommit() { handoffCommitExitBite = true }
+
+// TakeoverFromAnyUID makes every takeover of this process skip its check
+// of the old daemon's uid: the bug the uid test's bite must catch.
+func TakeoverFromAnyUID() { takeoverAnyUIDBite = true }
+
+// KillTakeoverAt makes every takeover of this process SIGKILL it at
+// point: "asked", "transfer", "ready" or "go".
+func KillTakeoverAt(point string) { takeoverDieAt = point }
+
+// SetTakeoverTimeout sets how long a takeover of this process waits for
+// the transfer.
+func SetTakeoverTimeout(d time.Duration) { handoffDialTimeout = d }

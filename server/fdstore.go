@@ -212,18 +212,15 @@ func (s *Server) storeIndex() {
 		return
 	}
 	start := time.Now()
-	objs, err := s.mgr.Export()
+	idx, err := s.restartIndex()
 	if err == nil {
-		var id poolIdentity
-		if id, err = memfdIdentity(s.pool.FD(), s.alloc.Align()); err == nil {
-			err = storeMemfd(n, fdNameIndex, encodeIndex(nil, id, s.mgr.Config().Eviction, s.epoch, objs))
-		}
+		err = storeMemfd(n, fdNameIndex, idx)
 	}
 	if err != nil {
 		s.log.Warn("the index is not stored: the next start is cold", "err", err)
 		return
 	}
-	s.log.Info("stored the index in systemd's fd store", "objects", len(objs), "took", time.Since(start))
+	s.log.Info("stored the index in systemd's fd store", "objects", s.mgr.Len(), "held_blocks", s.mgr.Stats().QuarantinedObjects, "index_bytes", len(idx), "took", time.Since(start))
 }
 
 // storeMemfd writes b into a new memfd and stores it as name.

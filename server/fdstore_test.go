@@ -127,10 +127,17 @@ func (f *fakeSystemd) files(t *testing.T, names ...string) []*os.File {
 // execs the daemon, keeping its pid).
 func startUnit(t *testing.T, f *fakeSystemd, sock string, files []*os.File, names ...string) *hoDaemon {
 	t.Helper()
+	return startUnitEnv(t, f, sock, nil, files, names...)
+}
+
+// startUnitEnv is startUnit with more of the daemon's environment.
+func startUnitEnv(t *testing.T, f *fakeSystemd, sock string, env []string, files []*os.File, names ...string) *hoDaemon {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childRole+"=handoffd", childSocket+"="+sock, "KVALLOC_HO_SYSTEMD=1", "NOTIFY_SOCKET="+f.path)
+	cmd.Env = append(cmd.Env, env...)
 	if len(files) > 0 {
 		cmd.ExtraFiles = files
 		cmd.Env = append(cmd.Env, fmt.Sprintf("LISTEN_FDS=%d", len(files)), "LISTEN_FDNAMES="+strings.Join(names, ":"))

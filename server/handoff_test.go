@@ -53,10 +53,13 @@ func putStamped(t *testing.T, c *client.Client, ks []l1.ObjectKey, size int64) {
 
 // TestHandoffInProcess: a daemon started with Takeover takes the pool of
 // the one serving: every finished object reads back its stamps under the
-// new epoch; a write in progress and the read locks of the old daemon's
-// connections are gone (the old connection sees its end, its leases are
-// refused); the new daemon's books agree (Check), it serves the same
-// socket, and says it started by a handoff.
+// new epoch, those the old daemon's connections had read-locked still
+// read-locked (their readers may still be copying: not evictable until the
+// lock lapses); a write in progress is gone, its block held in the
+// quarantine (its writer may still be copying into it); the old
+// connection sees its end, its leases refused; the new daemon's books
+// agree (Check), it serves the same socket, and says it started by a
+// handoff.
 func TestHandoffInProcess(t *testing.T) {
 	const size = 64 << 10
 	path := filepath.Join(t.TempDir(), "kvallocd.sock")
@@ -88,6 +91,12 @@ func TestHandoffInProcess(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrDisconnected, "the old connection outlived the handoff")
 	c2 := dial(t, nu)
 	require.Equal(t, nu.Epoch(), c2.Epoch())
+	st := nu.Manager().Stats()
+	require.Equal(t, 3, st.QuarantinedObjects, "the reserved blocks held")
+	require.Equal(t, int64(3*size), st.QuarantinedBytes)
+	for i, k := range fin {
+		require.Equal(t, i >= 5, nu.Manager().IsEvictable(k), "%v: evictable after the handoff", k)
+	}
 	got, err := c2.ReserveRead(fin, 1)
 	require.NoError(t, err)
 	leases := make([]client.Lease, len(fin))
@@ -118,6 +127,8 @@ func TestHandoffInProcess(t *testing.T) {
 	how, _ = third.Start()
 	require.Equal(t, "handoff", how)
 	require.Equal(t, 40, third.Manager().Len())
+	require.Equal(t, 3, third.Manager().Stats().QuarantinedObjects, "the held blocks are held on by the next daemon")
+	require.False(t, third.Manager().IsEvictable(fin[0]), "the read lock is held on by the next daemon")
 }
 
 // TestTakeoverCold: with nobody to take over from, or a pool of another
@@ -188,7 +199,7 @@ func TestTakeoverTornTransfer(t *testing.T) {
 		defer lf.Close()
 		var hdr [24]byte
 		binary.LittleEndian.PutUint32(hdr[:], 0x4f48564b)
-		binary.LittleEndian.PutUint16(hdr[4:], 1)
+		binary.LittleEndian.PutUint16(hdr[4:], 2)
 		binary.LittleEndian.PutUint16(hdr[6:], 2)
 		binary.LittleEndian.PutUint64(hdr[8:], 0x1234)
 		binary.LittleEndian.PutUint64(hdr[16:], 1000)
@@ -203,4 +214,23 @@ func TestTakeoverTornTransfer(t *testing.T) {
 	require.Equal(t, 0, s.Manager().Len())
 	c := dial(t, s)
 	require.NoError(t, c.Ping(), "the socket handed over is not served")
+}
+
+// TestHandoffSocketMode: a successor's SocketMode is the socket's once it
+// serves, not the mode the old daemon gave the file.
+func TestHandoffSocketMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvallocd.sock")
+	old, err := server.New(server.Config{SocketPath: path, PoolSize: 16 << 20, SocketMode: 0o600})
+	require.NoError(t, err)
+	go old.Serve()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	nu := start(t, server.Config{SocketPath: path, PoolSize: 16 << 20, SocketMode: 0o660, Takeover: true})
+	how, why := nu.Start()
+	require.Equal(t, "handoff", how, why)
+	<-old.HandedOff()
+	fi, err = os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o660), fi.Mode().Perm(), "the successor's -socket-mode was ignored")
 }

@@ -70,14 +70,14 @@ func BenchmarkIndexHandoff(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		idx := encodeIndex(nil, id, cfg.Eviction, 1, objs)
+		idx := encodeIndex(nil, id, cfg.Eviction, 1, objs, nil, nil)
 		t1 := time.Now()
 		x, err := decodeIndex(idx, id)
 		if err != nil {
 			b.Fatal(err)
 		}
 		fresh := region()
-		m2, err := restoreIndex(fresh, cfg, x)
+		m2, err := restoreIndex(fresh, cfg, x, time.Hour)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -28,6 +28,24 @@ func testObjects(n int) []l1.Saved[l1.ObjectKey] {
 	return out
 }
 
+// testHeld is n held blocks past testObjects(n)'s.
+func testHeld(n int) []heldBlock {
+	out := make([]heldBlock, n)
+	for i := range out {
+		out[i] = heldBlock{block: allocator.Block{Offset: int64(n+i) * 8192, Size: 8192, Gen: uint64(n + i + 1)}, read: i%2 == 1, lapse: int64(1e12 + i)}
+	}
+	return out
+}
+
+// testLapses is read lapses for n objects: every other one read-locked.
+func testLapses(n int) []int64 {
+	out := make([]int64, n)
+	for i := 0; i < n; i += 2 {
+		out[i] = int64(2e12 + i)
+	}
+	return out
+}
+
 // FuzzIndexDecode: decodeIndex never panics on any bytes, and whatever it
 // accepts is canonical: encoding what it decoded gives back the very
 // bytes (so no two indexes decode alike, and nothing it accepts was
@@ -36,7 +54,7 @@ func testObjects(n int) []l1.Saved[l1.ObjectKey] {
 func FuzzIndexDecode(f *testing.F) {
 	id := poolIdentity{bytes: 1 << 20, align: 4096, dev: 7, ino: 99}
 	for _, n := range []int{0, 1, 3} {
-		b := encodeIndex(nil, id, l1.EvictS3FIFO, 5, testObjects(n))
+		b := encodeIndex(nil, id, l1.EvictS3FIFO, 5, testObjects(n), testLapses(n), testHeld(n))
 		f.Add(b)
 		f.Add(b[:len(b)/2])
 	}
@@ -45,7 +63,7 @@ func FuzzIndexDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again := encodeIndex(nil, x.id, x.policy, x.epoch, x.objects)
+		again := encodeIndex(nil, x.id, x.policy, x.epoch, x.objects, x.readLapse, x.held)
 		if !bytes.Equal(again, b) {
 			t.Fatalf("decoded %d objects from %d bytes that re-encode to %d other bytes", len(x.objects), len(b), len(again))
 		}

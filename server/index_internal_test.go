@@ -5,6 +5,7 @@ package server
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +19,7 @@ import (
 func TestIndexRoundTrip(t *testing.T) {
 	id := poolIdentity{bytes: 1 << 20, align: 4096, dev: 7, ino: 99}
 	objs := testObjects(20)
-	b := encodeIndex(nil, id, l1.EvictS3FIFO, 0xabc, objs)
+	b := encodeIndex(nil, id, l1.EvictS3FIFO, 0xabc, objs, nil, nil)
 	x, err := decodeIndex(b, id)
 	require.NoError(t, err)
 	require.Equal(t, objs, x.objects)
@@ -28,7 +29,7 @@ func TestIndexRoundTrip(t *testing.T) {
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	defer a.Close()
-	m, err := restoreIndex(a, l1.Config{Eviction: l1.EvictS3FIFO}, x)
+	m, err := restoreIndex(a, l1.Config{Eviction: l1.EvictS3FIFO}, x, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, 20, m.Len())
 	st, ok := m.State(objs[5].Key)
@@ -40,7 +41,7 @@ func TestIndexRoundTrip(t *testing.T) {
 // and an inconsistent list are refused, each with errIndex.
 func TestIndexRefuses(t *testing.T) {
 	id := poolIdentity{bytes: 1 << 20, align: 4096, dev: 7, ino: 99}
-	b := encodeIndex(nil, id, l1.EvictLRU, 1, testObjects(3))
+	b := encodeIndex(nil, id, l1.EvictLRU, 1, testObjects(3), nil, nil)
 	for n := range len(b) {
 		_, err := decodeIndex(b[:n], id)
 		require.ErrorIs(t, err, errIndex, "torn at %d", n)
@@ -62,14 +63,14 @@ func TestIndexRefuses(t *testing.T) {
 	// Well formed, but the blocks overlap: the restore refuses it.
 	objs := testObjects(3)
 	objs[1].Block.Offset = 4096
-	x, err := decodeIndex(encodeIndex(nil, id, l1.EvictLRU, 1, objs), id)
+	x, err := decodeIndex(encodeIndex(nil, id, l1.EvictLRU, 1, objs, nil, nil), id)
 	require.NoError(t, err)
 	r, err := hostmem.NewHeapRegion(1 << 20)
 	require.NoError(t, err)
 	a, err := allocator.New(r, allocator.Options{})
 	require.NoError(t, err)
 	defer a.Close()
-	_, err = restoreIndex(a, l1.Config{}, x)
+	_, err = restoreIndex(a, l1.Config{}, x, time.Hour)
 	require.True(t, errors.Is(err, errIndex) && errors.Is(err, allocator.ErrInvalidBlock), "%v", err)
 	require.Equal(t, int64(0), a.Stats().Used, "a refused restore changed the allocator")
 }

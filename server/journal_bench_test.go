@@ -76,7 +76,7 @@ func BenchmarkJournal(b *testing.B) {
 		at := 0
 		for b.Loop() {
 			for i := range objs {
-				rec = encodeIndex(rec[:0], poolIdentity{}, 0, 0, objs[i:i+1])[indexHeader:]
+				rec = encodeIndex(rec[:0], poolIdentity{}, 0, 0, objs[i:i+1], nil, nil)[indexHeader:]
 				if at+len(rec)+4 > len(j) {
 					at = 0
 				}

@@ -79,6 +79,15 @@ type Server struct {
 
 	// restart is the handoff socket and how the daemon started (handoff.go).
 	restart restartState
+	// holdLeases is set while the daemon ends its connections for a
+	// restart (a handoff, or a stop that stores its index): their ends
+	// release nothing, since their processes may still use their blocks,
+	// and l1's HoldLeases holds every leased block instead (handoff.go).
+	holdLeases atomic.Bool
+	// restartReads are the read locks a restart carried over, by lease
+	// (this daemon's connections' at its handoff that failed, or its
+	// predecessor's): Check counts them as held by nobody (under mu).
+	restartReads map[l1.Lease]restartRead
 
 	// Limits (limits.go, buffers.go, logger.go).
 	logs                                  *logState
@@ -143,6 +152,7 @@ func New(cfg Config) (*Server, error) {
 	s.openWarm(cfg)
 	if s.mgr == nil {
 		if err := s.openCold(cfg); err != nil {
+			s.abandonTakeover()
 			if s.ln != nil {
 				s.ln.close()
 			}
@@ -156,17 +166,27 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if err := s.listenHandoff(); err != nil {
-		// Serving matters more than a successor's convenience.
-		s.log.Warn("no handoff socket: a successor cannot take this pool over (-takeover)", "err", err)
-	}
 	if cfg.MetricsAddr != "" {
 		if err := s.serveMetrics(cfg.MetricsAddr); err != nil {
+			s.abandonTakeover()
 			s.ln.close()
 			s.mgr.Close()
 			s.alloc.Close()
 			return nil, err
 		}
+	}
+	if err := s.confirmTakeover(); err != nil {
+		if s.http != nil {
+			s.http.Close()
+		}
+		s.ln.close()
+		s.mgr.Close()
+		s.alloc.Close()
+		return nil, err
+	}
+	if err := s.listenHandoff(); err != nil {
+		// Serving matters more than a successor's convenience.
+		s.log.Warn("no handoff socket: a successor cannot take this pool over (-takeover)", "err", err)
 	}
 	if err := s.startL2(); err != nil {
 		s.Close()
@@ -215,8 +235,9 @@ func (s *Server) openCold(cfg Config) error {
 // accepted with the spare descriptor when the daemon is out of them, is
 // answered TOO_MANY_CONNECTIONS and closed here, without a goroutine.
 func (s *Server) Serve() error {
-	s.notifyReady()  // systemd (fdstore.go)
-	pending := false // out of descriptors, a connection was seen waiting
+	s.notifyReady()    // systemd (fdstore.go)
+	s.finishTakeover() // the old daemon's last word (handoff.go)
+	pending := false   // out of descriptors, a connection was seen waiting
 	for {
 		c, err := s.ln.ln.AcceptUnix()
 		if err == nil || !outOfFDs(err) {
@@ -227,7 +248,10 @@ func (s *Server) Serve() error {
 			closing := s.closing
 			s.mu.Unlock()
 			if closing || errors.Is(err, net.ErrClosed) {
-				return s.serveEnd()
+				if s.serveEnd() || errors.Is(err, net.ErrClosed) {
+					return nil
+				}
+				continue // a handoff failed: serve on
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -259,7 +283,10 @@ func (s *Server) Serve() error {
 		if s.closing {
 			s.mu.Unlock()
 			c.Close()
-			return s.serveEnd()
+			if s.serveEnd() {
+				return nil
+			}
+			continue
 		}
 		if msg := s.overCapLocked(peer, perr); msg != "" {
 			s.mu.Unlock()
@@ -292,6 +319,12 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closing = true
+	if s.restart.notify != nil {
+		// The pool outlives this process in systemd's fd store: the
+		// connections' blocks are held for the next daemon, not released
+		// (storeIndex).
+		s.holdLeases.Store(true)
+	}
 	for c := range s.conns {
 		c.shutdown()
 	}

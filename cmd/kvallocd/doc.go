@@ -66,18 +66,30 @@
 // Restarting without losing the cache: with -takeover, a new kvallocd
 // asks the one serving -socket for its pool over the handoff socket
 // (-socket + ".handoff", mode 0600, both sides of the same uid). The old
-// daemon stops accepting, ends and releases every connection, and hands
-// over the memfd, its listening socket and the index of its finished
-// objects, then exits 0; the new one serves the same objects on the same
-// socket under a new epoch, and clients connect again. When nobody
+// daemon stops accepting, ends every connection, and hands over the
+// memfd, its listening socket and the index of its finished objects; the
+// new one restores them, says it can serve, and serves the same objects
+// on the same socket under a new epoch (and its own -socket-mode); the
+// old one exits 0 once it does. Clients connect again. When nobody
 // answers, or the index is doubtful (torn, stale, of another pool size or
 // alignment), it starts cold and logs why. The pool size, alignment and
-// huge-page setting must match the old daemon's.
+// huge-page setting must match the old daemon's. A handoff that fails
+// (the new daemon dies, or cannot serve) leaves the old daemon serving,
+// and a new daemon that did not take over exits 1. kvallocd exits 0 only
+// on SIGTERM or SIGINT or once a successor serves its pool; any other end
+// of serving exits 1.
+//
+// A restart (a handoff, or a stop under systemd's fd store) ends the
+// connections, not the engine processes, which may still copy into or out
+// of their blocks: no block under a live lease goes to another writer
+// until its lease would have lapsed (-write-ttl, -read-ttl); a lease with
+// no expiry is held for -restart-hold. See wire/PROTOCOL.md.
 //
 // Under systemd (server.Config.Systemd, always on; it acts only on
 // systemd's variables): with Type=notify it reports READY=1 once it
 // serves; it keeps its memfd in the unit's fd store as "pool" and, on
-// SIGTERM, after releasing every connection, the index as "index"
+// SIGTERM, after ending every connection (their leased blocks held, as
+// at a handoff), the index as "index"
 // (FDStoreMax=2 or more); started again with both in LISTEN_FDS, it
 // restores them, with the same checks as a takeover. A crash leaves no
 // fresh index: the next start is cold. A daemon that took over sends
@@ -124,6 +136,8 @@
 //	-metrics addr         serve /metrics on this loopback address, e.g. 127.0.0.1:9464
 //	-debug-verify         for soaks: serve /debug/verify (the daemon's Verify, as JSON) with -metrics, and
 //	                      count out-of-memory answers that left an evictable object (serializes reserve_write)
+//	-restart-hold d       how long a restart keeps a block whose lease has no expiry (a -write-ttl that
+//	                      never lapses, a lapsed write waiting for its writer) (default 10m0s)
 //	-takeover             take the pool and its finished objects over from the kvallocd serving -socket;
 //	                      start cold, and say why, when that fails
 //	-log-level level      debug, info, warn or error (default info)

@@ -74,6 +74,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Sig
 			<-done
 			stopped = true
 		case err = <-done:
+			select {
+			case <-s.HandedOff(): // a successor serves the pool: exit 0
+			default:
+				if err == nil {
+					// Not stopped, and no successor: a supervisor must
+					// start another (Restart=on-failure).
+					err = errors.New("the daemon stopped serving without a successor")
+				}
+			}
 			s.Close()
 			stopped = true
 		}
@@ -127,6 +136,7 @@ func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.L
 	budget := fs.String("buffer-budget", "256MiB", "bytes of frame buffers all connections share, at least 20MiB")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "", "serve /metrics on this loopback address, e.g. 127.0.0.1:9464")
 	fs.BoolVar(&cfg.DebugVerify, "debug-verify", false, "serve /debug/verify with -metrics, and judge out-of-memory answers against the evictable objects left; for soaks, it serializes reserve_write")
+	fs.DurationVar(&cfg.RestartHold, "restart-hold", server.DefaultRestartHold, "how long a restart (-takeover, or a stop under systemd's fd store) keeps a block whose lease has no expiry (a -write-ttl that never lapses, a lapsed write waiting for its writer); every other leased block is kept until its lease would have lapsed")
 	fs.BoolVar(&cfg.Takeover, "takeover", false, "take the pool and its finished objects over from the kvallocd serving -socket (its handoff socket, -socket + \".handoff\"); start cold, and say why, when that fails")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "debug, info, warn or error")
@@ -172,6 +182,9 @@ func parse(args []string, stderr io.Writer, l2f *l2Flags) (server.Config, slog.L
 	cfg.MaxFrame = int(mf)
 	if cfg.ConnReadLocks < 1 {
 		return bad("-conn-read-locks %d: want at least 1", cfg.ConnReadLocks)
+	}
+	if cfg.RestartHold <= 0 {
+		return bad("-restart-hold %v: want a positive duration", cfg.RestartHold)
 	}
 	if cfg.BufferBudget, err = size(*budget); err != nil {
 		return bad("-buffer-budget: %v", err)

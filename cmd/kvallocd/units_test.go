@@ -41,7 +41,8 @@ func unit(t *testing.T, name string) (map[string][]string, []string) {
 
 // TestSystemdUnits: systemd-analyze verify accepts both units with no
 // warning; the service is Type=notify with an fd store for the pool and
-// its index, pins, and is hardened; every kvallocd command line in it (the
+// its index, pins, and is hardened; its ExecReload (and the drop-in's) is
+// its ExecStart with -takeover, under NotifyAccess=all; every kvallocd command line in it (the
 // ExecStart and the drop-in its comment shows) parses with kvallocd's own
 // flags; the socket is the daemon's default for root, in the service's
 // runtime directory; and systemd-analyze security rates the service's
@@ -78,6 +79,34 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	if len(lines) < 2 {
 		t.Fatalf("kvallocd.service: want its ExecStart and the drop-in's example, got %q", lines)
+	}
+	// The reload route: ExecReload is ExecStart with -takeover, here and
+	// in the drop-in's example, and the successor's MAINPID is accepted.
+	reloads := append([]string(nil), svc["ExecReload"]...)
+	for _, c := range svcComments {
+		if strings.HasPrefix(c, "ExecReload=/") {
+			reloads = append(reloads, strings.TrimPrefix(c, "ExecReload="))
+		}
+	}
+	if len(reloads) != 2 {
+		t.Errorf("kvallocd.service: want an ExecReload and the drop-in's, got %q", reloads)
+	}
+	for i, line := range reloads {
+		f := strings.Fields(line)
+		var errOut bytes.Buffer
+		cfg, _, err := parse(f[1:], &errOut, new(l2Flags))
+		if err != nil || !cfg.Takeover {
+			t.Errorf("ExecReload %q: not a kvallocd -takeover (%v)", line, err)
+			continue
+		}
+		if i < len(lines) {
+			if strings.Join(strings.Fields(strings.Replace(line, " -takeover", "", 1))[1:], " ") != strings.Join(strings.Fields(lines[i])[1:], " ") {
+				t.Errorf("ExecReload %q is not ExecStart %q with -takeover", line, lines[i])
+			}
+		}
+	}
+	if got := svc["NotifyAccess"]; len(got) != 1 || got[0] != "all" {
+		t.Errorf("kvallocd.service: NotifyAccess=%q, want all (the reload's successor sends MAINPID=)", got)
 	}
 	for _, line := range lines {
 		f := strings.Fields(line)
@@ -116,6 +145,7 @@ func TestSystemdUnits(t *testing.T) {
 			t.Fatal(err)
 		}
 		data = bytes.ReplaceAll(data, []byte("ExecStart=/usr/local/bin/kvallocd "), []byte("ExecStart="+exe+" "))
+		data = bytes.ReplaceAll(data, []byte("ExecReload=/usr/local/bin/kvallocd "), []byte("ExecReload="+exe+" "))
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
