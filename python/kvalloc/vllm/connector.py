@@ -415,10 +415,10 @@ class KvallocConnector(KVConnectorBase_V1):
         idx = [i for i in range(st.saved_upto, limit) if not lo <= i < hi]
         st.saved_upto = limit
         if idx:
-            hs = req.block_hashes
+            hs = self._hashes(req, 0, limit)
             meta.saves.append(BlockSpec(
                 req.request_id, [st.block_ids[i] for i in idx],
-                [bytes(hs[i]) for i in idx], req.cache_salt or ""))
+                [hs[i] for i in idx], req.cache_salt or ""))
 
     def request_finished(self, request: "Request", block_ids: List[int]
                          ) -> Tuple[bool, Optional[Dict[str, Any]]]:
@@ -471,7 +471,8 @@ class KvallocConnector(KVConnectorBase_V1):
                 try:
                     for i in range(res.prefix):
                         view = c.view(res, i)
-                        why = layout.check(view, spec.hashes[i])
+                        why = layout.check(view, spec.hashes[i],
+                                           c.hello.align)
                         if why:
                             logger.warning(
                                 "kvalloc connector: request %s block %d not "

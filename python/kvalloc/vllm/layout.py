@@ -16,13 +16,15 @@ offset bytes field
 ====== ===== =====================================================
 0      8     magic ``b"KVALVLLM"``
 8      4     format version (``identity.FORMAT_VERSION``), u32 LE
-12     4     reserved, 0
+12     4     the object's size in bytes (header included), u32 LE
 16     32    SHA-256 of the physical layout (:attr:`BlockLayout.digest`)
 48     16    the first 16 bytes of the block's chunk hash
 ====== ===== =====================================================
 
-The header makes a block of another layout, or a block filed under another
-key, a load error rather than wrong KV, even where the key would not tell.
+The header makes a block of another layout or size, or a block filed under
+another key, a load error rather than wrong KV, even where the key would not
+tell. (The daemon answers a block's size rounded up to the pool's
+alignment; the header holds the exact one.)
 """
 
 import hashlib
@@ -37,7 +39,7 @@ __all__ = ["BlockLayout", "HEADER_BYTES", "LayoutError"]
 
 HEADER_BYTES = 64
 _MAGIC = b"KVALVLLM"
-_HEADER = struct.Struct("<8sII32s16s")
+_HEADER = struct.Struct("<8sII32s16s")  # magic, format, size, digest, hash
 assert _HEADER.size == HEADER_BYTES
 
 
@@ -71,17 +73,19 @@ def find_block_dim(shape: Sequence[int], stride: Sequence[int],
     blocks per vLLM block along it.
 
     A dimension of exactly ``num_blocks``, the outermost (largest stride)
-    where several are; else one of ``num_blocks * r`` with ``r`` dividing
-    ``block_size`` (a backend whose kernel splits each block in ``r``).
+    where several are; else the outermost dimension if it is of
+    ``num_blocks * r`` with ``r`` dividing ``block_size`` (a backend whose
+    kernel splits each block in ``r``).
     """
     exact = [d for d, n in enumerate(shape) if n == num_blocks]
     if exact:
         return max(exact, key=lambda d: stride[d]), 1
-    split = [d for d, n in enumerate(shape)
-             if n > num_blocks and n % num_blocks == 0
-             and block_size % (n // num_blocks) == 0]
-    if len(split) == 1:
-        return split[0], shape[split[0]] // num_blocks
+    # A split block: only the outermost dimension can be the blocks'.
+    d = max(range(len(shape)), key=lambda d: stride[d])
+    n = shape[d]
+    if n > num_blocks and n % num_blocks == 0 \
+            and block_size % (n // num_blocks) == 0:
+        return d, n // num_blocks
     raise LayoutError(
         f"KV cache tensor of shape {tuple(shape)} has no dimension of "
         f"{num_blocks} blocks (or one multiple of it dividing the block "
@@ -140,18 +144,28 @@ class BlockLayout:
         #: The bytes of one stored block: the header and every layer's
         #: slice.
         self.object_bytes = off
+        if off >= 1 << 32:
+            raise LayoutError(f"a block of {off} bytes: over 4 GiB")
 
     def header(self, chunk_hash: bytes) -> bytes:
         """The header of the object holding the block of ``chunk_hash``."""
-        return _HEADER.pack(_MAGIC, FORMAT_VERSION, 0, self.digest,
+        return _HEADER.pack(_MAGIC, FORMAT_VERSION, self.object_bytes,
+                            self.digest,
                             bytes(chunk_hash[:16]).ljust(16, b"\0"))
 
-    def check(self, view: memoryview, chunk_hash: bytes) -> str:
-        """Why the object in ``view`` cannot be loaded as this layout's
-        block of ``chunk_hash``; "" when it can."""
-        if len(view) != self.object_bytes:
-            return (f"{len(view)} bytes where this layout's block is "
-                    f"{self.object_bytes}")
+    def block_bytes(self, align: int) -> int:
+        """The size of this layout's block in a pool of alignment
+        ``align``: the object's size rounded up to it."""
+        return -(-self.object_bytes // align) * align
+
+    def check(self, view: memoryview, chunk_hash: bytes,
+              align: int = 1) -> str:
+        """Why the block in ``view`` (as the daemon sized it, in a pool of
+        alignment ``align``) cannot be loaded as this layout's block of
+        ``chunk_hash``; "" when it can."""
+        if len(view) != self.block_bytes(align):
+            return (f"a block of {len(view)} bytes where this layout's is "
+                    f"{self.block_bytes(align)}")
         if bytes(view[:HEADER_BYTES]) != self.header(chunk_hash):
             return "header of another layout, format or block"
         return ""
