@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.request import Request
 
-logger = init_logger(__name__)
+# Under vLLM's logger, so that its handlers and level apply.
+logger = init_logger("vllm.kvalloc.connector")
 
 __all__ = ["KvallocConnector", "KvallocConnectorMetadata", "KvallocStats",
            "BlockSpec"]
@@ -55,7 +56,8 @@ __all__ = ["KvallocConnector", "KvallocConnectorMetadata", "KvallocStats",
 #: The counters, reported in logs, the metrics file and vLLM's stats.
 COUNTERS = ("lookups", "tokens_looked_up", "tokens_hit_l1", "tokens_hit_l2",
             "tokens_loaded", "blocks_loaded", "load_errors", "tokens_saved",
-            "blocks_saved", "blocks_not_saved", "daemon_errors")
+            "blocks_saved", "blocks_stored_already", "blocks_not_saved",
+            "daemon_errors")
 
 
 @dataclass
@@ -285,10 +287,11 @@ class KvallocConnector(KVConnectorBase_V1):
         logger.info(
             "kvalloc connector (%s): looked up %d tokens, hit %d in L1 and %d"
             " in L2; loaded %d tokens (%d blocks), %d load errors; saved %d "
-            "tokens (%d blocks), %d not saved; %d daemon errors",
-            self.role.name, c["tokens_looked_up"], c["tokens_hit_l1"],
-            c["tokens_hit_l2"], c["tokens_loaded"], c["blocks_loaded"],
-            c["load_errors"], c["tokens_saved"], c["blocks_saved"],
+            "tokens (%d blocks), %d stored already, %d not saved; %d daemon "
+            "errors", self.role.name, c["tokens_looked_up"],
+            c["tokens_hit_l1"], c["tokens_hit_l2"], c["tokens_loaded"],
+            c["blocks_loaded"], c["load_errors"], c["tokens_saved"],
+            c["blocks_saved"], c["blocks_stored_already"],
             c["blocks_not_saved"], c["daemon_errors"])
         if self._metrics_file:
             line = json.dumps({"pid": os.getpid(), "role": self.role.name,
@@ -523,9 +526,13 @@ class KvallocConnector(KVConnectorBase_V1):
             return
         kb = self._key_batch(spec.hashes, self._rank, spec.salt)
 
+        exist = [0]
+
         def write(c: Client) -> int:
             res = c.reserve_write(kb, layout.object_bytes, Mode.NEW)
             ok = res.ok_indices()
+            # Stored already, or being stored by another engine.
+            exist[0] = res.statuses.count_of(Status.KEY_NOT_WRITABLE)
             if not ok:
                 return 0
             try:
@@ -541,7 +548,8 @@ class KvallocConnector(KVConnectorBase_V1):
         saved = self._call("save", write) or 0
         self._count("blocks_saved", saved)
         self._count("tokens_saved", saved * self._block_size)
-        self._count("blocks_not_saved", n - saved)
+        self._count("blocks_stored_already", exist[0])
+        self._count("blocks_not_saved", n - saved - exist[0])
 
     def get_block_ids_with_load_errors(self) -> set:
         errs, self._load_errors = self._load_errors, set()

@@ -144,8 +144,10 @@ class Engines:
         self.env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         self.env.setdefault("HF_HUB_OFFLINE", "1")
         self.env.setdefault("TRANSFORMERS_OFFLINE", "1")
-        self.env.setdefault("OMP_NUM_THREADS", "1")
-        self.env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        cpus = sorted(os.sched_getaffinity(0))
+        self.env.setdefault("OMP_NUM_THREADS", str(len(cpus)))
+        self.env.setdefault("VLLM_CPU_OMP_THREADS_BIND",
+                            ",".join(map(str, cpus)))
         self.env["PYTHONPATH"] = PYDIR + os.pathsep + HERE + (
             os.pathsep + self.env["PYTHONPATH"]
             if self.env.get("PYTHONPATH") else "")
