@@ -128,9 +128,17 @@ def describe(rec):
 
 
 def maxdiff(a, b):
+    """The largest |a - b|; infinite where they differ in length or a
+    value is not a number."""
     if len(a) != len(b):
         return float("inf")
-    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)
+    d = 0.0
+    for x, y in zip(a, b):
+        e = abs(x - y)
+        if e != e:
+            return float("inf")
+        d = max(d, e)
+    return d
 
 
 class Engines:
@@ -372,6 +380,9 @@ def cases(py, model, tmp):
                                  metrics + ".p3"),
                        extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
         saving = wait_file(sync["saving"], p3)
+        with Client(d1.socket) as c:
+            during = quiet(c.stats()._asdict())
+        saving = saving and during["write_locked"] > 0
         eng.kill(p3)
         deadline = time.monotonic() + 30
         with Client(d1.socket) as c:
@@ -395,7 +406,8 @@ def cases(py, model, tmp):
                   and k.get("tokens") == B["K"]["tokens"]
                   and k["counters"].get("blocks_saved") == 4,
                   f"P3 SIGKILLed holding its save's write leases "
-                  f"(reached: {saving}); the daemon after it: {after}, "
+                  f"(reached, {during['write_locked']} write locks held: "
+                  f"{saving}); the daemon after it: {after}, "
                   f"before it: {before}; fresh P4: X {describe(x)}, K "
                   f"{describe(k)}, same tokens: "
                   f"{x.get('tokens') == B['X']['tokens']} and "
