@@ -141,6 +141,19 @@ class KvallocConnector(KVConnectorBase_V1):
                 f"{len(kv_cache_config.kv_cache_groups)}: start vLLM with "
                 "--disable-hybrid-kv-cache-manager, or use a model of one "
                 "attention type")
+        if getattr(cfg, "kv_load_failure_policy", "recompute") != "recompute":
+            # vLLM's default ("fail") fails a request whose block could not
+            # be loaded; kvalloc's blocks are a cache that may lose a block
+            # between lookup and load, so a load error must be recomputed.
+            # The scheduler reads the policy right after it makes this
+            # connector.
+            logger.warning(
+                "kvalloc connector: kv_load_failure_policy=%s would fail "
+                "requests whose cached blocks were evicted between lookup "
+                "and load; setting it to 'recompute' (set it yourself in "
+                "--kv-transfer-config to silence this)",
+                cfg.kv_load_failure_policy)
+            cfg.kv_load_failure_policy = "recompute"
         par = vllm_config.parallel_config
         self._tp_size = int(par.tensor_parallel_size)
         self._pp_size = int(par.pipeline_parallel_size)
@@ -161,6 +174,11 @@ class KvallocConnector(KVConnectorBase_V1):
         logger.info("kvalloc connector (%s, pid %d): model field %s, block "
                     "hashes %s, socket %s", role.name, os.getpid(),
                     self.model, seed, self._socket or "(default)")
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        """No: a save that is dropped is only a future miss."""
+        return False
 
     # ---- keys ----------------------------------------------------------
 

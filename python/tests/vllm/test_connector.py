@@ -301,6 +301,17 @@ class ConnectorTest(unittest.TestCase):
         self.assertNotEqual(c2.model, a.s.model)
         self.assertTrue(a.s.model.startswith("tiny-test@"))
 
+    def test_load_failures_are_recomputed(self):
+        cfg = vllm_config(self.daemon.socket)
+        self.assertEqual(cfg.kv_transfer_config.kv_load_failure_policy,
+                         "fail")   # vLLM's default
+        c = KvallocConnector(cfg, KVConnectorRole.SCHEDULER,
+                             kv_cache_config())
+        self.addCleanup(c.shutdown)
+        self.assertEqual(cfg.kv_transfer_config.kv_load_failure_policy,
+                         "recompute")
+        self.assertFalse(c.requires_kv_delivery)
+
     def test_unstable_hashes_refused(self):
         saved = os.environ.pop("PYTHONHASHSEED", None)
         try:
