@@ -57,7 +57,8 @@ __all__ = ["KvallocConnector", "KvallocConnectorMetadata", "KvallocStats",
 COUNTERS = ("lookups", "tokens_looked_up", "tokens_hit_l1", "tokens_hit_l2",
             "tokens_loaded", "blocks_loaded", "load_errors", "tokens_saved",
             "blocks_saved", "blocks_stored_already", "blocks_not_saved",
-            "daemon_errors")
+            "daemon_errors", "bytes_loaded", "load_seconds", "bytes_saved",
+            "save_seconds")
 
 
 @dataclass
@@ -292,7 +293,7 @@ class KvallocConnector(KVConnectorBase_V1):
 
     # ---- metrics ---------------------------------------------------------
 
-    def _count(self, name: str, n: int = 1) -> None:
+    def _count(self, name: str, n: float = 1) -> None:
         self._counters[name] += n
         self._stats[name] += n
 
@@ -512,7 +513,10 @@ class KvallocConnector(KVConnectorBase_V1):
                                            " %s", e)
                 return got
 
+            t = time.perf_counter()
             loaded = self._call("load", read) or 0
+            self._count("load_seconds", time.perf_counter() - t)
+            self._count("bytes_loaded", loaded * layout.object_bytes)
         if loaded < n:
             self._load_errors.update(spec.block_ids[loaded:])
             self._count("load_errors", n - loaded)
@@ -563,7 +567,10 @@ class KvallocConnector(KVConnectorBase_V1):
             st = c.finish_write(kb.subset(ok), res.select(ok))
             return st.count_of(Status.OK)
 
+        t = time.perf_counter()
         saved = self._call("save", write) or 0
+        self._count("save_seconds", time.perf_counter() - t)
+        self._count("bytes_saved", saved * layout.object_bytes)
         self._count("blocks_saved", saved)
         self._count("tokens_saved", saved * self._block_size)
         self._count("blocks_stored_already", exist[0])

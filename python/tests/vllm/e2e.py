@@ -319,7 +319,28 @@ def quiet(stats):
                                   "held_bytes", "quarantined_bytes")}
 
 
+def check_p7(run, base, r, label=""):
+    """Case 11 from P7's record: a block evicted between lookup and load."""
+    B = by_name(base)
+    s = by_name(r)
+    w = s.get("X_evicted", {"counters": {}, "tokens": None, "logprobs": []})
+    c = w["counters"]
+    d = maxdiff(w["logprobs"], B["X"]["logprobs"])
+    run.check(f"11{label}", c.get("tokens_loaded") == BLOCK
+              and c.get("load_errors") == 2
+              and w["tokens"] == B["X"]["tokens"] and d <= LOGPROB_TOL,
+              f"X with its 2nd block evicted between lookup and load: "
+              f"{describe(w)} (want {BLOCK} loaded, 2 load errors, "
+              f"recomputed); same tokens: {w['tokens'] == B['X']['tokens']};"
+              f" logprobs max |diff| {d:.3g}")
+
+
+def p7_steps(P):
+    return [step("X_cold", P["X"]), step("X_evicted", P["X"])]
+
+
 def cases(py, model, tmp):
+    """The cases, in three waves of vLLM processes started together."""
     run = Run()
     P = make_prompts(vocab_size(model))
     eng = Engines(py, model, tmp)
@@ -327,6 +348,7 @@ def cases(py, model, tmp):
     l2 = ["-l2", url, "-l2-min-rate", "0"]
     d1 = Daemon(pool=4 * GIB, args=l2).start()
     d3 = Daemon(pool=4 * GIB, args=l2).start()
+    d4 = Daemon(pool=4 * GIB).start()
     metrics = os.path.join(tmp, "metrics.jsonl")
     sync = {k: os.path.join(tmp, k) for k in
             ("a_ready", "b_ready", "v_saved", "b_done", "p4_ready",
@@ -335,8 +357,28 @@ def cases(py, model, tmp):
     newer = None
     try:
         t0 = time.monotonic()
+        # Wave 1: the baseline, and an engine SIGKILLed while it saves
+        # into D1 (empty until then).
+        with Client(d1.socket) as c:
+            before = quiet(c.stats()._asdict())
         p0 = eng.start("P0", [step(n, P[n]) for n in
                               ("X", "Y", "Z", "W", "V", "K", "L")])
+        p3 = eng.start("P3", [step("K", P["K"])],
+                       connector("mutants", "SlowSaver", d1.socket,
+                                 metrics + ".p3"),
+                       extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
+        saving = wait_file(sync["saving"], p3)
+        with Client(d1.socket) as c:
+            during = quiet(c.stats()._asdict())
+        saving = saving and during["write_locked"] > 0
+        eng.kill(p3)
+        deadline = time.monotonic() + 30
+        with Client(d1.socket) as c:
+            while True:
+                after = quiet(c.stats()._asdict())
+                if after == before or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
         base = eng.wait(p0)
         B = by_name(base)
         print(f"case 1: baseline without the connector: "
@@ -345,6 +387,7 @@ def cases(py, model, tmp):
         if len(B) != 7:
             fail_setup("the baseline run did not finish")
 
+        # Wave 2: A and B on D1 at once.
         p1 = eng.start("P1", p1_steps(P, d1.socket, sync),
                        connector(mod, cls, d1.socket, metrics + ".p1"))
         p2 = eng.start("P2", [
@@ -372,31 +415,20 @@ def cases(py, model, tmp):
                   f"loaded it: {describe(v)}; same tokens: "
                   f"{v['tokens'] == B['V']['tokens']}")
 
-        # Case 8: SIGKILL while saving.
-        with Client(d1.socket) as c:
-            before = quiet(c.stats()._asdict())
-        p3 = eng.start("P3", [step("K", P["K"])],
-                       connector("mutants", "SlowSaver", d1.socket,
-                                 metrics + ".p3"),
-                       extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
-        saving = wait_file(sync["saving"], p3)
-        with Client(d1.socket) as c:
-            during = quiet(c.stats()._asdict())
-        saving = saving and during["write_locked"] > 0
-        eng.kill(p3)
-        deadline = time.monotonic() + 30
-        with Client(d1.socket) as c:
-            while True:
-                after = quiet(c.stats()._asdict())
-                if after == before or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
+        # Wave 3: a fresh engine on D1 (after the kill; D1 hands off under
+        # it), node B on D3 (L from L2), and evictions at load (D4).
         p4 = eng.start("P4", [
             step("X", P["X"]), step("K", P["K"]),
             {"op": "touch", "file": sync["p4_ready"]},
             {"op": "wait", "file": sync["handed_off"]},
             step("X_after", P["X"]), step("K_after", P["K"]),
         ], connector(mod, cls, d1.socket, metrics + ".p4"))
+        p6 = eng.start("P6", [step("L", P["L"])],
+                       connector(mod, cls, d3.socket, metrics + ".p6",
+                                 l2_wait=10.0))
+        p7 = eng.start("P7", p7_steps(P),
+                       connector("mutants", "EvictsBeforeLoad", d4.socket,
+                                 metrics + ".p7"))
         ok4 = wait_file(sync["p4_ready"], p4)
         s4 = by_name(eng.result(p4))
         x, k = s4.get("X", {"counters": {}}), s4.get("K", {"counters": {}})
@@ -412,8 +444,6 @@ def cases(py, model, tmp):
                   f"{describe(k)}, same tokens: "
                   f"{x.get('tokens') == B['X']['tokens']} and "
                   f"{k.get('tokens') == B['K']['tokens']}")
-
-        # Case 9: the daemon hands off while P4 runs.
         handed = False
         if ok4:
             newer = Daemon(pool=d1.pool, socket=d1.socket,
@@ -435,11 +465,6 @@ def cases(py, model, tmp):
                   f"kvallocd -takeover under P4 (old daemon exited 0: "
                   f"{handed}); then X {describe(x)}, K {describe(k)}; same "
                   f"tokens: {x.get('tokens') == B['X']['tokens']}")
-
-        # Case 10: node B loads from L2 what node A's vLLM computed.
-        p6 = eng.start("P6", [step("L", P["L"])],
-                       connector(mod, cls, d3.socket, metrics + ".p6",
-                                 l2_wait=10.0))
         s6 = by_name(eng.wait(p6))
         lb = s6.get("L", {"counters": {}})
         la = by_name(r1).get("L", {"counters": {}})
@@ -451,10 +476,11 @@ def cases(py, model, tmp):
                   f"on D3): {describe(lb)}, L2 hits "
                   f"{lb['counters'].get('tokens_hit_l2')}; same tokens: "
                   f"{lb.get('tokens') == B['L']['tokens']}")
+        check_p7(run, base, eng.wait(p7))
         print(f"e2e: {time.monotonic() - t0:.0f} s", flush=True)
     finally:
         eng.close()
-        for d in (newer, d1, d3):
+        for d in (newer, d1, d3, d4):
             if d is not None:
                 d.stop()
         rc.stdin.close()
@@ -462,36 +488,47 @@ def cases(py, model, tmp):
     return run
 
 
-#: The mutants, and the cases each must fail.
-MUTANTS = {"LoadsNothing": ("3", "6", "7"), "WrongBlock": ("3",),
-           "IgnoresSalt": ("6",)}
+#: The mutants, the script each runs, and the cases each must fail.
+MUTANTS = {"LoadsNothing": ("p1", ("3", "6", "7")),
+           "WrongBlock": ("p1", ("3",)),
+           "IgnoresSalt": ("p1", ("6",)),
+           "HidesLoadErrors": ("p7", ("11",))}
 
 
 def bites(py, model, tmp):
-    """P1's cases against each mutant: each listed case must fail."""
+    """The cases against each mutant: each listed case must fail. Two
+    waves: the baseline with two mutants, then the other two."""
     run = Run()
     P = make_prompts(vocab_size(model))
     eng = Engines(py, model, tmp)
+    daemons = []
+    results = {}
     try:
+        names = list(MUTANTS)
         p0 = eng.start("P0", [step(n, P[n]) for n in ("X", "Y", "Z", "W")])
+        for wave in (names[:2], names[2:]):
+            procs = {}
+            for name in wave:
+                d = Daemon(pool=4 * GIB).start()
+                daemons.append(d)
+                script, _ = MUTANTS[name]
+                steps = ([s for s in p1_steps(P, d.socket, None)
+                          if s.get("name") != "L"] if script == "p1"
+                         else p7_steps(P))
+                procs[name] = eng.start(f"bite-{name}", steps, connector(
+                    "mutants", name, d.socket,
+                    os.path.join(tmp, f"metrics.{name}")))
+            for name, p in procs.items():
+                results[name] = eng.wait(p)
         base = eng.wait(p0)
         if len(by_name(base)) != 4:
             fail_setup("the baseline run did not finish")
-        for name, must in MUTANTS.items():
-            d = Daemon(pool=4 * GIB).start()
-            try:
-                steps = [s for s in p1_steps(P, d.socket, None)
-                         if s.get("name") != "L"]
-                p = eng.start(f"bite-{name}", steps, connector(
-                    "mutants", name, d.socket,
-                    os.path.join(tmp, f"metrics.{name}")))
-                r = eng.wait(p)
-            finally:
-                d.stop()
+        for name, (script, must) in MUTANTS.items():
             inner = Run()
             print(f"--- mutant {name}: the cases it must fail: "
                   f"{', '.join(must)}", flush=True)
-            check_p1(inner, base, r, label=f"/{name}")
+            (check_p1 if script == "p1" else check_p7)(
+                inner, base, results[name], label=f"/{name}")
             for case in must:
                 failed = not all(inner.results.get(f"{case}/{name}", [True]))
                 run.check(f"bite {name} {case}", failed,
@@ -499,6 +536,8 @@ def bites(py, model, tmp):
                           f"against {name}")
     finally:
         eng.close()
+        for d in daemons:
+            d.stop()
     return run
 
 

@@ -9,8 +9,13 @@ Each is selected only by the e2e harness (``e2e.py bites``), through
 - ``IgnoresSalt``: keys on a hash of the token ids alone (the bug of an
   example connector that served another tenant's KV): the case of the
   other ``cache_salt`` must see a hit and fail.
+- ``HidesLoadErrors``: a block evicted between lookup and load (as
+  ``EvictsBeforeLoad`` does) is not reported as a load error: case 11
+  must fail.
 - ``SlowSaver`` (not a mutant): stops for good while it holds write leases
   of a save, after touching ``$KVALLOC_E2E_SAVING``, for the SIGKILL case.
+- ``EvictsBeforeLoad`` (not a mutant): deletes a block just before it is
+  loaded, for case 11.
 """
 
 import hashlib
@@ -71,3 +76,24 @@ class SlowSaver(KvallocConnector):
                 time.sleep(3600)
 
         layout.store = stuck
+
+
+class EvictsBeforeLoad(KvallocConnector):
+    """Not a mutant: deletes the second block of every load from the pool
+    just before loading it, as an eviction between lookup and load would.
+    vLLM must recompute it and every block after it (case 11)."""
+
+    def _load(self, spec):
+        if len(spec.hashes) > 1:
+            kb = self._key_batch(spec.hashes[1:2], self._rank, spec.salt)
+            self._call("evict", lambda c: c.delete(kb, force=True))
+        super()._load(spec)
+
+
+class HidesLoadErrors(EvictsBeforeLoad):
+    """Evicts as above, and reports no load error: vLLM then runs on
+    blocks it never filled."""
+
+    def get_block_ids_with_load_errors(self):
+        super().get_block_ids_with_load_errors()
+        return set()
