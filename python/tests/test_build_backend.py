@@ -22,7 +22,8 @@ class TestReadToml(unittest.TestCase):
         self.assertEqual(p["name"], "kvalloc")
         self.assertEqual(p["dependencies"], [])
         self.assertEqual(p["optional-dependencies"],
-                         {"numpy": ["numpy"], "torch": ["torch"]})
+                         {"numpy": ["numpy"], "torch": ["torch"],
+                          "vllm": ["vllm>=0.32,<0.33"]})
         self.assertEqual(doc["build-system"]["requires"], [])
         try:
             import tomllib
