@@ -270,12 +270,16 @@ class KvallocConnector(KVConnectorBase_V1):
             except (ConnectionLostError, DeadlineExceededError, FrameError,
                     WrongEpochError) as e:
                 self._count("daemon_errors")
-                logger.warning("kvalloc connector: %s failed: %s%s", what, e,
-                               "; reconnecting" if attempt == 0 else "")
                 if isinstance(e, DeadlineExceededError):
-                    # A stalled daemon: do not wait on it twice.
+                    # A stalled daemon: do not wait on it again before the
+                    # retry interval.
+                    logger.warning("kvalloc connector: %s failed: %s; not "
+                                   "asking again for %.1f s", what, e,
+                                   self._retry)
                     self._next_try = time.monotonic() + self._retry
                     return None
+                logger.warning("kvalloc connector: %s failed: %s%s", what, e,
+                               "; reconnecting" if attempt == 0 else "")
             except DaemonError as e:
                 self._count("daemon_errors")
                 logger.warning("kvalloc connector: %s refused: %s", what, e)

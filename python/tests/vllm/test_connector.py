@@ -254,6 +254,30 @@ class ConnectorTest(unittest.TestCase):
               " ms", file=sys.stderr)
         self.assertLess(dt, 2.0)
 
+    def test_daemon_stalled_costs_one_deadline(self):
+        e = Engine(self.daemon.socket, extra={"timeout": 0.5,
+                                              "retry_interval": 30.0})
+        self.addCleanup(e.close)
+        e.serve(request("r0", tokens(4 * BS, 13)), [0, 1, 2, 3])
+        self.daemon.pause()
+        self.addCleanup(self.daemon.resume)
+        t = time.monotonic()
+        got, errs = e.serve(request("r1", tokens(4 * BS, 13)), [4, 5, 6, 7])
+        dt = time.monotonic() - t
+        self.assertEqual((got, errs), (0, set()))
+        # The scheduler's lookup and the worker's save (two connections)
+        # each waited out their deadline; the next request asks neither
+        # within the retry interval.
+        t = time.monotonic()
+        got, errs = e.serve(request("r2", tokens(4 * BS, 14)), [0, 1, 2, 3])
+        dt2 = time.monotonic() - t
+        self.assertEqual((got, errs), (0, set()))
+        print(f"\n  daemon stalled: the first request cost {dt*1e3:.0f} ms "
+              f"(timeout 500 ms), the next {dt2*1e3:.1f} ms", file=sys.stderr)
+        self.assertGreaterEqual(dt, 0.5)
+        self.assertLess(dt, 5.0)      # a hang guard, not the bound
+        self.assertLess(dt2, dt)
+
     def test_daemon_restart_reconnects(self):
         a = self.engine()
         a.serve(request("r1", tokens(4 * BS, 10)), [0, 1, 2, 3])
