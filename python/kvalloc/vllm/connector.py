@@ -20,7 +20,6 @@ See ``README.md`` beside this file for the settings.
 
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
@@ -159,7 +158,6 @@ class KvallocConnector(KVConnectorBase_V1):
         self._tp_size = int(par.tensor_parallel_size)
         self._pp_size = int(par.pipeline_parallel_size)
         self.model = self._model_field(vllm_config, kv_cache_config)
-        self._lock = threading.Lock()
         self._client: Optional[Client] = None
         self._next_try = 0.0
         self._counters = dict.fromkeys(COUNTERS, 0)
@@ -168,6 +166,7 @@ class KvallocConnector(KVConnectorBase_V1):
         # Scheduler side.
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[BlockSpec] = []
+        self._warned_hashes = False
         # Worker side.
         self._layout: Optional[BlockLayout] = None
         self._rank = 0
@@ -348,6 +347,17 @@ class KvallocConnector(KVConnectorBase_V1):
         st = self._reqs.get(request.request_id)
         if st is None:
             st = self._reqs[request.request_id] = _Req(request)
+        if len(request.block_hashes) > request.num_tokens // bs:
+            # Hashes of smaller blocks than the cache's (a hybrid model's
+            # hash block size): one hash is not one block. Never a hit.
+            if not self._warned_hashes:
+                self._warned_hashes = True
+                logger.warning(
+                    "kvalloc connector: %d block hashes for %d tokens in "
+                    "blocks of %d: vLLM hashes smaller blocks than it "
+                    "caches; no lookups", len(request.block_hashes),
+                    request.num_tokens, bs)
+            return 0, False
         n = ident.loadable_blocks(len(request.block_hashes),
                                   request.num_tokens, bs)
         start = num_computed_tokens // bs

@@ -195,6 +195,14 @@ class ConnectorTest(unittest.TestCase):
         got, _ = a.serve(request("r4", tokens(4 * BS, 6)), [0, 1, 2, 3])
         self.assertEqual(got, 0)
 
+    def test_hashes_of_smaller_blocks_never_hit(self):
+        a = self.engine()
+        a.serve(request("r1", tokens(4 * BS, 15)), [0, 1, 2, 3])
+        req = request("r2", tokens(4 * BS, 15))
+        req.block_hashes = [h for h in req.block_hashes for _ in (0, 1)]
+        got, _ = a.s.get_num_new_matched_tokens(req, 0)
+        self.assertEqual(got, 0)
+
     def test_block_gone_by_load_time_is_a_load_error(self):
         a = self.engine()
         req = request("r1", tokens(4 * BS, 7))
