@@ -10,21 +10,33 @@ go (or ``$KVALLOC_DAEMON``). A missing part fails, it never skips.
 
 Greedy decoding, seed 0, fp32, vLLM's prefix caching off (so every hit is
 the connector's). The vLLM processes (each start is a minute or more on 2
-cores) and what each one runs:
+cores), started in three waves so that a run costs three starts, and what
+each one runs:
 
-====  =============================  ======================================
-proc  where                          steps (cases)
-====  =============================  ======================================
-P0    no connector                   every prompt: the baseline (1)
-P1    daemon D1 (node A, with L2)    X cold (2), X warm (3), Y, Z, X+salt
-                                     (6), W cold, W corrupted, W warm (7),
-                                     L (10's writer); then V after P2 is up
-P2    D1, beside P1                  X (4), V that P1 saved meanwhile (5)
-P3    D1, SlowSaver                  K: SIGKILLed while it saves (8)
-P4    D1                             X, K (8: hits and right tokens after
-                                     the kill); D1 hands off; X (9)
-P6    D3 (node B, same Redis)        L, loaded from L2 (10)
-====  =============================  ======================================
+====  ====  =============================  =================================
+wave  proc  where                          steps (cases)
+====  ====  =============================  =================================
+1     P0    no connector                   every prompt: the baseline (1)
+1     P3    daemon D1, SlowSaver           K: SIGKILLed while it holds its
+                                           save's write leases (8)
+2     P1    D1 (node A, with L2)           X cold (2), X warm (3), Y, Z,
+                                           X+salt (6), W cold, W corrupted,
+                                           W warm (7), L (10's writer); then
+                                           V once P2 is up
+2     P2    D1, beside P1                  X (4), V that P1 saved meanwhile
+                                           (5)
+3     P4    D1                             X, K (8: hits and right tokens
+                                           after the kill); D1 hands off; X,
+                                           K (9)
+3     P6    D3 (node B, same Redis)        L, loaded from L2 (10)
+3     P7    D4, EvictsBeforeLoad           X cold, X with its 2nd block
+                                           evicted before the load (11)
+====  ====  =============================  =================================
+
+``bites`` runs the same waves with ``mutants.LoadsNothing`` as the
+connector (without P3 and P7), which must fail cases 3 to 10, and beside
+them WrongBlock and IgnoresSalt (P1's steps, wave 1; cases 3 and 6) and
+HidesLoadErrors (P7's steps, wave 2; case 11).
 
 Each case prints the tokens looked up, loaded and saved; the last line is
 ``N passed, N failed``. Logprobs of a warm run are compared with the
@@ -339,8 +351,14 @@ def p7_steps(P):
     return [step("X_cold", P["X"]), step("X_evicted", P["X"])]
 
 
-def cases(py, model, tmp):
-    """The cases, in three waves of vLLM processes started together."""
+def flow(py, model, tmp, cls="kvalloc.vllm:KvallocConnector", label="",
+         bite=False, extras=((), (), ())):
+    """The cases, in three waves of vLLM processes started together, with
+    ``cls`` as the connector. ``extras``: per wave, (name, mutant, script)
+    of more processes to run beside it, each on a daemon of its own; their
+    records are returned with the run. ``bite``: the run of a mutant,
+    without the SIGKILL of wave 1 (case 8 then judges only the fresh
+    engine's hits) and without case 11's engine."""
     run = Run()
     P = make_prompts(vocab_size(model))
     eng = Engines(py, model, tmp)
@@ -348,13 +366,32 @@ def cases(py, model, tmp):
     l2 = ["-l2", url, "-l2-min-rate", "0"]
     d1 = Daemon(pool=4 * GIB, args=l2).start()
     d3 = Daemon(pool=4 * GIB, args=l2).start()
-    d4 = Daemon(pool=4 * GIB).start()
+    daemons = [d1, d3]
     metrics = os.path.join(tmp, "metrics.jsonl")
     sync = {k: os.path.join(tmp, k) for k in
             ("a_ready", "b_ready", "v_saved", "b_done", "p4_ready",
              "handed_off", "saving")}
-    mod, cls = "kvalloc.vllm", "KvallocConnector"
+    mod, cls = cls.split(":")
     newer = None
+    extra = {}
+
+    def start_extras(wave):
+        procs = {}
+        for name, mutant, script in extras[wave]:
+            d = Daemon(pool=4 * GIB).start()
+            daemons.append(d)
+            steps = ([s for s in p1_steps(P, d.socket, None)
+                      if s.get("name") != "L"] if script == "p1"
+                     else p7_steps(P))
+            procs[name] = eng.start(name, steps, connector(
+                "mutants", mutant, d.socket,
+                os.path.join(tmp, f"metrics.{name}")))
+        return procs
+
+    def wait_extras(procs):
+        for name, p in procs.items():
+            extra[name] = eng.wait(p)
+
     try:
         t0 = time.monotonic()
         # Wave 1: the baseline, and an engine SIGKILLed while it saves
@@ -363,25 +400,29 @@ def cases(py, model, tmp):
             before = quiet(c.stats()._asdict())
         p0 = eng.start("P0", [step(n, P[n]) for n in
                               ("X", "Y", "Z", "W", "V", "K", "L")])
-        p3 = eng.start("P3", [step("K", P["K"])],
-                       connector("mutants", "SlowSaver", d1.socket,
-                                 metrics + ".p3"),
-                       extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
-        saving = wait_file(sync["saving"], p3)
-        with Client(d1.socket) as c:
-            during = quiet(c.stats()._asdict())
-        saving = saving and during["write_locked"] > 0
-        eng.kill(p3)
-        deadline = time.monotonic() + 30
-        with Client(d1.socket) as c:
-            while True:
-                after = quiet(c.stats()._asdict())
-                if after == before or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
+        procs = start_extras(0)
+        saving, during, after = True, {"write_locked": "-"}, before
+        if not bite:
+            p3 = eng.start("P3", [step("K", P["K"])],
+                           connector("mutants", "SlowSaver", d1.socket,
+                                     metrics + ".p3"),
+                           extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
+            saving = wait_file(sync["saving"], p3)
+            with Client(d1.socket) as c:
+                during = quiet(c.stats()._asdict())
+            saving = saving and during["write_locked"] > 0
+            eng.kill(p3)
+            deadline = time.monotonic() + 30
+            with Client(d1.socket) as c:
+                while True:
+                    after = quiet(c.stats()._asdict())
+                    if after == before or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
         base = eng.wait(p0)
+        wait_extras(procs)
         B = by_name(base)
-        print(f"case 1: baseline without the connector: "
+        print(f"case 1{label}: baseline without the connector: "
               f"{len(B)} prompts, start {base.get('start_s', 0):.0f} s, "
               f"X -> {B.get('X', {}).get('tokens')}", flush=True)
         if len(B) != 7:
@@ -398,17 +439,19 @@ def cases(py, model, tmp):
             step("V", P["V"]),
             {"op": "touch", "file": sync["b_done"]},
         ], connector(mod, cls, d1.socket, metrics + ".p2"))
+        procs = start_extras(1)
         r1, r2 = eng.wait(p1), eng.wait(p2)
-        check_p1(run, base, r1)
+        wait_extras(procs)
+        check_p1(run, base, r1, label)
         s2 = by_name(r2)
         x = s2.get("X", {"counters": {}, "tokens": None})
-        run.check(4, x["counters"].get("tokens_loaded") == 3 * BLOCK
+        run.check(f"4{label}", x["counters"].get("tokens_loaded") == 3 * BLOCK
                   and x["tokens"] == B["X"]["tokens"],
                   f"new process P2, X: {describe(x)} (want {3 * BLOCK}); "
                   f"same tokens: {x['tokens'] == B['X']['tokens']}")
         v = s2.get("V", {"counters": {}, "tokens": None})
         v1 = by_name(r1).get("V", {"counters": {}})
-        run.check(5, v["counters"].get("tokens_loaded") == 3 * BLOCK
+        run.check(f"5{label}", v["counters"].get("tokens_loaded") == 3 * BLOCK
                   and v1["counters"].get("blocks_saved") == 4
                   and v["tokens"] == B["V"]["tokens"],
                   f"P1 and P2 at once: P1 saved V ({describe(v1)}); P2 "
@@ -426,13 +469,18 @@ def cases(py, model, tmp):
         p6 = eng.start("P6", [step("L", P["L"])],
                        connector(mod, cls, d3.socket, metrics + ".p6",
                                  l2_wait=10.0))
-        p7 = eng.start("P7", p7_steps(P),
-                       connector("mutants", "EvictsBeforeLoad", d4.socket,
-                                 metrics + ".p7"))
+        p7 = None
+        if not bite:
+            d4 = Daemon(pool=4 * GIB).start()
+            daemons.append(d4)
+            p7 = eng.start("P7", p7_steps(P),
+                           connector("mutants", "EvictsBeforeLoad",
+                                     d4.socket, metrics + ".p7"))
+        procs = start_extras(2)
         ok4 = wait_file(sync["p4_ready"], p4)
         s4 = by_name(eng.result(p4))
         x, k = s4.get("X", {"counters": {}}), s4.get("K", {"counters": {}})
-        run.check(8, saving and after == before
+        run.check(f"8{label}", saving and after == before
                   and x["counters"].get("tokens_loaded") == 3 * BLOCK
                   and x.get("tokens") == B["X"]["tokens"]
                   and k.get("tokens") == B["K"]["tokens"]
@@ -449,6 +497,7 @@ def cases(py, model, tmp):
             newer = Daemon(pool=d1.pool, socket=d1.socket,
                            args=["-takeover"] + l2)
             newer.start(ping=False)
+            daemons.append(newer)
             try:
                 handed = d1.proc.wait(30) == 0
             except subprocess.TimeoutExpired:
@@ -458,7 +507,7 @@ def cases(py, model, tmp):
         s4 = by_name(eng.wait(p4))
         x, k = s4.get("X_after", {"counters": {}}), \
             s4.get("K_after", {"counters": {}})
-        run.check(9, handed
+        run.check(f"9{label}", handed
                   and x["counters"].get("tokens_loaded") == 3 * BLOCK
                   and k["counters"].get("tokens_loaded") == 3 * BLOCK
                   and x.get("tokens") == B["X"]["tokens"],
@@ -468,7 +517,7 @@ def cases(py, model, tmp):
         s6 = by_name(eng.wait(p6))
         lb = s6.get("L", {"counters": {}})
         la = by_name(r1).get("L", {"counters": {}})
-        run.check(10, la["counters"].get("blocks_saved") == 4
+        run.check(f"10{label}", la["counters"].get("blocks_saved") == 4
                   and lb["counters"].get("tokens_hit_l2") == 3 * BLOCK
                   and lb["counters"].get("tokens_loaded") == 3 * BLOCK
                   and lb.get("tokens") == B["L"]["tokens"],
@@ -476,68 +525,61 @@ def cases(py, model, tmp):
                   f"on D3): {describe(lb)}, L2 hits "
                   f"{lb['counters'].get('tokens_hit_l2')}; same tokens: "
                   f"{lb.get('tokens') == B['L']['tokens']}")
-        check_p7(run, base, eng.wait(p7))
+        if p7 is not None:
+            check_p7(run, base, eng.wait(p7), label)
+        wait_extras(procs)
         print(f"e2e: {time.monotonic() - t0:.0f} s", flush=True)
     finally:
         eng.close()
-        for d in (newer, d1, d3, d4):
-            if d is not None:
-                d.stop()
+        for d in reversed(daemons):
+            d.stop()
         rc.stdin.close()
         rc.wait(60)
-    return run
+    return run, base, extra
 
 
-#: The mutants, the script each runs, and the cases each must fail.
-MUTANTS = {"LoadsNothing": ("p1", ("3", "6", "7")),
-           "WrongBlock": ("p1", ("3",)),
-           "IgnoresSalt": ("p1", ("6",)),
-           "HidesLoadErrors": ("p7", ("11",))}
+def cases(py, model, tmp):
+    """Cases 1 to 11 against KvallocConnector."""
+    return flow(py, model, tmp)[0]
+
+
+#: The cases each mutant must fail; LoadsNothing runs every case's flow,
+#: the others the cases they break, beside it.
+LOADS_NOTHING = ("3", "4", "5", "6", "7", "8", "9", "10")
+EXTRAS = ((("bite-WrongBlock", "WrongBlock", "p1"),
+           ("bite-IgnoresSalt", "IgnoresSalt", "p1")),
+          (("bite-HidesLoadErrors", "HidesLoadErrors", "p7"),),
+          ())
+MUST = {"bite-WrongBlock": ("p1", ("3",)),
+        "bite-IgnoresSalt": ("p1", ("6",)),
+        "bite-HidesLoadErrors": ("p7", ("11",))}
 
 
 def bites(py, model, tmp):
-    """The cases against each mutant: each listed case must fail. Two
-    waves: the baseline with two mutants, then the other two."""
+    """The cases against broken connectors: each listed case must fail.
+    The whole flow runs with LoadsNothing as its connector, and the other
+    mutants run their cases' scripts beside its waves."""
+    inner, base, extra = flow(py, model, tmp, cls="mutants:LoadsNothing",
+                              label="/LoadsNothing", bite=True,
+                              extras=EXTRAS)
     run = Run()
-    P = make_prompts(vocab_size(model))
-    eng = Engines(py, model, tmp)
-    daemons = []
-    results = {}
-    try:
-        names = list(MUTANTS)
-        p0 = eng.start("P0", [step(n, P[n]) for n in ("X", "Y", "Z", "W")])
-        for wave in (names[:2], names[2:]):
-            procs = {}
-            for name in wave:
-                d = Daemon(pool=4 * GIB).start()
-                daemons.append(d)
-                script, _ = MUTANTS[name]
-                steps = ([s for s in p1_steps(P, d.socket, None)
-                          if s.get("name") != "L"] if script == "p1"
-                         else p7_steps(P))
-                procs[name] = eng.start(f"bite-{name}", steps, connector(
-                    "mutants", name, d.socket,
-                    os.path.join(tmp, f"metrics.{name}")))
-            for name, p in procs.items():
-                results[name] = eng.wait(p)
-        base = eng.wait(p0)
-        if len(by_name(base)) != 4:
-            fail_setup("the baseline run did not finish")
-        for name, (script, must) in MUTANTS.items():
-            inner = Run()
-            print(f"--- mutant {name}: the cases it must fail: "
-                  f"{', '.join(must)}", flush=True)
-            (check_p1 if script == "p1" else check_p7)(
-                inner, base, results[name], label=f"/{name}")
-            for case in must:
-                failed = not all(inner.results.get(f"{case}/{name}", [True]))
-                run.check(f"bite {name} {case}", failed,
-                          f"case {case} {'failed' if failed else 'PASSED'} "
-                          f"against {name}")
-    finally:
-        eng.close()
-        for d in daemons:
-            d.stop()
+    for case in LOADS_NOTHING:
+        failed = not all(inner.results.get(f"{case}/LoadsNothing", [True]))
+        run.check(f"bite LoadsNothing {case}", failed,
+                  f"case {case} {'failed' if failed else 'PASSED'} against "
+                  "LoadsNothing")
+    for name, (script, must) in MUST.items():
+        mutant = name.split("-", 1)[1]
+        per = Run()
+        print(f"--- mutant {mutant}: the cases it must fail: "
+              f"{', '.join(must)}", flush=True)
+        (check_p1 if script == "p1" else check_p7)(
+            per, base, extra.get(name, {"steps": []}), label=f"/{mutant}")
+        for case in must:
+            failed = not all(per.results.get(f"{case}/{mutant}", [True]))
+            run.check(f"bite {mutant} {case}", failed,
+                      f"case {case} {'failed' if failed else 'PASSED'} "
+                      f"against {mutant}")
     return run
 
 
