@@ -23,7 +23,9 @@ export KVALLOC_DAEMON="$d/kvallocd" KVALLOC_GOCLIENT="$d/goclient" KVALLOC_REDIS
 start=$(date +%s)
 status=0
 # 1. The cases of python/engine/tests (the harness's own, case 1 first).
-(cd "$here/tests" && "$py" -W error::ResourceWarning -m unittest -v "${@:-discover}") || status=$?
+if [ $# = 0 ]; then set -- discover -v; else set -- -v "$@"; fi
+(cd "$here/tests" && "$py" -W error::ResourceWarning -m unittest "$@") || status=$?
+if [ "$1" = discover ]; then set --; fi
 if [ $# = 0 ]; then
 	# 2. The connector's unit tests against a real kvallocd (no model run),
 	# 3. its end-to-end cases on the tiny model (python/tests/vllm/e2e.py),
