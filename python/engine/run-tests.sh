@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# run-tests.sh [unittest args]: the end-to-end cases (python/engine/tests)
-# with the engine venv's Python, against a kvallocd built here (make
-# engine-test runs it after make engine-deps). A missing venv fails, saying
-# to run make engine-deps; it never skips. Arguments go to unittest (e.g.
-# a case: Case1Baseline). KVALLOC_ENGINE_KEEP=1 keeps the model and the
-# vLLM logs (their directory is printed).
+# run-tests.sh [--bites | unittest args]: the end-to-end cases with the
+# engine venv's Python, against kvallocd built here (make engine-test runs
+# it after make engine-deps): python/engine/tests (case 1), then the
+# connector's unit tests and its end-to-end cases (python/tests/vllm/e2e.py
+# cases). --bites runs e2e.py bites instead (make engine-bites: the warm
+# cases against deliberately broken connectors, each of which must fail
+# them; about 10 minutes, so not in make engine-test). Other arguments go
+# to unittest and run python/engine/tests alone (e.g.
+# test_e2e.Case1Baseline). A missing venv fails, saying to run make
+# engine-deps; it never skips. KVALLOC_ENGINE_KEEP=1 keeps the model and
+# the vLLM logs of python/engine/tests.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -22,19 +27,23 @@ export KVALLOC_DAEMON="$d/kvallocd" KVALLOC_GOCLIENT="$d/goclient" KVALLOC_REDIS
 	KVALLOC_ENGINE_PYTHON="$py" HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error
 start=$(date +%s)
 status=0
-# 1. The cases of python/engine/tests (the harness's own, case 1 first).
-(cd "$here/tests" && "$py" -W error::ResourceWarning -m unittest -v "${@:-discover}") || status=$?
-if [ $# = 0 ]; then
-	# 2. The connector's unit tests against a real kvallocd (no model run),
-	# 3. its end-to-end cases on the tiny model (python/tests/vllm/e2e.py),
-	# 4. and the same cases against deliberately broken connectors, each of
-	#    which must fail them (e2e.py bites).
+bites=
+if [ "${1:-}" = --bites ]; then bites=1; shift; fi
+if [ -n "$bites" ]; then
+	"$py" "$here/tinymodel.py" "$d/model" >/dev/null
+	echo "engine-test: python/tests/vllm/e2e.py bites" >&2
+	KVALLOC_ENGINE_MODEL="$d/model" "$py" "$repo/python/tests/vllm/e2e.py" bites || status=$?
+elif [ $# != 0 ]; then
+	(cd "$here/tests" && "$py" -W error::ResourceWarning -m unittest -v "$@") || status=$?
+else
+	# 1. The cases of python/engine/tests (the harness's own, case 1 first),
+	# 2. the connector's unit tests against a real kvallocd (no model run),
+	# 3. its end-to-end cases on the tiny model (python/tests/vllm/e2e.py).
+	(cd "$here/tests" && "$py" -W error::ResourceWarning -m unittest discover -v) || status=$?
 	(cd "$repo/python" && "$py" -m unittest discover -s tests/vllm -p 'test_connector.py') || status=$?
 	"$py" "$here/tinymodel.py" "$d/model" >/dev/null
-	for what in cases bites; do
-		echo "engine-test: python/tests/vllm/e2e.py $what" >&2
-		KVALLOC_ENGINE_MODEL="$d/model" "$py" "$repo/python/tests/vllm/e2e.py" "$what" || status=$?
-	done
+	echo "engine-test: python/tests/vllm/e2e.py cases" >&2
+	KVALLOC_ENGINE_MODEL="$d/model" "$py" "$repo/python/tests/vllm/e2e.py" cases || status=$?
 fi
 if pgrep -f "$d/kvallocd" >/dev/null; then
 	echo "engine-test: FAIL: a kvallocd the cases started outlived them" >&2
