@@ -172,6 +172,21 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(b.w._counters["tokens_loaded"], 3 * BS)
         self.assertEqual(b.s._counters["tokens_hit_l1"], 3 * BS)
 
+    def test_connector_stats(self):
+        a = self.engine()
+        a.serve(request("r1", tokens(4 * BS, 16)), [0, 1, 2, 3])
+        a.serve(request("r2", tokens(4 * BS, 16)), [4, 5, 6, 7])
+        st = a.w.get_kv_connector_stats()
+        self.assertEqual((st.data["blocks_saved"], st.data["tokens_loaded"]),
+                         (4, 3 * BS))
+        self.assertIsNone(a.w.get_kv_connector_stats())  # reported once
+        other = KvallocConnector.build_kv_connector_stats(dict(st.data))
+        st.aggregate(other)
+        self.assertEqual(st.reduce()["tokens_loaded"], 6 * BS)
+        self.assertFalse(st.is_empty())
+        st.reset()
+        self.assertTrue(st.is_empty())
+
     def test_partial_block_is_not_a_hit(self):
         a = self.engine()
         a.serve(request("r1", tokens(3 * BS + 5, 2)), [0, 1, 2, 3])
