@@ -500,9 +500,12 @@ class KvallocConnector(KVConnectorBase_V1):
             kb = self._key_batch(spec.hashes, self._rank, spec.salt)
 
             def read(c: Client) -> int:
+                # An object of another size stops the prefix at the
+                # daemon (expected sizes); the header is checked below.
                 res = c.reserve_read_prefix_wait(
                     kb, wait=self._l2_wait,
-                    timeout=self._l2_wait + self._timeout)
+                    timeout=self._l2_wait + self._timeout,
+                    sizes=layout.object_bytes)
                 got = 0
                 try:
                     for i in range(res.prefix):

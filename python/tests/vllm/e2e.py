@@ -326,6 +326,16 @@ def redis_cluster():
     return p, url
 
 
+def l2_secret(tmp):
+    """The MAC secret the nodes share (kvallocd refuses -l2 without one):
+    a file of mode 0600."""
+    path = os.path.join(tmp, "l2-secret")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(32).hex().encode())
+    os.close(fd)
+    return path
+
+
 def quiet(stats):
     return {k: stats[k] for k in ("objects", "write_locked", "used_bytes",
                                   "held_bytes", "quarantined_bytes")}
@@ -363,7 +373,8 @@ def flow(py, model, tmp, cls="kvalloc.vllm:KvallocConnector", label="",
     P = make_prompts(vocab_size(model))
     eng = Engines(py, model, tmp)
     rc, url = redis_cluster()
-    l2 = ["-l2", url, "-l2-min-rate", "0"]
+    l2 = ["-l2", url, "-l2-min-rate", "0", "-l2-secret-file",
+          l2_secret(tmp)]
     d1 = Daemon(pool=4 * GIB, args=l2).start()
     d3 = Daemon(pool=4 * GIB, args=l2).start()
     daemons = [d1, d3]
