@@ -24,7 +24,7 @@ digest and share every key.
 import hashlib
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 __all__ = [
     "FORMAT_VERSION", "layout_descriptor", "model_field", "weights_identity",
@@ -193,13 +193,3 @@ def rank_of(tp_rank: int, tp_size: int, pp_rank: int) -> int:
 def ranks(tp_size: int, pp_size: int) -> List[int]:
     """Every worker's rank field, the scheduler's to look up."""
     return list(range(tp_size * pp_size))
-
-
-def first_failure(blocks: Iterable[bool]) -> int:
-    """The index of the first False in ``blocks`` (its length if none)."""
-    n = 0
-    for ok in blocks:
-        if not ok:
-            return n
-        n += 1
-    return n
