@@ -103,15 +103,28 @@ handoff-harness:
 ## counts: server's TestL2ClusterFaults (two daemons over a Redis Cluster of
 ## 3 masters and 3 replicas; a master SIGSTOPped past the timeouts, a
 ## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
-## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
-## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
-## mid-put, then its hits per request recovering from L2). About 30 s.
+## leaked bytes, stuck locks, breaker opens, corrupted values missed),
+## TestL2HungMaster (one master SIGSTOPped, no failover: lookups, their
+## latency median and max, breaker opens per master), TestL2MasterFailover
+## (a master SIGKILLed: the time from its replica's promotion to the first
+## hit on its keys), TestL2LookupBudgetBoundsL2, TestL2NoEviction, the
+## lapsed copies' test and bite, TestL2LayoutMismatch (two daemons over a
+## Redis Cluster, node A's keys read by node B expecting another size:
+## misses, counted, never A's bytes; then A's size: A's exact bytes, zeros
+## past them), and cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon
+## SIGKILLed mid-put, then its hits per request recovering from L2) and
+## TestL2KilledMidPrefetch, l2's TestForgingTenant (a tenant of a real
+## Redis Cluster with SCAN, GET and SET rewrites 8 of 8 values: forged,
+## served, refused by MAC; and served without a secret and with the MAC
+## check skipped) and cmd/kvallocd's TestL2ForgedValuesNotServed (the
+## same through real daemons, counted in /metrics). About 2 minutes.
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2LayoutMismatch|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch|TestL2ForgedValuesNotServed)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^TestForgingTenant$$$$' -v ./l2/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|layout mismatch:|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch|forging tenant|a tenant forged' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
@@ -193,11 +206,16 @@ python-test:
 	    echo "python-test: FAIL: a kvallocd the tests started outlived them"; \
 	    pkill -KILL -f "$$d/kvallocd"; exit 1; fi
 
-## python-install-test: the Python client installed as a user installs it:
-## pip install --no-index of python/ into a fresh venv (its build backend is
-## in the tree, so nothing is downloaded), examples/engine.py run from outside
-## the tree against a real kvallocd, twice (the second run all hits), then
-## pip uninstall (python/tests/install.sh). Fails without PYTHON's venv module.
+## python-install-test: the Python client installed as a user installs it
+## (python/tests/install.sh): pip install of python/ into a fresh venv, pip
+## fetching the build backend (setuptools) from PyPI; the installed files
+## (kvalloc's modules, metadata, LICENSE, the version kvalloc.__version__);
+## examples/engine.py run from outside the tree against a real kvallocd,
+## twice (the second run all hits); pip uninstall; the sdist and the wheel
+## built from it (kvalloc, its metadata and LICENSE alone); pip install -e
+## (kvalloc importable, nothing else beside it). About a minute on the
+## loaded 2-core VM. Fails, saying why, without PYTHON's venv module or
+## without the network or PyPI (PIP_INDEX_URL may name a mirror).
 python-install-test:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
 	  echo "python-install-test: FAIL: $(PYTHON) not found (make PYTHON=/path/to/python3)"; exit 1; }

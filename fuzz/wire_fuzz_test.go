@@ -148,7 +148,7 @@ func wellFormed(q *wire.Request) error {
 		switch {
 		case !q.Type.ByHandle():
 			return fmt.Errorf("%v by handle", q.Type)
-		case len(q.Keys) != 0 || len(q.Temporary) != 0 || len(q.Positions) != 0:
+		case len(q.Keys) != 0 || len(q.Temporary) != 0 || len(q.Positions) != 0 || len(q.Sizes) != 0:
 			return fmt.Errorf("a call by handle with %d keys", len(q.Keys))
 		case len(q.Handles) > wire.MaxKeys:
 			return fmt.Errorf("%d handles", len(q.Handles))
@@ -168,6 +168,10 @@ func wellFormed(q *wire.Request) error {
 		return fmt.Errorf("%d temporary flags for %d keys, flags %#x", len(q.Temporary), n, q.Flags)
 	case q.Flags&wire.FlagPositions != 0 && len(q.Positions) != n, q.Flags&wire.FlagPositions == 0 && len(q.Positions) != 0:
 		return fmt.Errorf("%d positions for %d keys, flags %#x", len(q.Positions), n, q.Flags)
+	case q.Flags&wire.FlagSizes != 0 && len(q.Sizes) != n, q.Flags&wire.FlagSizes == 0 && len(q.Sizes) != 0:
+		return fmt.Errorf("%d expected sizes for %d keys, flags %#x", len(q.Sizes), n, q.Flags)
+	case q.Flags&wire.FlagSizes != 0 && q.Type != wire.TypeLookup && q.Type != wire.TypeReserveReadPrefixWait:
+		return fmt.Errorf("expected sizes on %v", q.Type)
 	case q.Type.HasLeases() && len(q.Leases) != n, !q.Type.HasLeases() && len(q.Leases) != 0:
 		return fmt.Errorf("%d leases for %d keys", len(q.Leases), n)
 	case q.Type == wire.TypeHello && (q.Version < wire.Version || q.Version > wire.MaxVersion):
@@ -193,21 +197,23 @@ func frameSeeds() []seed {
 	leases := []l1.Lease{1, 2, 3}
 	const epoch = 0x0123456789abcdef
 	reqs := map[string]wire.Request{
-		"hello":                         {Type: wire.TypeHello, ID: 1, Version: wire.Version},
-		"ping":                          {Type: wire.TypePing, ID: 2, Epoch: epoch},
-		"stats":                         {Type: wire.TypeStats, ID: 3, Epoch: epoch},
-		"reserve_write":                 {Type: wire.TypeReserveWrite, ID: 4, Epoch: epoch, Size: 8 << 20, Keys: keys},
-		"reserve_write_chain":           {Type: wire.TypeReserveWrite, ID: 5, Epoch: epoch, Size: 4096, Mode: l1.ModeNew, Keys: keys, Temporary: []bool{true, false, true}, Positions: []uint32{0, 1, 2 | l1.Partial}},
-		"finish_write":                  {Type: wire.TypeFinishWrite, ID: 6, Epoch: epoch, Keys: keys, Leases: leases},
-		"abort_write":                   {Type: wire.TypeAbortWrite, ID: 7, Epoch: epoch, Keys: keys[:1], Leases: leases[:1]},
-		"finish_write_and_reserve_read": {Type: wire.TypeFinishWriteAndReserveRead, ID: 8, Epoch: epoch, Locks: 2, Keys: keys, Leases: leases},
-		"reserve_read":                  {Type: wire.TypeReserveRead, ID: 9, Epoch: epoch, Locks: 1, Keys: keys},
-		"reserve_read_prefix":           {Type: wire.TypeReserveReadPrefix, ID: 10, Epoch: epoch, Locks: 1, Keys: keys},
-		"finish_read":                   {Type: wire.TypeFinishRead, ID: 11, Epoch: epoch, Locks: 1, Keys: keys, Leases: leases},
-		"delete":                        {Type: wire.TypeDelete, ID: 12, Epoch: epoch, Flags: wire.FlagForce, Keys: keys},
-		"touch":                         {Type: wire.TypeTouch, ID: 13, Epoch: epoch, Keys: keys},
-		"lookup":                        {Type: wire.TypeLookup, ID: 15, Epoch: epoch, Flags: wire.FlagPrefetch, Keys: keys},
-		"reserve_read_prefix_wait":      {Type: wire.TypeReserveReadPrefixWait, ID: 16, Epoch: epoch, Size: 250000, Locks: 1, Keys: keys},
+		"hello":                          {Type: wire.TypeHello, ID: 1, Version: wire.Version},
+		"ping":                           {Type: wire.TypePing, ID: 2, Epoch: epoch},
+		"stats":                          {Type: wire.TypeStats, ID: 3, Epoch: epoch},
+		"reserve_write":                  {Type: wire.TypeReserveWrite, ID: 4, Epoch: epoch, Size: 8 << 20, Keys: keys},
+		"reserve_write_chain":            {Type: wire.TypeReserveWrite, ID: 5, Epoch: epoch, Size: 4096, Mode: l1.ModeNew, Keys: keys, Temporary: []bool{true, false, true}, Positions: []uint32{0, 1, 2 | l1.Partial}},
+		"finish_write":                   {Type: wire.TypeFinishWrite, ID: 6, Epoch: epoch, Keys: keys, Leases: leases},
+		"abort_write":                    {Type: wire.TypeAbortWrite, ID: 7, Epoch: epoch, Keys: keys[:1], Leases: leases[:1]},
+		"finish_write_and_reserve_read":  {Type: wire.TypeFinishWriteAndReserveRead, ID: 8, Epoch: epoch, Locks: 2, Keys: keys, Leases: leases},
+		"reserve_read":                   {Type: wire.TypeReserveRead, ID: 9, Epoch: epoch, Locks: 1, Keys: keys},
+		"reserve_read_prefix":            {Type: wire.TypeReserveReadPrefix, ID: 10, Epoch: epoch, Locks: 1, Keys: keys},
+		"finish_read":                    {Type: wire.TypeFinishRead, ID: 11, Epoch: epoch, Locks: 1, Keys: keys, Leases: leases},
+		"delete":                         {Type: wire.TypeDelete, ID: 12, Epoch: epoch, Flags: wire.FlagForce, Keys: keys},
+		"touch":                          {Type: wire.TypeTouch, ID: 13, Epoch: epoch, Keys: keys},
+		"lookup":                         {Type: wire.TypeLookup, ID: 15, Epoch: epoch, Flags: wire.FlagPrefetch, Keys: keys},
+		"reserve_read_prefix_wait":       {Type: wire.TypeReserveReadPrefixWait, ID: 16, Epoch: epoch, Size: 250000, Locks: 1, Keys: keys},
+		"lookup_sizes":                   {Type: wire.TypeLookup, ID: 17, Epoch: epoch, Size: 1500, Flags: wire.FlagPrefetch, Keys: keys, Sizes: []int64{128 << 10, 128 << 10, 5000}},
+		"reserve_read_prefix_wait_sizes": {Type: wire.TypeReserveReadPrefixWait, ID: 18, Epoch: epoch, Size: 250000, Locks: 1, Keys: keys, Sizes: []int64{128 << 10, 128 << 10, 5000}},
 		// Version 2.
 		"v2_hello":                                 {Type: wire.TypeHello, ID: 1, Version: wire.Version2},
 		"v2_finish_write_handles":                  {Type: wire.TypeFinishWrite, ID: 6, Epoch: epoch, Handles: []uint32{1, 2, 0xffffffff}, Leases: leases},

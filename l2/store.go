@@ -15,15 +15,21 @@ type Store interface {
 	// reads headers, not payloads.
 	Head(ctx context.Context, keys []l1.ObjectKey) []int64
 	// Get returns, per key, the checked payload, or nil for a miss. A
-	// value that fails its checks is a miss, is counted and is deleted.
+	// value that fails its checks is a miss, is counted and is deleted;
+	// one of another format version or MAC secret (ErrForeign) is a
+	// miss, counted, and left alone.
 	Get(ctx context.Context, keys []l1.ObjectKey) [][]byte
 	// Load is Get into the caller's memory: each key's checked payload
 	// is copied into dst[i], which must be exactly the payload's length,
 	// and ok[i] says whether it was. A value that fails its checks is a
 	// miss, counted and deleted; a valid value of another length is a
-	// miss. dst[i] of a miss may hold some of the value's bytes, which the
-	// caller must not serve.
+	// miss. It reads at most a value's header, key and len(dst[i]) + 1
+	// bytes, whatever the value's length. dst[i] of a miss may hold some
+	// of the value's bytes, which the caller must not serve.
 	Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) (ok []bool)
+	// Encode appends k's value with payload p to dst, as this store's
+	// codec makes it (with its MACs): what Put takes.
+	Encode(dst []byte, k *l1.ObjectKey, p []byte) ([]byte, error)
 	// Put stores values[i], keys[i]'s value as Encode made it, and
 	// returns how many it stored.
 	Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int
@@ -48,10 +54,12 @@ type Backend interface {
 	Get(ctx context.Context, names []string) ([][]byte, error)
 	// GetEach is Get that hands over each value as soon as its part of
 	// the batch has arrived: f(i, v) once for every name (v nil when
-	// absent or unreachable), from several goroutines at once. sizes[i]
-	// is about how long the caller expects value i to be (a hint for the
-	// batching). It returns, with the first error, after every f has
-	// returned. v is f's only until f returns.
+	// absent, empty or unreachable), from several goroutines at once.
+	// sizes[i] is how long the caller expects value i to be: v is at most
+	// sizes[i]+1 bytes, the value's first ones, so that a longer value is
+	// seen to be longer and is never read whole (a value grown in the
+	// store cannot make the caller hold more). It returns, with the first
+	// error, after every f has returned. v is f's only until f returns.
 	GetEach(ctx context.Context, names []string, sizes []int, f func(i int, v []byte)) error
 	// GetPrefix returns each value's first n[i] bytes (fewer for a
 	// shorter value), and its whole length (-1 when absent).

@@ -82,7 +82,11 @@ func (c *conn) dispatch(q *wire.Request, a *wire.Answer) error {
 			}
 		} else {
 			var n int
-			res, n, err = m.ReserveReadPrefix(q.Keys, int(q.Locks))
+			if len(q.Sizes) > 0 {
+				res, n, err = c.s.readPrefixSized(q.Keys, q.Sizes, int(q.Locks)) // l2read.go
+			} else {
+				res, n, err = m.ReserveReadPrefix(q.Keys, int(q.Locks))
+			}
 			a.Prefix = uint32(n)
 		}
 		if err != nil {

@@ -51,9 +51,27 @@ func L2PutKeepsRead(s *Server) { s.l2PutKeepsRead.Store(true) }
 // ownership model's bite test must catch.
 func L2PublishUnchecked(s *Server) { s.l2PublishUnchecked.Store(true) }
 
+// L2IgnoreSizes makes s's lookups and prefix reads ignore the expected
+// sizes they carry: the bug the layout test's bite must catch.
+func L2IgnoreSizes(s *Server) { s.l2IgnoreSizes.Store(true) }
+
+// L2DirtyTail makes s's L2 loads leave a block's bytes past the payload
+// as they were: the bug the layout test's bite must catch.
+func L2DirtyTail(s *Server) { s.l2DirtyTail.Store(true) }
+
 // BufferWaiters is how many requests wait for frame buffers now.
 func BufferWaiters(s *Server) int {
 	s.bufs.mu.Lock()
 	defer s.bufs.mu.Unlock()
 	return s.bufs.waiters
 }
+
+// L2BeforePutRelease makes s's copies to L2 run f between the encode of
+// their values and the release of their read locks (a test steps the
+// manager's clock there, so that the locks lapse).
+func L2BeforePutRelease(s *Server, f func()) { s.l2.beforeRelease.Store(&f) }
+
+// L2PutSendsLapsed makes s's copies to L2 send the values whose read lock
+// lapsed before its release: the bug the lapsed-copy test's bite must
+// catch.
+func L2PutSendsLapsed(s *Server) { s.l2.sendLapsed.Store(true) }

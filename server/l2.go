@@ -117,6 +117,12 @@ type l2tier struct {
 	rate loadRate // the estimate of the L2 load rate (l2rate.go)
 
 	queued atomic.Int64 // keys queued for, or in, their copy to L2
+
+	// beforeRelease, when set (tests), runs in each copy between its
+	// encode and the release of its read locks; sendLapsed is a
+	// deliberate bug: a copy sends values whose read lock lapsed.
+	beforeRelease atomic.Pointer[func()]
+	sendLapsed    atomic.Bool
 }
 
 // loading is one key's prefetch: done closes once it is finished or
@@ -272,7 +278,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 			vals = append(vals, nil)
 			continue
 		}
-		v, err := l2.Encode(bufs[j][:0], &keys[i], pool[b.Offset:b.Offset+size])
+		v, err := t.store.Encode(bufs[j][:0], &keys[i], pool[b.Offset:b.Offset+size])
 		if err != nil {
 			v = nil // a key field too long for a value: never stored
 		}
@@ -288,6 +294,9 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		t.store.Put(t.ctx, lk, vals)
 		return
 	}
+	if f := t.beforeRelease.Load(); f != nil {
+		(*f)()
+	}
 	s.gate.RLock()
 	sts, err := s.mgr.FinishReadUntracked(lk, leases, 1)
 	t.mu.Lock()
@@ -295,7 +304,9 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		t.own.subRead(leases[j], 1)
 		if err != nil || sts[j] != l1.OK {
 			t.own.dropRead(leases[j])
-			vals[j] = nil
+			if !t.sendLapsed.Load() {
+				vals[j] = nil // the lock lapsed: the block may have been reused mid-copy
+			}
 		}
 	}
 	t.mu.Unlock()

@@ -16,6 +16,11 @@ type l2counts struct {
 	// they would not pay (the estimated rate below MinRate; past the
 	// lookup's budget); probes the keys loaded to measure the rate again.
 	l2Slow, l2Late, probes atomic.Uint64
+	// sizeL1, sizeL2 and sizeRead are the keys of another size than the
+	// reader expects (or, in L2, an empty value, which no L1 object can
+	// be): where a lookup's L1 prefix or its L2 run stopped, and the
+	// keys reserve_read_prefix_wait answered SIZE_MISMATCH.
+	sizeL1, sizeL2, sizeRead atomic.Uint64
 }
 
 var (
@@ -30,6 +35,7 @@ var (
 	descRate       = prometheus.NewDesc("kvallocd_l2_load_rate_bytes_per_second", "The daemon's estimate of its L2 load rate: moving average of each prefetch get's payload bytes over its time.", nil, nil)
 	descGetTime    = prometheus.NewDesc("kvallocd_l2_load_get_seconds", "Moving average of a prefetch get's time.", nil, nil)
 	descSamples    = prometheus.NewDesc("kvallocd_l2_load_samples_total", "Prefetch gets measured for the load-rate estimate (0: cold, every hit counts).", nil, nil)
+	descSizeMiss   = prometheus.NewDesc("kvallocd_size_mismatch_total", "Keys of another size than their reader expects, a miss: where a lookup's L1 prefix (where=\"l1\") or L2 run (\"l2\"; an empty L2 value too) stopped, and the keys reserve_read_prefix_wait answered SIZE_MISMATCH (\"read\").", []string{"where"}, nil)
 )
 
 // l2Collector is the daemon's L2 read-path metrics.
@@ -40,7 +46,7 @@ type l2Collector struct {
 
 func (l l2Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLookups, descLookupL1, descLookupL2, descPrefetched, descLoaded, descFailed,
-		descUnpaid, descProbes, descRate, descGetTime, descSamples} {
+		descUnpaid, descProbes, descRate, descGetTime, descSamples, descSizeMiss} {
 		ch <- d
 	}
 }
@@ -62,6 +68,9 @@ func (l l2Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, e.Rate)
 	ch <- prometheus.MustNewConstMetric(descGetTime, prometheus.GaugeValue, e.Latency.Seconds())
 	k(descSamples, e.Samples)
+	for where, v := range map[string]uint64{"l1": l.c.sizeL1.Load(), "l2": l.c.sizeL2.Load(), "read": l.c.sizeRead.Load()} {
+		ch <- prometheus.MustNewConstMetric(descSizeMiss, prometheus.CounterValue, float64(v), where)
+	}
 }
 
 // LookupCounts are the daemon's lookup figures since it started.
@@ -77,6 +86,12 @@ type LookupCounts struct {
 	// or they would not have loaded within the lookup's budget. Probes
 	// is the keys loaded, uncounted, to measure the rate again.
 	L2Slow, L2Late, Probes uint64
+	// SizeL1, SizeL2 and SizeRead are the keys found of another size than
+	// their reader expected (PROTOCOL.md, "Expected sizes"), a miss each:
+	// where a lookup's L1 prefix stopped, where its L2 run stopped (an
+	// empty L2 value counts too, whatever the reader expects), and the
+	// keys reserve_read_prefix_wait answered SIZE_MISMATCH.
+	SizeL1, SizeL2, SizeRead uint64
 }
 
 // LookupCounts returns the daemon's lookup figures.
@@ -84,5 +99,6 @@ func (s *Server) LookupCounts() LookupCounts {
 	c := &s.l2cnt
 	return LookupCounts{Lookups: c.lookups.Load(), L1Hits: c.l1Hits.Load(), L2Hits: c.l2Hits.Load(),
 		Prefetched: c.prefetched.Load(), Loaded: c.loaded.Load(), Failed: c.failed.Load(),
-		L2Slow: c.l2Slow.Load(), L2Late: c.l2Late.Load(), Probes: c.probes.Load()}
+		L2Slow: c.l2Slow.Load(), L2Late: c.l2Late.Load(), Probes: c.probes.Load(),
+		SizeL1: c.sizeL1.Load(), SizeL2: c.sizeL2.Load(), SizeRead: c.sizeRead.Load()}
 }

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -16,31 +17,59 @@ import (
 // bytes), of which it counts the part that pays by the break-even rule
 // (judge, in l2rate.go: the daemon's estimate of its load rate against
 // MinRate, and the request's budget, q.Size microseconds); and with the
-// prefetch flag the start of that part's loading into L1. It runs outside
-// the gate and takes it around its l1 calls only, never across L2's
-// network calls, so a slow L2 holds up this connection alone. L2 never
-// makes it fail.
+// prefetch flag the start of that part's loading into L1. With expected
+// sizes (q.Sizes, PROTOCOL.md "Expected sizes") both stop at the first
+// key of another size than its reader expects, and a key L1 holds in
+// another size ends the lookup. An empty L2 value ends the L2 run
+// always: no L1 object is empty. It runs outside the gate and takes it
+// around its l1 calls only, never across L2's network calls, so a slow
+// L2 holds up this connection alone. L2 never makes it fail.
 func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	if q.Size < 0 || q.Size > wire.MaxWait {
 		a.Code = wire.CodeInvalidArgument
 		a.Message = fmt.Sprintf("lookup budget %d µs outside [0, %d]", q.Size, wire.MaxWait)
 		return
 	}
+	if !checkSizes(q, a) {
+		return
+	}
+	if s.l2IgnoreSizes.Load() {
+		q.Sizes = q.Sizes[:0] // the deliberate bug: the sizes go unread
+	}
 	s.gate.RLock()
-	n := s.l1Prefix(q.Keys)
+	n, other := s.l1Prefix(q.Keys, q.Sizes)
 	s.gate.RUnlock()
 	a.Lookup = wire.Lookup{N: uint32(len(q.Keys)), L1: uint32(n)}
 	s.l2cnt.lookups.Add(1)
 	s.l2cnt.l1Hits.Add(uint64(n))
+	if other {
+		// L1 holds key n in another layout: it cannot be loaded here
+		// while that object is, so L2 adds nothing past it.
+		s.l2cnt.sizeL1.Add(1)
+		return
+	}
 	t := s.l2
 	if t == nil || n == len(q.Keys) {
 		return
 	}
 	rest := q.Keys[n:]
-	sizes := t.store.Head(t.ctx, rest)
+	// The budget bounds the L2 part of the lookup too: the header reads
+	// are cut at it (a miss), as the tier's timeout cuts them without one
+	// (kvallocd's is at most l2.MaxTimeout); maxLookupL2 is a backstop
+	// for a store whose timeout is longer.
+	wait := maxLookupL2
+	if q.Size > 0 {
+		wait = time.Duration(q.Size) * time.Microsecond
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, wait)
+	defer cancel()
+	sizes := t.store.Head(ctx, rest)
 	m := 0
-	for m < len(sizes) && sizes[m] >= 0 {
+	for m < len(sizes) && sizes[m] > 0 && (len(q.Sizes) == 0 || sizes[m] == q.Sizes[n+m]) {
 		m++
+	}
+	if m < len(sizes) && sizes[m] >= 0 {
+		s.l2cnt.sizeL2.Add(1) // a valid value, empty or of another size
 	}
 	v := judge(t.rate.estimate(), t.cfg.MinRate, time.Duration(q.Size)*time.Microsecond, t.batching(), sizes[:m])
 	if s.countUnpaidL2.Load() {
@@ -66,21 +95,113 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 	}
 }
 
+// checkSizes refuses, with INVALID_ARGUMENT in a, expected sizes below 1
+// (no L1 object is empty): false when it did.
+func checkSizes(q *wire.Request, a *wire.Answer) bool {
+	for i, z := range q.Sizes {
+		if z < 1 {
+			a.Code = wire.CodeInvalidArgument
+			a.Message = fmt.Sprintf("expected size %d of key %d: an object is at least 1 byte", z, i)
+			return false
+		}
+	}
+	return true
+}
+
+// maxLookupL2 is the most a lookup without a budget waits for L2: past
+// l2.MaxTimeout, and within a client's default deadline (10 s).
+const maxLookupL2 = 8 * time.Second
+
 // batching is how the tier's prefetches cut their keys into gets.
 func (t *l2tier) batching() batching {
 	return batching{keys: t.cfg.PrefetchBatch, bytes: t.cfg.PrefetchBytes}
 }
 
 // l1Prefix is the number of leading keys whose object is finished and not
-// being written: what reserve_read_prefix would lock now.
-func (s *Server) l1Prefix(keys []l1.ObjectKey) int {
+// being written (and, with sizes, is sizes[i] bytes): what
+// reserve_read_prefix_wait with those sizes would lock now. other
+// reports that it stopped at an object of another size.
+func (s *Server) l1Prefix(keys []l1.ObjectKey, sizes []int64) (n int, other bool) {
 	for i, k := range keys {
 		st, ok := s.mgr.State(k)
 		if !ok || !st.Finished || st.WriteLocked {
-			return i
+			return i, false
+		}
+		if len(sizes) > 0 && st.Size != sizes[i] {
+			return i, true
 		}
 	}
-	return len(keys)
+	return len(keys), false
+}
+
+// readPrefixSized is reserve_read_prefix with expected sizes (under the
+// gate, shared): the prefix also stops at the first key whose object is
+// finished in another size than sizes[i], which is answered
+// SIZE_MISMATCH, unlocked, the keys after it SKIPPED. Objects are
+// checked before l1 locks (so a mismatch is not locked at all) and
+// again once locked, since another connection may have deleted a key
+// with force and written it again in between: a locked object that is
+// no longer the key's, or not of its size, is let go again and the
+// prefix ends there. A locked object cannot change its size.
+func (s *Server) readPrefixSized(keys []l1.ObjectKey, sizes []int64, locks int) ([]l1.Result, int, error) {
+	m := s.mgr
+	// The keys l1 is asked: up to the first of another size, or up to and
+	// including the first l1 would stop at anyway (absent, being
+	// written), which l1 then judges; the rest are SKIPPED unasked.
+	j, other := 0, false
+	for ; j < len(keys); j++ {
+		st, ok := m.State(keys[j])
+		if !ok || !st.Finished || st.WriteLocked {
+			j++
+			break
+		}
+		if st.Size != sizes[j] {
+			other = true
+			break
+		}
+	}
+	res, n, err := m.ReserveReadPrefix(keys[:j], locks)
+	if err != nil {
+		return nil, 0, err
+	}
+	stop, why := n, l1.Skipped
+	for i := range n {
+		st, ok := m.State(keys[i])
+		if !ok {
+			stop, why = i, l1.KeyNotExist
+			break
+		}
+		if st.Block != res[i].Block || st.Size != sizes[i] {
+			stop, why = i, l1.Status(wire.StatusSizeMismatch)
+			break
+		}
+	}
+	if stop < n {
+		back := make([]l1.Lease, n-stop)
+		for i := range back {
+			back[i] = res[stop+i].Lease
+		}
+		if _, err := m.FinishRead(keys[stop:n], back, locks); err != nil {
+			return nil, 0, err
+		}
+		for i := stop; i < n; i++ {
+			res[i] = l1.Result{Status: l1.Skipped}
+		}
+		res[stop].Status = why
+		n = stop
+	} else if other && n == j {
+		res = append(res, l1.Result{Status: l1.Status(wire.StatusSizeMismatch)})
+		j++
+	}
+	for ; j < len(keys); j++ {
+		res = append(res, l1.Result{Status: l1.Skipped})
+	}
+	for i := range res {
+		if res[i].Status == l1.Status(wire.StatusSizeMismatch) {
+			s.l2cnt.sizeRead.Add(1)
+		}
+	}
+	return res, n, nil
 }
 
 // prefetch reserves L1 blocks for keys (mode new, the daemon's own
@@ -113,7 +234,7 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 			}
 			j++
 		}
-		size := max(sizes[n], 1) // l1 takes no empty object; a 0-byte payload fills 0 of it
+		size := sizes[n] // at least 1: lookup ends its run at an empty value
 		// l1 keeps the keys it reserves: they must not alias the frame,
 		// which the next request overwrites (wire.Decoder.Borrow).
 		run := make([]l1.ObjectKey, j-n)
@@ -207,6 +328,12 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 		var okL, badL []l1.Lease
 		for i := range ks {
 			if ok != nil && ok[i] && dst[i] != nil {
+				// The block's bytes past the payload (up to the
+				// alignment) are whatever an earlier object left there:
+				// a reader is handed the whole block, so they go.
+				if b := blocks[at+i].Block; !s.l2DirtyTail.Load() { // the deliberate bug leaves them
+					clear(pool[b.Offset+int64(len(dst[i])) : b.Offset+b.Size])
+				}
 				okK, okL = append(okK, ks[i]), append(okL, ls[i])
 			} else if s.l2PublishUnchecked.Load() {
 				// The deliberate bug: a key whose value missed or failed
@@ -240,13 +367,20 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 }
 
 // l2wait is reserve_read_prefix_wait's wait, before the gate: it checks
-// the wait (false, with INVALID_ARGUMENT in a, when out of range) and
+// the wait and the expected sizes (false, with INVALID_ARGUMENT in a,
+// when out of range) and
 // waits, up to it, for the prefetches loading any of q's keys.
 func (s *Server) l2wait(q *wire.Request, a *wire.Answer) bool {
 	if q.Size < 0 || q.Size > wire.MaxWait {
 		a.Code = wire.CodeInvalidArgument
 		a.Message = fmt.Sprintf("wait %d µs outside [0, %d]", q.Size, wire.MaxWait)
 		return false
+	}
+	if !checkSizes(q, a) {
+		return false
+	}
+	if s.l2IgnoreSizes.Load() {
+		q.Sizes = q.Sizes[:0] // the deliberate bug: the sizes go unread
 	}
 	t := s.l2
 	if q.Size == 0 || t == nil {

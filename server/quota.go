@@ -135,6 +135,9 @@ func cut(q *wire.Request, k int) {
 	if len(q.Positions) > k {
 		q.Positions = q.Positions[:k]
 	}
+	if len(q.Sizes) > k {
+		q.Sizes = q.Sizes[:k]
+	}
 	if len(q.Leases) > k {
 		q.Leases = q.Leases[:k]
 	}

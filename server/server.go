@@ -62,6 +62,11 @@ type Server struct {
 	// (export_test.go): a copy to L2 that never releases its read lock,
 	// and a prefetch that finishes a key whose value failed to load.
 	l2PutKeepsRead, l2PublishUnchecked atomic.Bool
+	// l2IgnoreSizes and l2DirtyTail are deliberate bugs, set only by the
+	// expected sizes' bite test (export_test.go): lookups and prefix
+	// reads that ignore the expected sizes, and L2 loads that leave a
+	// block's bytes past the payload as they were.
+	l2IgnoreSizes, l2DirtyTail atomic.Bool
 	// handlesAnyLease is a deliberate bug, set only by the handle tests'
 	// bite (ResolveHandlesAnyLease): a call by handle takes the hold the
 	// handle names now, without checking the lease presented.

@@ -20,13 +20,14 @@ import (
 //	            and finish_read; else 0
 //	u8  mode    reserve_write: l1.Mode (0 all, 1 new, 2 update); else 0
 //	u8  flags   FlagTemporary, FlagPositions (reserve_write), FlagForce
-//	            (delete), FlagPrefetch (lookup); else 0
+//	            (delete), FlagPrefetch (lookup), FlagSizes (lookup,
+//	            reserve_read_prefix_wait); else 0
 //	u16 reserved 0
 //
 // then the keys block (keys.go), then, in this order and only where the
 // type or the flags call for them, one byte per key of temporary flags (0
-// or 1), one u32 per key of chain positions, and one u64 per key of
-// leases.
+// or 1), one u32 per key of chain positions, one i64 per key of expected
+// sizes, and one u64 per key of leases.
 //
 // In version 2 a call by handle (FlagHandles: finish_write, abort_write,
 // finish_write_and_reserve_read, finish_read, delete) carries, after the
@@ -50,9 +51,14 @@ type Request struct {
 	Mode      l1.Mode
 	Flags     uint8
 	Keys      []l1.ObjectKey
-	Temporary []bool     // with FlagTemporary: one per key
-	Positions []uint32   // with FlagPositions: one per key
-	Leases    []l1.Lease // finish_write, abort_write, finish_write_and_reserve_read, finish_read; every call by handle
+	Temporary []bool   // with FlagTemporary: one per key
+	Positions []uint32 // with FlagPositions: one per key
+	// Sizes (with FlagSizes; lookup, reserve_read_prefix_wait): the
+	// payload size the reader expects of each key's object, one per key.
+	// The codec carries any value; the daemon answers one below 1
+	// INVALID_ARGUMENT.
+	Sizes  []int64
+	Leases []l1.Lease // finish_write, abort_write, finish_write_and_reserve_read, finish_read; every call by handle
 	// Handles (version 2): the keys of a call by handle, one per lease;
 	// set, or FlagHandles in Flags, makes the call one by handle, with no
 	// Keys.
@@ -72,11 +78,11 @@ func params(t Type) (size, locks, mode bool, flags uint8) {
 	case TypeFinishWriteAndReserveRead, TypeReserveRead, TypeReserveReadPrefix, TypeFinishRead:
 		return false, true, false, 0
 	case TypeReserveReadPrefixWait:
-		return true, true, false, 0
+		return true, true, false, FlagSizes
 	case TypeDelete:
 		return false, false, false, FlagForce
 	case TypeLookup:
-		return true, false, false, FlagPrefetch
+		return true, false, false, FlagPrefetch | FlagSizes
 	}
 	return false, false, false, 0
 }
@@ -137,6 +143,9 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 	if len(q.Positions) > 0 {
 		flags |= FlagPositions
 	}
+	if len(q.Sizes) > 0 {
+		flags |= FlagSizes
+	}
 	n := len(q.Keys)
 	switch {
 	case !sizeOK && q.Size != 0, !locksOK && q.Locks != 0, !modeOK && q.Mode != 0, flags&^flagsOK != 0:
@@ -145,6 +154,8 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 		return dst, errorf(CodeInvalidArgument, "%d temporary flags for %d keys", len(q.Temporary), n)
 	case flags&FlagPositions != 0 && len(q.Positions) != n:
 		return dst, errorf(CodeInvalidArgument, "%d positions for %d keys", len(q.Positions), n)
+	case flags&FlagSizes != 0 && len(q.Sizes) != n:
+		return dst, errorf(CodeInvalidArgument, "%d expected sizes for %d keys", len(q.Sizes), n)
 	case t.HasLeases() && len(q.Leases) != n:
 		return dst, errorf(CodeInvalidArgument, "%d leases for %d keys", len(q.Leases), n)
 	case !t.HasLeases() && len(q.Leases) != 0:
@@ -172,6 +183,11 @@ func (e *Encoder) appendBody(dst []byte, q *Request) ([]byte, error) {
 			dst = put32(dst, p)
 		}
 	}
+	if flags&FlagSizes != 0 {
+		for _, z := range q.Sizes {
+			dst = put64(dst, uint64(z))
+		}
+	}
 	for _, l := range q.Leases {
 		dst = put64(dst, uint64(l))
 	}
@@ -187,7 +203,7 @@ func appendByHandle(dst []byte, q *Request) ([]byte, error) {
 	switch {
 	case !t.ByHandle():
 		return dst, errorf(CodeInvalidArgument, "%v takes no handles", t)
-	case len(q.Keys) != 0 || len(q.Temporary) != 0 || len(q.Positions) != 0:
+	case len(q.Keys) != 0 || len(q.Temporary) != 0 || len(q.Positions) != 0 || len(q.Sizes) != 0:
 		return dst, errorf(CodeInvalidArgument, "%v by handle carries %d keys, %d temporary flags, %d positions: it names its keys by handle only", t, len(q.Keys), len(q.Temporary), len(q.Positions))
 	case n > MaxKeys:
 		return dst, errorf(CodeInvalidArgument, "%d handles exceed the limit %d", n, MaxKeys)
@@ -264,7 +280,7 @@ func (d *Decoder) DecodeRequest(frame []byte, q *Request) error {
 		return errorf(CodeBadFrame, "%v sent as a request", h.Type)
 	}
 	*q = Request{Type: h.Type, ID: h.ID, Epoch: h.Epoch,
-		Keys: q.Keys[:0], Temporary: q.Temporary[:0], Positions: q.Positions[:0], Leases: q.Leases[:0], Handles: q.Handles[:0]}
+		Keys: q.Keys[:0], Temporary: q.Temporary[:0], Positions: q.Positions[:0], Sizes: q.Sizes[:0], Leases: q.Leases[:0], Handles: q.Handles[:0]}
 	r := &reader{b: frame[HeaderSize:]}
 	switch {
 	case h.Type == TypeHello:
@@ -343,6 +359,12 @@ func (d *Decoder) readRequestBody(r *reader, q *Request) {
 			q.Positions = append(q.Positions, uint32(b[i])|uint32(b[i+1])<<8|uint32(b[i+2])<<16|uint32(b[i+3])<<24)
 		}
 	}
+	if q.Flags&FlagSizes != 0 {
+		b := r.bytes(8*n, "expected sizes")
+		for i := 0; i+8 <= len(b); i += 8 {
+			q.Sizes = append(q.Sizes, int64(le64(b[i:])))
+		}
+	}
 	if t.HasLeases() {
 		b := r.bytes(8*n, "leases")
 		for i := 0; i+8 <= len(b); i += 8 {
@@ -380,5 +402,5 @@ func (q *Request) Equal(o *Request) bool {
 	return q.Type == o.Type && q.ID == o.ID && q.Epoch == o.Epoch && q.Version == o.Version &&
 		q.Size == o.Size && q.Locks == o.Locks && q.Mode == o.Mode && q.Flags == o.Flags &&
 		slices.Equal(q.Keys, o.Keys) && slices.Equal(q.Temporary, o.Temporary) &&
-		slices.Equal(q.Positions, o.Positions) && slices.Equal(q.Leases, o.Leases) && slices.Equal(q.Handles, o.Handles)
+		slices.Equal(q.Positions, o.Positions) && slices.Equal(q.Sizes, o.Sizes) && slices.Equal(q.Leases, o.Leases) && slices.Equal(q.Handles, o.Handles)
 }

@@ -275,14 +275,20 @@ const (
 	// reserved). The key, and every key after it in the request, was not
 	// passed to l1: nothing changed for them (PROTOCOL.md, "Limits").
 	StatusOverLimit Status = 34
+	// StatusSizeMismatch: reserve_read_prefix_wait with expected sizes
+	// (FlagSizes) found the key's object finished with another size than
+	// the request expects for it (another engine's layout of the same
+	// key). The key was not locked and nothing changed: a miss, and the
+	// prefix stops there (PROTOCOL.md, "Expected sizes").
+	StatusSizeMismatch Status = 35
 )
 
 // l1Statuses is the boundary: below it a Status is an l1.Status.
 const l1Statuses = 32
 
 // String returns the status's name: l1's for l1's statuses (e.g.
-// "KEY_NOT_EXIST"), "NOT_OWNER", "OVER_RELEASE" and "OVER_LIMIT" for the
-// daemon's.
+// "KEY_NOT_EXIST"), "NOT_OWNER", "OVER_RELEASE", "OVER_LIMIT" and
+// "SIZE_MISMATCH" for the daemon's.
 func (s Status) String() string {
 	switch {
 	case s == StatusNotOwner:
@@ -291,6 +297,8 @@ func (s Status) String() string {
 		return "OVER_RELEASE"
 	case s == StatusOverLimit:
 		return "OVER_LIMIT"
+	case s == StatusSizeMismatch:
+		return "SIZE_MISMATCH"
 	case s < l1Statuses:
 		return l1.Status(s).String()
 	}
@@ -316,6 +324,11 @@ const (
 	// by the connection's handles, each with its lease, in place of the
 	// keys block.
 	FlagHandles uint8 = 1 << 4
+	// FlagSizes: lookup or reserve_read_prefix_wait carries one expected
+	// payload size per key (an i64, at least 1) after the keys block: a
+	// key is a hit only when its object, or its L2 value, is exactly that
+	// size (PROTOCOL.md, "Expected sizes").
+	FlagSizes uint8 = 1 << 5
 )
 
 // ByHandle reports whether requests of type t may name their keys by

@@ -56,6 +56,7 @@ type jsonRequest struct {
 	Keys      []jsonKey `json:"keys,omitempty"`
 	Temporary []bool    `json:"temporary,omitempty"`
 	Positions []uint32  `json:"positions,omitempty"`
+	Sizes     []int64   `json:"sizes,omitempty"`
 	Handles   []uint32  `json:"handles,omitempty"`
 	Leases    []uint64  `json:"leases,omitempty"`
 }
@@ -108,13 +109,16 @@ func typeName(t wire.Type) string {
 
 func requestJSON(q *wire.Request) jsonRequest {
 	j := jsonRequest{Type: typeName(q.Type), ID: q.ID, Epoch: q.Epoch, Version: q.Version, Size: q.Size,
-		Locks: q.Locks, Mode: uint8(q.Mode), Flags: q.Flags, Temporary: q.Temporary, Positions: q.Positions, Handles: q.Handles}
+		Locks: q.Locks, Mode: uint8(q.Mode), Flags: q.Flags, Temporary: q.Temporary, Positions: q.Positions, Sizes: q.Sizes, Handles: q.Handles}
 	// The flags a decoder reports include the ones the slices imply.
 	if len(q.Temporary) > 0 {
 		j.Flags |= wire.FlagTemporary
 	}
 	if len(q.Positions) > 0 {
 		j.Flags |= wire.FlagPositions
+	}
+	if len(q.Sizes) > 0 {
+		j.Flags |= wire.FlagSizes
 	}
 	if q.ByHandles() {
 		j.Flags |= wire.FlagHandles
@@ -196,6 +200,10 @@ func requests() []struct {
 		{"lookup", wire.Request{Type: wire.TypeLookup, ID: 18, Epoch: vecEpoch, Keys: keys}},
 		{"lookup_prefetch", wire.Request{Type: wire.TypeLookup, ID: 19, Epoch: vecEpoch, Flags: wire.FlagPrefetch, Keys: keys}},
 		{"reserve_read_prefix_wait", wire.Request{Type: wire.TypeReserveReadPrefixWait, ID: 20, Epoch: vecEpoch, Size: 250000, Locks: 1, Keys: keys}},
+		{"lookup_prefetch_sizes", wire.Request{Type: wire.TypeLookup, ID: 21, Epoch: vecEpoch, Size: 1500, Flags: wire.FlagPrefetch,
+			Keys: keys, Sizes: []int64{128 << 10, 128 << 10, 5000}}},
+		{"reserve_read_prefix_wait_sizes", wire.Request{Type: wire.TypeReserveReadPrefixWait, ID: 22, Epoch: vecEpoch, Size: 250000, Locks: 1,
+			Keys: keys, Sizes: []int64{128 << 10, 128 << 10, 5000}}},
 	}
 }
 
@@ -269,6 +277,10 @@ func answers() []struct {
 		{"reserve_read_prefix_wait_answer", with(a(wire.TypeReserveReadPrefixWait, 20), func(x *wire.Answer) {
 			x.Results = []wire.Result{ok(0, 1, 103), ok(mib8, 2, 104), {Status: wire.StatusKeyNotReadable}}
 			x.Prefix = 2
+		})},
+		{"reserve_read_prefix_wait_size_mismatch_answer", with(a(wire.TypeReserveReadPrefixWait, 22), func(x *wire.Answer) {
+			x.Results = []wire.Result{ok(0, 1, 105), {Status: wire.StatusSizeMismatch}, {Status: wire.StatusSkipped}}
+			x.Prefix = 1
 		})},
 		{"wrong_epoch", with(a(wire.TypeFinishWrite, 16), func(x *wire.Answer) {
 			x.Code, x.Message = wire.CodeWrongEpoch, "epoch 0x1 is not this daemon's 0x123456789abcdef: leases and blocks from an earlier daemon are void"
@@ -424,6 +436,8 @@ func malformed(t testing.TB) []vector {
 	hello := enc(wire.Request{Type: wire.TypeHello, ID: 1, Version: wire.Version})
 	ping := enc(wire.Request{Type: wire.TypePing, ID: 2, Epoch: vecEpoch})
 	lookup := enc(wire.Request{Type: wire.TypeLookup, ID: 19, Epoch: vecEpoch, Flags: wire.FlagPrefetch, Keys: []l1.ObjectKey{keyA}})
+	sized := enc(wire.Request{Type: wire.TypeReserveReadPrefixWait, ID: 22, Epoch: vecEpoch, Locks: 1, Keys: []l1.ObjectKey{keyA}, Sizes: []int64{4096}})
+	read := enc(wire.Request{Type: wire.TypeReserveReadPrefix, ID: 11, Epoch: vecEpoch, Locks: 1, Keys: []l1.ObjectKey{keyA}})
 	const keysAt = wire.HeaderSize + 16 // the key block of a keyed request
 	v := func(name string, code wire.Code, b []byte) vector {
 		return vector{Name: name, Kind: "request", Frame: hex.EncodeToString(b), Error: code.String()}
@@ -484,6 +498,22 @@ func malformed(t testing.TB) []vector {
 			return b
 		})),
 		v("bad_lookup_flag", wire.CodeBadFrame, edit(lookup, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagForce; return b })),
+		v("bad_sizes_truncated", wire.CodeBadFrame, edit(sized, func(b []byte) []byte {
+			b = b[:len(b)-1] // the expected size is one byte short
+			binary.LittleEndian.PutUint32(b, uint32(len(b)))
+			return b
+		})),
+		v("bad_sizes_missing", wire.CodeBadFrame, edit(sized, func(b []byte) []byte {
+			b = b[:len(b)-8] // the flag says sizes follow; none do
+			binary.LittleEndian.PutUint32(b, uint32(len(b)))
+			return b
+		})),
+		v("bad_sizes_flag_on_reserve_read_prefix", wire.CodeBadFrame, edit(read, func(b []byte) []byte {
+			b[wire.HeaderSize+13] = wire.FlagSizes // only lookup and reserve_read_prefix_wait take it
+			b = binary.LittleEndian.AppendUint64(b, 4096)
+			binary.LittleEndian.PutUint32(b, uint32(len(b)))
+			return b
+		})),
 		v("bad_undefined_flag", wire.CodeBadFrame, edit(rw, func(b []byte) []byte { b[wire.HeaderSize+13] = wire.FlagForce; return b })),
 		v("bad_temporary_flag_value", wire.CodeBadFrame, edit(tmp, func(b []byte) []byte { b[len(b)-1] = 2; return b })),
 		v("bad_hello_version", wire.CodeBadVersion, edit(hello, func(b []byte) []byte {

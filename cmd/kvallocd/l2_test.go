@@ -16,6 +16,7 @@ import (
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/internal/rediscluster"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/l2"
 	"github.com/kvalloc/kvalloc/server"
 )
 
@@ -53,6 +54,7 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "a.sock")
 	args := []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s",
+		"-l2-secret-file", secretFile(t, 1),
 		"-l2-min-rate", "0"} // the warm-up from L2 is the test, not the break-even rule
 	a, _ := daemon(t, args...)
 	c := dialWait(t, sock)
@@ -147,7 +149,7 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 func TestL2MinRateFlag(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	var f l2Flags
-	cfg, _, err := parse([]string{"-l2", srv.URL()}, io.Discard, &f)
+	cfg, _, err := parse([]string{"-l2", srv.URL(), "-l2-insecure-no-mac"}, io.Discard, &f)
 	if err != nil || f.minRate != 0.70272 || f.probeInterval != server.DefaultL2ProbeInterval {
 		t.Fatalf("defaults: %+v, %v", f, err)
 	}
@@ -157,7 +159,7 @@ func TestL2MinRateFlag(t *testing.T) {
 	cfg.L2.Store.Close()
 	for _, args := range [][]string{{"-l2-min-rate", "-1"}, {"-l2-min-rate", "NaN"}, {"-l2-min-rate", "+Inf"}, {"-l2-probe-interval", "0s"}} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1", "-l2-insecure-no-mac"}, args...), io.Discard, &f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +185,7 @@ func TestL2PutShapeFlags(t *testing.T) {
 		{[]string{"-l2-put-batch", "3", "-l2-put-workers", "5", "-l2-batch", "16", "-l2-batch-bytes", "1MiB"}, 3, 5, 16, 1 << 20},
 	} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", srv.URL()}, c.args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", srv.URL(), "-l2-insecure-no-mac"}, c.args...), io.Discard, &f)
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
@@ -198,12 +200,42 @@ func TestL2PutShapeFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-l2-put-batch", "0"}, {"-l2-put-workers", "0"}, {"-l2-batch", "0"}, {"-l2-batch-bytes", "0"}, {"-l2-batch-bytes", "lots"}} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1", "-l2-insecure-no-mac"}, args...), io.Discard, &f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := f.open(t.Context(), &cfg); err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: %v, want a refusal naming it", args, err)
+		}
+	}
+}
+
+// TestL2TimeoutFlag: -l2-timeout past l2.MaxTimeout is refused before any
+// connection: a lookup waits up to one L2 timeout, and one of 12 s would
+// outlast a client's default deadline of 10 s (its connection closed, its
+// lookup failed because of L2). l2.MaxTimeout itself is taken.
+func TestL2TimeoutFlag(t *testing.T) {
+	if l2.MaxTimeout >= client.DefaultTimeout {
+		t.Fatalf("l2.MaxTimeout %v is not below the client's default deadline %v", l2.MaxTimeout, client.DefaultTimeout)
+	}
+	for _, c := range []struct {
+		timeout string
+		ok      bool
+	}{{"12s", false}, {"5001ms", false}, {l2.MaxTimeout.String(), true}, {"300ms", true}} {
+		var f l2Flags
+		cfg, _, err := parse([]string{"-l2", "redis://127.0.0.1:1", "-l2-timeout", c.timeout}, io.Discard, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.open(t.Context(), &cfg)
+		if c.ok && err != nil {
+			t.Errorf("-l2-timeout %s: %v", c.timeout, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "-l2-timeout")) {
+			t.Errorf("-l2-timeout %s: %v, want a refusal naming it", c.timeout, err)
+		}
+		if err == nil {
+			cfg.L2.Store.Close()
 		}
 	}
 }

@@ -16,6 +16,10 @@ socket, only offsets. See ``python/README.md`` and ``wire/PROTOCOL.md``.
         c.finish_write(keys.subset(ok), res.select(ok))
 """
 
+#: The version of this package, the one place it is written: the build
+#: (pyproject.toml's dynamic version) reads it from here.
+__version__ = "0.1.0"
+
 from .client import Client
 from .enums import PARTIAL, Code, Flag, MessageType, Mode, Status
 from .errors import (BusyError, ConnectionLostError, DaemonClosedError,

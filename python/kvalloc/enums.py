@@ -145,6 +145,11 @@ class Status(enum.IntEnum):
     #: after it in the call were not passed on: nothing changed for them.
     #: Release what the connection holds, then ask again.
     OVER_LIMIT = 34
+    #: reserve_read_prefix_wait with expected sizes: the key's object is
+    #: finished in another size than the caller expects (another engine's
+    #: layout of the key). Not locked, nothing changed: a miss, and the
+    #: prefix stops there.
+    SIZE_MISMATCH = 35
 
 
 class Mode(enum.IntEnum):
@@ -174,6 +179,9 @@ class Flag(enum.IntFlag):
     #: records by handle (a handles block and one lease per handle) in
     #: place of the keys block.
     HANDLES = 0x10
+    #: lookup and reserve_read_prefix_wait carry one expected payload size
+    #: per key (``i64``, at least 1) after the keys block.
+    SIZES = 0x20
 
 
 #: OR'ed into a chain position: the chunk is a partial one (``l1.Partial``).

@@ -174,6 +174,9 @@ class Request:
     keys: List[ObjectKey] = field(default_factory=list)
     temporary: List[bool] = field(default_factory=list)
     positions: List[int] = field(default_factory=list)
+    #: With ``Flag.SIZES`` (lookup, reserve_read_prefix_wait): the payload
+    #: size the reader expects of each key's object, one per key.
+    sizes: List[int] = field(default_factory=list)
     leases: List[int] = field(default_factory=list)
     handles: List[int] = field(default_factory=list)
 
@@ -233,11 +236,11 @@ def _params_v1(t: MessageType) -> Tuple[bool, bool, bool, int]:
              MessageType.FINISH_READ):
         return False, True, False, 0
     if t is MessageType.RESERVE_READ_PREFIX_WAIT:
-        return True, True, False, 0
+        return True, True, False, Flag.SIZES
     if t is MessageType.DELETE:
         return False, False, False, Flag.FORCE
     if t is MessageType.LOOKUP:
-        return False, False, False, Flag.PREFETCH
+        return True, False, False, Flag.PREFETCH | Flag.SIZES
     return False, False, False, 0
 
 
@@ -266,6 +269,8 @@ def encode_request(q: Request, version: int = 1) -> bytes:
         flags |= Flag.TEMPORARY
     if q.positions:
         flags |= Flag.POSITIONS
+    if q.sizes:
+        flags |= Flag.SIZES
     if q.handles:
         flags |= Flag.HANDLES
     n = len(q.keys)
@@ -283,6 +288,9 @@ def encode_request(q: Request, version: int = 1) -> bytes:
     if q.positions and len(q.positions) != n:
         raise InvalidArgumentError(
             f"{len(q.positions)} positions for {n} keys")
+    if flags & Flag.SIZES and len(q.sizes) != n:
+        raise InvalidArgumentError(
+            f"{len(q.sizes)} expected sizes for {n} keys")
     if t.has_leases and len(q.leases) != n:
         raise InvalidArgumentError(f"{len(q.leases)} leases for {n} keys")
     if not t.has_leases and q.leases:
@@ -294,6 +302,7 @@ def encode_request(q: Request, version: int = 1) -> bytes:
     tail = b"".join((
         bytes(map(bool, q.temporary)),
         pack_array("I", q.positions, "position"),
+        pack_array("q", q.sizes, "expected size"),
         pack_array("Q", q.leases, "lease"),
     ))
     frame = keyed_request(t, q.id, q.epoch, KeyBatch(q.keys), q.size,
@@ -306,9 +315,10 @@ def encode_request(q: Request, version: int = 1) -> bytes:
 
 def _encode_by_handle(q: Request, t: MessageType, flags: int) -> bytes:
     n = len(q.handles)
-    if q.keys or q.temporary or q.positions:
+    if q.keys or q.temporary or q.positions or q.sizes:
         raise InvalidArgumentError(f"{t.wire_name} by handle carries no "
-                                   "keys, temporary flags or positions")
+                                   "keys, temporary flags, positions or "
+                                   "expected sizes")
     if len(q.leases) != n:
         raise InvalidArgumentError(f"{len(q.leases)} leases for {n} "
                                    "handles")
@@ -329,7 +339,8 @@ def _encode_by_handle(q: Request, t: MessageType, flags: int) -> bytes:
 
 
 def pack_array(typecode: str, values: Sequence[int], what: str) -> bytes:
-    """``values`` as little-endian ``typecode`` integers (``I`` or ``Q``).
+    """``values`` as little-endian ``typecode`` integers (``I``, ``Q`` or
+    ``q``).
 
     A value out of range raises :class:`InvalidArgumentError`.
     """
@@ -340,8 +351,9 @@ def pack_array(typecode: str, values: Sequence[int], what: str) -> bytes:
             a = array(typecode, values)
         except (OverflowError, TypeError) as e:
             bits = 8 * array(typecode).itemsize
+            kind = "a signed" if typecode.islower() else "an unsigned"
             raise InvalidArgumentError(
-                f"a {what} is not an unsigned {bits}-bit integer: {e}"
+                f"a {what} is not {kind} {bits}-bit integer: {e}"
             ) from None
     if _BIG:
         a = array(typecode, a)
@@ -350,7 +362,8 @@ def pack_array(typecode: str, values: Sequence[int], what: str) -> bytes:
 
 
 _BIG = struct.pack("=H", 1) != struct.pack("<H", 1)
-assert array("I").itemsize == 4 and array("Q").itemsize == 8
+assert array("I").itemsize == 4 and array("Q").itemsize == 8 \
+    and array("q").itemsize == 8
 
 
 class _Reader:
@@ -481,6 +494,8 @@ def _read_keyed(r: _Reader, q: Request, version: int) -> None:
         q.temporary = [v == 1 for v in b]
     if flags & Flag.POSITIONS:
         q.positions = _unpack_array("I", r.take(4 * n, "positions"))
+    if flags & Flag.SIZES:
+        q.sizes = _unpack_array("q", r.take(8 * n, "expected sizes"))
     if t.has_leases:
         q.leases = _unpack_array("Q", r.take(8 * n, "leases"))
 

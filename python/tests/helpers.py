@@ -10,6 +10,10 @@ from daemon import Daemon
 
 MODEL = "llama-3.1-70b"
 STAMP = 16
+# How long a test waits on the daemon's doing (a release, a close, an
+# answer) before it calls it a hang: a bound on a hang only, never a race
+# with the machine's load.
+HANG_GUARD = 60.0
 
 
 def keys(n: int, tag: str = "k", model: str = MODEL, rank: int = 0,

@@ -11,7 +11,7 @@ from kvalloc.client import MAX_TIMEOUT
 from kvalloc.limits import MAX_INT64, MAX_KEYS, MAX_STRING_LEN, MAX_STRINGS
 from kvalloc.protocol import keyed_request
 
-from helpers import DaemonTest, keys
+from helpers import HANG_GUARD, DaemonTest, keys
 
 K = ObjectKey(b"\x01" * 32, "m")
 
@@ -87,10 +87,11 @@ class TestBadInput(DaemonTest):
                 self.refused(c.finish_write, kb, self.res, timeout=t,
                              match="timeout")
                 self.refused(c.connect, timeout=t, match="timeout")
-        # The edges that are legal: a call under its own deadline.
+        # The edges that are legal: a call under its own deadline (an int,
+        # a float; never one short enough to race the machine's load).
         c.ping(timeout=MAX_TIMEOUT)
-        c.ping(timeout=1)
-        c.ping(timeout=1e-9 + 5)
+        c.ping(timeout=int(HANG_GUARD))
+        c.ping(timeout=1e-9 + HANG_GUARD)
 
     def test_timeouts_at_connect(self):
         accepted = self.c.stats().conns_accepted
@@ -263,7 +264,7 @@ class TestBadInput(DaemonTest):
         # answers the bad frame before it tears the connection down, so
         # the release may come a moment after the answer); the other
         # client's are intact and it goes on.
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG_GUARD
         s = other.stats()
         while s.released_writes < len(self.held):
             self.assertLess(time.monotonic(), deadline,

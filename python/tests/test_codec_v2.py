@@ -190,7 +190,8 @@ class TestUndefinedFlags(unittest.TestCase):
 
     DEFINED = {
         T.RESERVE_WRITE: Flag.TEMPORARY | Flag.POSITIONS,
-        T.DELETE: Flag.FORCE, T.LOOKUP: Flag.PREFETCH,
+        T.DELETE: Flag.FORCE, T.LOOKUP: Flag.PREFETCH | Flag.SIZES,
+        T.RESERVE_READ_PREFIX_WAIT: Flag.SIZES,
     }
 
     def test_undefined_flag_bits_are_refused(self):

@@ -27,6 +27,13 @@ POOL = 1 << 20
 KB = KeyBatch([ObjectKey(b"k1", "m"), ObjectKey(b"k2", "m")])
 # Set when a case ends: a fake that stalls waits on it, not on a clock.
 _END = threading.Event()
+# The client's deadline where a case is about the deadline: the fake stalls
+# (on _END) or trickles, so the deadline is what ends the call.
+DEADLINE = 0.5
+# The client's deadline in every other case, where the fake's answer or
+# close ends the call: a bound on a hang only, never a race with the
+# machine's load (a 16 MiB answer takes seconds on a loaded 2-core box).
+HANG_GUARD = 60.0
 
 
 def _stall(s=None) -> None:
@@ -138,18 +145,22 @@ class TestFakeDaemon(unittest.TestCase):
         no_protocol_env(self)
 
     def run_case(self, script, exc, fd=True, hello=None, call="ping",
-                 within=2.0):
+                 timeout=HANG_GUARD):
+        """Connect to a fake serving ``script`` with a client of deadline
+        ``timeout`` and make one call: it must raise ``exc``. A case about
+        the deadline passes DEADLINE; the others keep HANG_GUARD, so that
+        their outcome is the fake's doing, whatever the load."""
         f = Fake(script, fd, hello)
         self.addCleanup(f.close)
         t = time.monotonic()
         with self.assertRaises(exc) as cm:
-            c = Client(f.path, timeout=0.5)
+            c = Client(f.path, timeout=timeout)
             self.addCleanup(c.close)
             if call == "ping":
                 c.ping()
             else:
                 c.reserve_write(KB, 4096)
-        self.assertLess(time.monotonic() - t, within)
+        self.assertLess(time.monotonic() - t, HANG_GUARD)
         return cm.exception
 
     def test_a_good_fake_works(self):
@@ -160,7 +171,7 @@ class TestFakeDaemon(unittest.TestCase):
                                            Result(0, 4096, 4096, 2, 8)]))))
         f = Fake(script)
         self.addCleanup(f.close)
-        with Client(f.path, timeout=2) as c:
+        with Client(f.path, timeout=HANG_GUARD) as c:
             res = c.reserve_write(KB, 4096)
             c.view(res, 1)[:3] = b"abc"
             self.assertEqual(list(res.leases), [7, 8])
@@ -182,7 +193,8 @@ class TestFakeDaemon(unittest.TestCase):
                 f = Fake(None, hello=_hello_answer(**kw))
                 self.addCleanup(f.close)
                 with self.assertRaises(FrameError) as cm:
-                    Client(f.path, timeout=0.5, protocol=asked).close()
+                    Client(f.path, timeout=HANG_GUARD,
+                           protocol=asked).close()
                 self.assertEqual(cm.exception.code, Code.BAD_VERSION)
                 self.assertEqual(f.hellos, [asked])
 
@@ -195,7 +207,8 @@ class TestFakeDaemon(unittest.TestCase):
         self.assertIn("mapping the pool", str(e))
 
     def test_a_hello_never_answered(self):
-        self.run_case(_stall, DeadlineExceededError, hello=b"", fd=False)
+        self.run_case(_stall, DeadlineExceededError, hello=b"", fd=False,
+                      timeout=DEADLINE)
 
     def test_closed_before_the_hello_answer(self):
         self.run_case(None, ConnectionLostError, hello=b"", fd=False)
@@ -213,7 +226,7 @@ class TestFakeDaemon(unittest.TestCase):
             a = encode_answer(Answer(MessageType.PING, q.id, Code.OK, EPOCH))
             s.sendall(a[:10])
             _stall()
-        self.run_case(script, DeadlineExceededError)
+        self.run_case(script, DeadlineExceededError, timeout=DEADLINE)
 
     def test_a_trickle_past_the_deadline(self):
         # A byte every 0.1 s: each recv succeeds, the deadline still holds.
@@ -226,7 +239,7 @@ class TestFakeDaemon(unittest.TestCase):
                 s.sendall(bytes([b]))
                 if _END.wait(0.1):
                     return
-        self.run_case(script, DeadlineExceededError)
+        self.run_case(script, DeadlineExceededError, timeout=DEADLINE)
 
     def test_an_oversized_header(self):
         def script(s):
@@ -292,7 +305,7 @@ class TestFakeDaemon(unittest.TestCase):
                 results=Results.from_list([Result(0, POOL, 4096, 1, 7)] * 2))))
         f = Fake(script)
         self.addCleanup(f.close)
-        with Client(f.path, timeout=2) as c:
+        with Client(f.path, timeout=HANG_GUARD) as c:
             res = c.reserve_write(KB, 4096)
             with self.assertRaises(ValueError):
                 c.view(res, 0)

@@ -5,6 +5,7 @@ started here (Debian's redis-server; ``make redis`` installs it). Without
 it the test fails: it never skips.
 """
 
+import os
 import shutil
 import socket
 import subprocess
@@ -13,9 +14,10 @@ import time
 import unittest
 
 from kvalloc import InvalidArgumentError, Lookup, Mode, Status
+from kvalloc.l2 import MAX_WAIT
 
 from daemon import MIB, Daemon
-from helpers import DaemonTest, keys
+from helpers import HANG_GUARD, DaemonTest, keys
 
 
 def _free_port() -> int:
@@ -96,7 +98,15 @@ class TestL2TwoNodes(unittest.TestCase):
     def test_node_b_reads_what_node_a_wrote(self):
         redis = RedisServer()
         self.addCleanup(redis.close)
-        args = ("-l2", redis.url)
+        # The MAC secret both nodes share (kvallocd refuses -l2 without
+        # one): a file of mode 0600.
+        secret_dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, secret_dir)
+        secret = os.path.join(secret_dir, "l2-secret")
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(32).hex().encode())
+        os.close(fd)
+        args = ("-l2", redis.url, "-l2-secret-file", secret)
         a = Daemon(pool=256 * MIB, args=args).start()
         self.addCleanup(a.stop)
         b = Daemon(pool=256 * MIB, args=args).start()
@@ -110,12 +120,13 @@ class TestL2TwoNodes(unittest.TestCase):
                 v[:size] = bytes([i + 1]) * size
             self.assertTrue(ca.finish_write(kb, res).all_ok())
         with b.client() as cb:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + HANG_GUARD
             while cb.lookup(kb).l2 < len(kb):  # the write-through lands
                 self.assertLess(time.monotonic(), deadline, "no L2 hits")
                 time.sleep(0.01)
             self.assertEqual(cb.lookup(kb, prefetch=True), Lookup(4, 0, 4, 4))
-            rr = cb.reserve_read_prefix_wait(kb, wait=5.0)
+            # The longest wait there is: the prefetch's end is the event.
+            rr = cb.reserve_read_prefix_wait(kb, wait=MAX_WAIT)
             self.assertEqual(rr.prefix, 4)
             for i, v in enumerate(cb.views(rr)):
                 self.assertEqual(bytes(v[:size]), bytes([i + 1]) * size)

@@ -6,7 +6,7 @@ import unittest
 from kvalloc import Status
 
 from daemon import Daemon
-from helpers import DaemonTest, keys
+from helpers import HANG_GUARD, DaemonTest, keys
 
 OK, NOT_OWNER = Status.OK, Status.NOT_OWNER
 
@@ -58,7 +58,7 @@ class TestLeases(DaemonTest):
                 b.reserve_read(rk, locks=5)
             # The close counted may still be that other connection's:
             # wait for b's release itself.
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + HANG_GUARD
             while True:
                 s = a.stats()
                 if s.conns_closed > closed and (
@@ -152,7 +152,7 @@ class TestLapses(unittest.TestCase):
                 self.assertEqual(bytes(v[:4]), b"mine")
             self.assertEqual(b.stats().quarantined_bytes, 2 * 4096)
             a.close()
-            deadline = time.monotonic() + 1
+            deadline = time.monotonic() + HANG_GUARD
             while b.stats().quarantined_bytes:
                 self.assertLess(time.monotonic(), deadline)
                 time.sleep(0.005)

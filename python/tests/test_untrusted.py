@@ -65,7 +65,7 @@ DIALER = textwrap.dedent("""
     from kvalloc import Client, KvallocError, default_socket_path
     print("path", default_socket_path(), flush=True)
     try:
-        Client(timeout=2).close()
+        Client(timeout=20).close()
         print("connected")
     except KvallocError as e:
         print(f"refused: {type(e).__name__}: {e}")
@@ -181,7 +181,7 @@ class TestUntrustedDaemon(unittest.TestCase):
         path = os.path.join(squat, "kvallocd.sock")
         imp = sh.impostor(path)
         with self.assertRaises(UntrustedDaemonError) as cm:
-            Client(path, timeout=2)
+            Client(path, timeout=60)
         e = cm.exception
         self.assertIsInstance(e, PermissionError)
         self.assertEqual((e.uid, e.client_uid, e.path), (ATTACKER, 0, path))

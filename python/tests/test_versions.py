@@ -18,8 +18,8 @@ from kvalloc.enums import Code, Flag
 from kvalloc.protocol import Answer, decode_request, encode_answer
 from kvalloc.results import Result, Results, StatusList
 
-from test_fake_daemon import (EPOCH, KB, Fake, _recv_frame, _stall,
-                              no_protocol_env)
+from test_fake_daemon import (DEADLINE, EPOCH, HANG_GUARD, KB, Fake,
+                              _recv_frame, _stall, no_protocol_env)
 
 OK = Status.OK
 
@@ -68,7 +68,7 @@ class TestNegotiation(unittest.TestCase):
 
     def test_a_version_2_daemon(self):
         f = self.fake()
-        with Client(f.path, timeout=2) as c:
+        with Client(f.path, timeout=HANG_GUARD) as c:
             self.assertEqual((c.version, c.hello.version, c.hello.versions),
                              (2, 2, 0b110))
         self.assertEqual(f.hellos, [2])
@@ -79,7 +79,7 @@ class TestNegotiation(unittest.TestCase):
         f = self.fake(versions=(1,), script=_serve([
             _results(MessageType.RESERVE_WRITE, [0, 0], [7, 8], version=1),
             _statuses(MessageType.FINISH_WRITE, [0, 0])], log))
-        with Client(f.path, timeout=2) as c:
+        with Client(f.path, timeout=HANG_GUARD) as c:
             self.assertEqual((c.version, c.hello.versions), (1, 0))
             res = c.reserve_write(KB, 4096)
             self.assertEqual(list(c.finish_write(KB, res)), [OK, OK])
@@ -91,21 +91,21 @@ class TestNegotiation(unittest.TestCase):
 
     def test_protocol_1_asks_for_1(self):
         f = self.fake()
-        with Client(f.path, timeout=2, protocol=1) as c:
+        with Client(f.path, timeout=HANG_GUARD, protocol=1) as c:
             self.assertEqual((c.version, c.hello.versions), (1, 0))
         self.assertEqual(f.hellos, [1])
 
     def test_no_version_in_common(self):
         f = self.fake(versions=())
         with self.assertRaises(DaemonError) as cm:
-            Client(f.path, timeout=2)
+            Client(f.path, timeout=HANG_GUARD)
         self.assertEqual(cm.exception.code, Code.BAD_VERSION)
         self.assertEqual(f.hellos, [2, 1])
 
     def test_protocol_2_insists(self):
         f = self.fake(versions=(1,))
         with self.assertRaises(DaemonError) as cm:
-            Client(f.path, timeout=2, protocol=2)
+            Client(f.path, timeout=HANG_GUARD, protocol=2)
         self.assertEqual(cm.exception.code, Code.BAD_VERSION)
         self.assertEqual(f.hellos, [2])
 
@@ -118,13 +118,14 @@ class TestNegotiation(unittest.TestCase):
             with self.subTest(env=env, protocol=protocol):
                 f = self.fake()
                 os.environ[PROTOCOL_ENV] = env
-                with Client(f.path, timeout=2, protocol=protocol) as c:
+                with Client(f.path, timeout=HANG_GUARD,
+                            protocol=protocol) as c:
                     self.assertEqual(c.version, version)
                 self.assertEqual(f.hellos, hellos)
         f = self.fake(versions=(1,))
         os.environ[PROTOCOL_ENV] = "2"
         with self.assertRaises(DaemonError):
-            Client(f.path, timeout=2)
+            Client(f.path, timeout=HANG_GUARD)
         self.assertEqual(f.hellos, [2])
 
     def test_a_bad_protocol_is_refused_before_connecting(self):
@@ -132,12 +133,12 @@ class TestNegotiation(unittest.TestCase):
         for p in (0, 3, "2", 2.0, True):
             with self.subTest(protocol=p):
                 with self.assertRaises(InvalidArgumentError):
-                    Client(f.path, timeout=2, protocol=p)
+                    Client(f.path, timeout=HANG_GUARD, protocol=p)
         for v in ("0", "3", "v2", " 1"):
             with self.subTest(env=v):
                 os.environ[PROTOCOL_ENV] = v
                 with self.assertRaises(InvalidArgumentError) as cm:
-                    Client(f.path, timeout=2)
+                    Client(f.path, timeout=HANG_GUARD)
                 self.assertIn(PROTOCOL_ENV, str(cm.exception))
         self.assertEqual(f.hellos, [])
 
@@ -147,8 +148,8 @@ class TestNegotiation(unittest.TestCase):
         f = self.fake(versions=(1,), hello=b"", fd=False, script=_stall)
         t = time.monotonic()
         with self.assertRaises(DeadlineExceededError):
-            Client(f.path, timeout=0.5)
-        self.assertLess(time.monotonic() - t, 2.0)
+            Client(f.path, timeout=DEADLINE)
+        self.assertLess(time.monotonic() - t, HANG_GUARD)
         self.assertEqual(f.hellos, [2, 1])
 
 
@@ -159,7 +160,7 @@ class TestCallsByHandle(unittest.TestCase):
         log = []
         f = Fake(_serve(steps, log))
         self.addCleanup(f.close)
-        with Client(f.path, timeout=2, protocol=protocol) as c:
+        with Client(f.path, timeout=HANG_GUARD, protocol=protocol) as c:
             out = calls(c)
         self.assertIsNone(f.error)
         return log, out

@@ -66,6 +66,7 @@ def request_json(q: Request) -> Dict[str, Any]:
                   "kv_rank": k.kv_rank, "group_id": k.group_id,
                   "cache_salt": k.cache_salt} for k in q.keys],
         "temporary": list(q.temporary), "positions": list(q.positions),
+        "sizes": list(q.sizes),
         "handles": list(q.handles), "leases": list(q.leases),
     }, keep=("type", "id", "epoch"))
 
@@ -81,6 +82,7 @@ def request_from_json(m: Dict[str, Any]) -> Request:
                         k["kv_rank"], k["group_id"], k["cache_salt"])
               for k in m.get("keys", [])],
         temporary=m.get("temporary", []), positions=m.get("positions", []),
+        sizes=m.get("sizes", []),
         leases=m.get("leases", []), handles=m.get("handles", []))
 
 

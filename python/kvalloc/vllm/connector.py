@@ -20,7 +20,6 @@ See ``README.md`` beside this file for the settings.
 
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
@@ -57,7 +56,8 @@ __all__ = ["KvallocConnector", "KvallocConnectorMetadata", "KvallocStats",
 COUNTERS = ("lookups", "tokens_looked_up", "tokens_hit_l1", "tokens_hit_l2",
             "tokens_loaded", "blocks_loaded", "load_errors", "tokens_saved",
             "blocks_saved", "blocks_stored_already", "blocks_not_saved",
-            "daemon_errors")
+            "daemon_errors", "bytes_loaded", "load_seconds", "bytes_saved",
+            "save_seconds")
 
 
 @dataclass
@@ -141,11 +141,23 @@ class KvallocConnector(KVConnectorBase_V1):
                 f"{len(kv_cache_config.kv_cache_groups)}: start vLLM with "
                 "--disable-hybrid-kv-cache-manager, or use a model of one "
                 "attention type")
+        if getattr(cfg, "kv_load_failure_policy", "recompute") != "recompute":
+            # vLLM's default ("fail") fails a request whose block could not
+            # be loaded; kvalloc's blocks are a cache that may lose a block
+            # between lookup and load, so a load error must be recomputed.
+            # The scheduler reads the policy right after it makes this
+            # connector.
+            logger.warning(
+                "kvalloc connector: kv_load_failure_policy=%s would fail "
+                "requests whose cached blocks were evicted between lookup "
+                "and load; setting it to 'recompute' (set it yourself in "
+                "--kv-transfer-config to silence this)",
+                cfg.kv_load_failure_policy)
+            cfg.kv_load_failure_policy = "recompute"
         par = vllm_config.parallel_config
         self._tp_size = int(par.tensor_parallel_size)
         self._pp_size = int(par.pipeline_parallel_size)
         self.model = self._model_field(vllm_config, kv_cache_config)
-        self._lock = threading.Lock()
         self._client: Optional[Client] = None
         self._next_try = 0.0
         self._counters = dict.fromkeys(COUNTERS, 0)
@@ -154,6 +166,7 @@ class KvallocConnector(KVConnectorBase_V1):
         # Scheduler side.
         self._reqs: Dict[str, _Req] = {}
         self._loads: List[BlockSpec] = []
+        self._warned_hashes = False
         # Worker side.
         self._layout: Optional[BlockLayout] = None
         self._rank = 0
@@ -161,6 +174,11 @@ class KvallocConnector(KVConnectorBase_V1):
         logger.info("kvalloc connector (%s, pid %d): model field %s, block "
                     "hashes %s, socket %s", role.name, os.getpid(),
                     self.model, seed, self._socket or "(default)")
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        """No: a save that is dropped is only a future miss."""
+        return False
 
     # ---- keys ----------------------------------------------------------
 
@@ -251,12 +269,16 @@ class KvallocConnector(KVConnectorBase_V1):
             except (ConnectionLostError, DeadlineExceededError, FrameError,
                     WrongEpochError) as e:
                 self._count("daemon_errors")
-                logger.warning("kvalloc connector: %s failed: %s%s", what, e,
-                               "; reconnecting" if attempt == 0 else "")
                 if isinstance(e, DeadlineExceededError):
-                    # A stalled daemon: do not wait on it twice.
+                    # A stalled daemon: do not wait on it again before the
+                    # retry interval.
+                    logger.warning("kvalloc connector: %s failed: %s; not "
+                                   "asking again for %.1f s", what, e,
+                                   self._retry)
                     self._next_try = time.monotonic() + self._retry
                     return None
+                logger.warning("kvalloc connector: %s failed: %s%s", what, e,
+                               "; reconnecting" if attempt == 0 else "")
             except DaemonError as e:
                 self._count("daemon_errors")
                 logger.warning("kvalloc connector: %s refused: %s", what, e)
@@ -274,7 +296,7 @@ class KvallocConnector(KVConnectorBase_V1):
 
     # ---- metrics ---------------------------------------------------------
 
-    def _count(self, name: str, n: int = 1) -> None:
+    def _count(self, name: str, n: float = 1) -> None:
         self._counters[name] += n
         self._stats[name] += n
 
@@ -325,6 +347,17 @@ class KvallocConnector(KVConnectorBase_V1):
         st = self._reqs.get(request.request_id)
         if st is None:
             st = self._reqs[request.request_id] = _Req(request)
+        if len(request.block_hashes) > request.num_tokens // bs:
+            # Hashes of smaller blocks than the cache's (a hybrid model's
+            # hash block size): one hash is not one block. Never a hit.
+            if not self._warned_hashes:
+                self._warned_hashes = True
+                logger.warning(
+                    "kvalloc connector: %d block hashes for %d tokens in "
+                    "blocks of %d: vLLM hashes smaller blocks than it "
+                    "caches; no lookups", len(request.block_hashes),
+                    request.num_tokens, bs)
+            return 0, False
         n = ident.loadable_blocks(len(request.block_hashes),
                                   request.num_tokens, bs)
         start = num_computed_tokens // bs
@@ -467,9 +500,12 @@ class KvallocConnector(KVConnectorBase_V1):
             kb = self._key_batch(spec.hashes, self._rank, spec.salt)
 
             def read(c: Client) -> int:
+                # An object of another size stops the prefix at the
+                # daemon (expected sizes); the header is checked below.
                 res = c.reserve_read_prefix_wait(
                     kb, wait=self._l2_wait,
-                    timeout=self._l2_wait + self._timeout)
+                    timeout=self._l2_wait + self._timeout,
+                    sizes=layout.object_bytes)
                 got = 0
                 try:
                     for i in range(res.prefix):
@@ -494,7 +530,10 @@ class KvallocConnector(KVConnectorBase_V1):
                                            " %s", e)
                 return got
 
+            t = time.perf_counter()
             loaded = self._call("load", read) or 0
+            self._count("load_seconds", time.perf_counter() - t)
+            self._count("bytes_loaded", loaded * layout.object_bytes)
         if loaded < n:
             self._load_errors.update(spec.block_ids[loaded:])
             self._count("load_errors", n - loaded)
@@ -545,7 +584,10 @@ class KvallocConnector(KVConnectorBase_V1):
             st = c.finish_write(kb.subset(ok), res.select(ok))
             return st.count_of(Status.OK)
 
+        t = time.perf_counter()
         saved = self._call("save", write) or 0
+        self._count("save_seconds", time.perf_counter() - t)
+        self._count("bytes_saved", saved * layout.object_bytes)
         self._count("blocks_saved", saved)
         self._count("tokens_saved", saved * self._block_size)
         self._count("blocks_stored_already", exist[0])

@@ -64,6 +64,7 @@ def block_hashes(prompt, salt, block_size):
 
 def corrupt(step, script, model_field):
     """Overwrite the payload of the prompt's stored blocks; how many."""
+    import array
     import random
 
     from kvalloc import Client, KeyBatch, ObjectKey
@@ -77,9 +78,11 @@ def corrupt(step, script, model_field):
         n = 0
         for i in res.ok_indices():
             v = c.view(res, i)
-            size = res.sizes[i] - HEADER_BYTES
-            v[HEADER_BYTES:HEADER_BYTES + size] = bytes(
-                rnd.getrandbits(8) for _ in range(size))
+            # fp32 values in [-2, 2): wrong KV, but numbers (random bytes
+            # would be NaNs, which hide how wrong the output is).
+            size = (res.sizes[i] - HEADER_BYTES) // 4
+            vals = array.array("f", (rnd.uniform(-2, 2) for _ in range(size)))
+            v[HEADER_BYTES:HEADER_BYTES + 4 * size] = vals.tobytes()
             n += 1
         c.finish_read(kb.subset(res.ok_indices()),
                       res.select(res.ok_indices()))

@@ -10,21 +10,33 @@ go (or ``$KVALLOC_DAEMON``). A missing part fails, it never skips.
 
 Greedy decoding, seed 0, fp32, vLLM's prefix caching off (so every hit is
 the connector's). The vLLM processes (each start is a minute or more on 2
-cores) and what each one runs:
+cores), started in three waves so that a run costs three starts, and what
+each one runs:
 
-====  =============================  ======================================
-proc  where                          steps (cases)
-====  =============================  ======================================
-P0    no connector                   every prompt: the baseline (1)
-P1    daemon D1 (node A, with L2)    X cold (2), X warm (3), Y, Z, X+salt
-                                     (6), W cold, W corrupted, W warm (7),
-                                     L (10's writer); then V after P2 is up
-P2    D1, beside P1                  X (4), V that P1 saved meanwhile (5)
-P3    D1, SlowSaver                  K: SIGKILLed while it saves (8)
-P4    D1                             X, K (8: hits and right tokens after
-                                     the kill); D1 hands off; X (9)
-P6    D3 (node B, same Redis)        L, loaded from L2 (10)
-====  =============================  ======================================
+====  ====  =============================  =================================
+wave  proc  where                          steps (cases)
+====  ====  =============================  =================================
+1     P0    no connector                   every prompt: the baseline (1)
+1     P3    daemon D1, SlowSaver           K: SIGKILLed while it holds its
+                                           save's write leases (8)
+2     P1    D1 (node A, with L2)           X cold (2), X warm (3), Y, Z,
+                                           X+salt (6), W cold, W corrupted,
+                                           W warm (7), L (10's writer); then
+                                           V once P2 is up
+2     P2    D1, beside P1                  X (4), V that P1 saved meanwhile
+                                           (5)
+3     P4    D1                             X, K (8: hits and right tokens
+                                           after the kill); D1 hands off; X,
+                                           K (9)
+3     P6    D3 (node B, same Redis)        L, loaded from L2 (10)
+3     P7    D4, EvictsBeforeLoad           X cold, X with its 2nd block
+                                           evicted before the load (11)
+====  ====  =============================  =================================
+
+``bites`` runs the same waves with ``mutants.LoadsNothing`` as the
+connector (without P3 and P7), which must fail cases 3 to 10, and beside
+them WrongBlock and IgnoresSalt (P1's steps, wave 1; cases 3 and 6) and
+HidesLoadErrors (P7's steps, wave 2; case 11).
 
 Each case prints the tokens looked up, loaded and saved; the last line is
 ``N passed, N failed``. Logprobs of a warm run are compared with the
@@ -128,9 +140,17 @@ def describe(rec):
 
 
 def maxdiff(a, b):
+    """The largest |a - b|; infinite where they differ in length or a
+    value is not a number."""
     if len(a) != len(b):
         return float("inf")
-    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)
+    d = 0.0
+    for x, y in zip(a, b):
+        e = abs(x - y)
+        if e != e:
+            return float("inf")
+        d = max(d, e)
+    return d
 
 
 class Engines:
@@ -306,37 +326,120 @@ def redis_cluster():
     return p, url
 
 
+def l2_secret(tmp):
+    """The MAC secret the nodes share (kvallocd refuses -l2 without one):
+    a file of mode 0600."""
+    path = os.path.join(tmp, "l2-secret")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(32).hex().encode())
+    os.close(fd)
+    return path
+
+
 def quiet(stats):
     return {k: stats[k] for k in ("objects", "write_locked", "used_bytes",
                                   "held_bytes", "quarantined_bytes")}
 
 
-def cases(py, model, tmp):
+def check_p7(run, base, r, label=""):
+    """Case 11 from P7's record: a block evicted between lookup and load."""
+    B = by_name(base)
+    s = by_name(r)
+    w = s.get("X_evicted", {"counters": {}, "tokens": None, "logprobs": []})
+    c = w["counters"]
+    d = maxdiff(w["logprobs"], B["X"]["logprobs"])
+    run.check(f"11{label}", c.get("tokens_loaded") == BLOCK
+              and c.get("load_errors") == 2
+              and w["tokens"] == B["X"]["tokens"] and d <= LOGPROB_TOL,
+              f"X with its 2nd block evicted between lookup and load: "
+              f"{describe(w)} (want {BLOCK} loaded, 2 load errors, "
+              f"recomputed); same tokens: {w['tokens'] == B['X']['tokens']};"
+              f" logprobs max |diff| {d:.3g}")
+
+
+def p7_steps(P):
+    return [step("X_cold", P["X"]), step("X_evicted", P["X"])]
+
+
+def flow(py, model, tmp, cls="kvalloc.vllm:KvallocConnector", label="",
+         bite=False, extras=((), (), ())):
+    """The cases, in three waves of vLLM processes started together, with
+    ``cls`` as the connector. ``extras``: per wave, (name, mutant, script)
+    of more processes to run beside it, each on a daemon of its own; their
+    records are returned with the run. ``bite``: the run of a mutant,
+    without the SIGKILL of wave 1 (case 8 then judges only the fresh
+    engine's hits) and without case 11's engine."""
     run = Run()
     P = make_prompts(vocab_size(model))
     eng = Engines(py, model, tmp)
     rc, url = redis_cluster()
-    l2 = ["-l2", url, "-l2-min-rate", "0"]
+    l2 = ["-l2", url, "-l2-min-rate", "0", "-l2-secret-file",
+          l2_secret(tmp)]
     d1 = Daemon(pool=4 * GIB, args=l2).start()
     d3 = Daemon(pool=4 * GIB, args=l2).start()
+    daemons = [d1, d3]
     metrics = os.path.join(tmp, "metrics.jsonl")
     sync = {k: os.path.join(tmp, k) for k in
             ("a_ready", "b_ready", "v_saved", "b_done", "p4_ready",
              "handed_off", "saving")}
-    mod, cls = "kvalloc.vllm", "KvallocConnector"
+    mod, cls = cls.split(":")
     newer = None
+    extra = {}
+
+    def start_extras(wave):
+        procs = {}
+        for name, mutant, script in extras[wave]:
+            d = Daemon(pool=4 * GIB).start()
+            daemons.append(d)
+            steps = ([s for s in p1_steps(P, d.socket, None)
+                      if s.get("name") != "L"] if script == "p1"
+                     else p7_steps(P))
+            procs[name] = eng.start(name, steps, connector(
+                "mutants", mutant, d.socket,
+                os.path.join(tmp, f"metrics.{name}")))
+        return procs
+
+    def wait_extras(procs):
+        for name, p in procs.items():
+            extra[name] = eng.wait(p)
+
     try:
         t0 = time.monotonic()
+        # Wave 1: the baseline, and an engine SIGKILLed while it saves
+        # into D1 (empty until then).
+        with Client(d1.socket) as c:
+            before = quiet(c.stats()._asdict())
         p0 = eng.start("P0", [step(n, P[n]) for n in
                               ("X", "Y", "Z", "W", "V", "K", "L")])
+        procs = start_extras(0)
+        saving, during, after = True, {"write_locked": "-"}, before
+        if not bite:
+            p3 = eng.start("P3", [step("K", P["K"])],
+                           connector("mutants", "SlowSaver", d1.socket,
+                                     metrics + ".p3"),
+                           extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
+            saving = wait_file(sync["saving"], p3)
+            with Client(d1.socket) as c:
+                during = quiet(c.stats()._asdict())
+            saving = saving and during["write_locked"] > 0
+            eng.kill(p3)
+            deadline = time.monotonic() + 30
+            with Client(d1.socket) as c:
+                while True:
+                    after = quiet(c.stats()._asdict())
+                    if after == before or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
         base = eng.wait(p0)
+        wait_extras(procs)
         B = by_name(base)
-        print(f"case 1: baseline without the connector: "
+        print(f"case 1{label}: baseline without the connector: "
               f"{len(B)} prompts, start {base.get('start_s', 0):.0f} s, "
               f"X -> {B.get('X', {}).get('tokens')}", flush=True)
         if len(B) != 7:
             fail_setup("the baseline run did not finish")
 
+        # Wave 2: A and B on D1 at once.
         p1 = eng.start("P1", p1_steps(P, d1.socket, sync),
                        connector(mod, cls, d1.socket, metrics + ".p1"))
         p2 = eng.start("P2", [
@@ -347,66 +450,65 @@ def cases(py, model, tmp):
             step("V", P["V"]),
             {"op": "touch", "file": sync["b_done"]},
         ], connector(mod, cls, d1.socket, metrics + ".p2"))
+        procs = start_extras(1)
         r1, r2 = eng.wait(p1), eng.wait(p2)
-        check_p1(run, base, r1)
+        wait_extras(procs)
+        check_p1(run, base, r1, label)
         s2 = by_name(r2)
         x = s2.get("X", {"counters": {}, "tokens": None})
-        run.check(4, x["counters"].get("tokens_loaded") == 3 * BLOCK
+        run.check(f"4{label}", x["counters"].get("tokens_loaded") == 3 * BLOCK
                   and x["tokens"] == B["X"]["tokens"],
                   f"new process P2, X: {describe(x)} (want {3 * BLOCK}); "
                   f"same tokens: {x['tokens'] == B['X']['tokens']}")
         v = s2.get("V", {"counters": {}, "tokens": None})
         v1 = by_name(r1).get("V", {"counters": {}})
-        run.check(5, v["counters"].get("tokens_loaded") == 3 * BLOCK
+        run.check(f"5{label}", v["counters"].get("tokens_loaded") == 3 * BLOCK
                   and v1["counters"].get("blocks_saved") == 4
                   and v["tokens"] == B["V"]["tokens"],
                   f"P1 and P2 at once: P1 saved V ({describe(v1)}); P2 "
                   f"loaded it: {describe(v)}; same tokens: "
                   f"{v['tokens'] == B['V']['tokens']}")
 
-        # Case 8: SIGKILL while saving.
-        with Client(d1.socket) as c:
-            before = quiet(c.stats()._asdict())
-        p3 = eng.start("P3", [step("K", P["K"])],
-                       connector("mutants", "SlowSaver", d1.socket,
-                                 metrics + ".p3"),
-                       extra_env={"KVALLOC_E2E_SAVING": sync["saving"]})
-        saving = wait_file(sync["saving"], p3)
-        eng.kill(p3)
-        deadline = time.monotonic() + 30
-        with Client(d1.socket) as c:
-            while True:
-                after = quiet(c.stats()._asdict())
-                if after == before or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
+        # Wave 3: a fresh engine on D1 (after the kill; D1 hands off under
+        # it), node B on D3 (L from L2), and evictions at load (D4).
         p4 = eng.start("P4", [
             step("X", P["X"]), step("K", P["K"]),
             {"op": "touch", "file": sync["p4_ready"]},
             {"op": "wait", "file": sync["handed_off"]},
             step("X_after", P["X"]), step("K_after", P["K"]),
         ], connector(mod, cls, d1.socket, metrics + ".p4"))
+        p6 = eng.start("P6", [step("L", P["L"])],
+                       connector(mod, cls, d3.socket, metrics + ".p6",
+                                 l2_wait=10.0))
+        p7 = None
+        if not bite:
+            d4 = Daemon(pool=4 * GIB).start()
+            daemons.append(d4)
+            p7 = eng.start("P7", p7_steps(P),
+                           connector("mutants", "EvictsBeforeLoad",
+                                     d4.socket, metrics + ".p7"))
+        procs = start_extras(2)
         ok4 = wait_file(sync["p4_ready"], p4)
         s4 = by_name(eng.result(p4))
         x, k = s4.get("X", {"counters": {}}), s4.get("K", {"counters": {}})
-        run.check(8, saving and after == before
+        run.check(f"8{label}", saving and after == before
                   and x["counters"].get("tokens_loaded") == 3 * BLOCK
                   and x.get("tokens") == B["X"]["tokens"]
                   and k.get("tokens") == B["K"]["tokens"]
                   and k["counters"].get("blocks_saved") == 4,
                   f"P3 SIGKILLed holding its save's write leases "
-                  f"(reached: {saving}); the daemon after it: {after}, "
+                  f"(reached, {during['write_locked']} write locks held: "
+                  f"{saving}); the daemon after it: {after}, "
                   f"before it: {before}; fresh P4: X {describe(x)}, K "
                   f"{describe(k)}, same tokens: "
                   f"{x.get('tokens') == B['X']['tokens']} and "
                   f"{k.get('tokens') == B['K']['tokens']}")
-
-        # Case 9: the daemon hands off while P4 runs.
         handed = False
         if ok4:
             newer = Daemon(pool=d1.pool, socket=d1.socket,
                            args=["-takeover"] + l2)
             newer.start(ping=False)
+            daemons.append(newer)
             try:
                 handed = d1.proc.wait(30) == 0
             except subprocess.TimeoutExpired:
@@ -416,22 +518,17 @@ def cases(py, model, tmp):
         s4 = by_name(eng.wait(p4))
         x, k = s4.get("X_after", {"counters": {}}), \
             s4.get("K_after", {"counters": {}})
-        run.check(9, handed
+        run.check(f"9{label}", handed
                   and x["counters"].get("tokens_loaded") == 3 * BLOCK
                   and k["counters"].get("tokens_loaded") == 3 * BLOCK
                   and x.get("tokens") == B["X"]["tokens"],
                   f"kvallocd -takeover under P4 (old daemon exited 0: "
                   f"{handed}); then X {describe(x)}, K {describe(k)}; same "
                   f"tokens: {x.get('tokens') == B['X']['tokens']}")
-
-        # Case 10: node B loads from L2 what node A's vLLM computed.
-        p6 = eng.start("P6", [step("L", P["L"])],
-                       connector(mod, cls, d3.socket, metrics + ".p6",
-                                 l2_wait=10.0))
         s6 = by_name(eng.wait(p6))
         lb = s6.get("L", {"counters": {}})
         la = by_name(r1).get("L", {"counters": {}})
-        run.check(10, la["counters"].get("blocks_saved") == 4
+        run.check(f"10{label}", la["counters"].get("blocks_saved") == 4
                   and lb["counters"].get("tokens_hit_l2") == 3 * BLOCK
                   and lb["counters"].get("tokens_loaded") == 3 * BLOCK
                   and lb.get("tokens") == B["L"]["tokens"],
@@ -439,54 +536,61 @@ def cases(py, model, tmp):
                   f"on D3): {describe(lb)}, L2 hits "
                   f"{lb['counters'].get('tokens_hit_l2')}; same tokens: "
                   f"{lb.get('tokens') == B['L']['tokens']}")
+        if p7 is not None:
+            check_p7(run, base, eng.wait(p7), label)
+        wait_extras(procs)
         print(f"e2e: {time.monotonic() - t0:.0f} s", flush=True)
     finally:
         eng.close()
-        for d in (newer, d1, d3):
-            if d is not None:
-                d.stop()
+        for d in reversed(daemons):
+            d.stop()
         rc.stdin.close()
         rc.wait(60)
-    return run
+    return run, base, extra
 
 
-#: The mutants, and the cases each must fail.
-MUTANTS = {"LoadsNothing": ("3", "6", "7"), "WrongBlock": ("3",),
-           "IgnoresSalt": ("6",)}
+def cases(py, model, tmp):
+    """Cases 1 to 11 against KvallocConnector."""
+    return flow(py, model, tmp)[0]
+
+
+#: The cases each mutant must fail; LoadsNothing runs every case's flow,
+#: the others the cases they break, beside it.
+LOADS_NOTHING = ("3", "4", "5", "6", "7", "8", "9", "10")
+EXTRAS = ((("bite-WrongBlock", "WrongBlock", "p1"),
+           ("bite-IgnoresSalt", "IgnoresSalt", "p1")),
+          (("bite-HidesLoadErrors", "HidesLoadErrors", "p7"),),
+          ())
+MUST = {"bite-WrongBlock": ("p1", ("3",)),
+        "bite-IgnoresSalt": ("p1", ("6",)),
+        "bite-HidesLoadErrors": ("p7", ("11",))}
 
 
 def bites(py, model, tmp):
-    """P1's cases against each mutant: each listed case must fail."""
+    """The cases against broken connectors: each listed case must fail.
+    The whole flow runs with LoadsNothing as its connector, and the other
+    mutants run their cases' scripts beside its waves."""
+    inner, base, extra = flow(py, model, tmp, cls="mutants:LoadsNothing",
+                              label="/LoadsNothing", bite=True,
+                              extras=EXTRAS)
     run = Run()
-    P = make_prompts(vocab_size(model))
-    eng = Engines(py, model, tmp)
-    try:
-        p0 = eng.start("P0", [step(n, P[n]) for n in ("X", "Y", "Z", "W")])
-        base = eng.wait(p0)
-        if len(by_name(base)) != 4:
-            fail_setup("the baseline run did not finish")
-        for name, must in MUTANTS.items():
-            d = Daemon(pool=4 * GIB).start()
-            try:
-                steps = [s for s in p1_steps(P, d.socket, None)
-                         if s.get("name") != "L"]
-                p = eng.start(f"bite-{name}", steps, connector(
-                    "mutants", name, d.socket,
-                    os.path.join(tmp, f"metrics.{name}")))
-                r = eng.wait(p)
-            finally:
-                d.stop()
-            inner = Run()
-            print(f"--- mutant {name}: the cases it must fail: "
-                  f"{', '.join(must)}", flush=True)
-            check_p1(inner, base, r, label=f"/{name}")
-            for case in must:
-                failed = not all(inner.results.get(f"{case}/{name}", [True]))
-                run.check(f"bite {name} {case}", failed,
-                          f"case {case} {'failed' if failed else 'PASSED'} "
-                          f"against {name}")
-    finally:
-        eng.close()
+    for case in LOADS_NOTHING:
+        failed = not all(inner.results.get(f"{case}/LoadsNothing", [True]))
+        run.check(f"bite LoadsNothing {case}", failed,
+                  f"case {case} {'failed' if failed else 'PASSED'} against "
+                  "LoadsNothing")
+    for name, (script, must) in MUST.items():
+        mutant = name.split("-", 1)[1]
+        per = Run()
+        print(f"--- mutant {mutant}: the cases it must fail: "
+              f"{', '.join(must)}", flush=True)
+        (check_p1 if script == "p1" else check_p7)(
+            per, base, extra.get(name, {"steps": []}), label=f"/{mutant}")
+        for case in must:
+            failed = not all(per.results.get(f"{case}/{mutant}", [True]))
+            run.check(f"bite {mutant} {case}", failed,
+                      f"case {case} {'failed' if failed else 'PASSED'} "
+                      f"against {mutant}")
     return run
 
 

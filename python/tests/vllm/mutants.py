@@ -4,20 +4,25 @@ Each is selected only by the e2e harness (``e2e.py bites``), through
 ``kv_connector``'s class name; none is reachable from kvalloc's own code.
 
 - ``LoadsNothing``: looks up, then reports no hit: every warm case must fail.
-- ``WrongBlock``: loads each stored block into the next block of the
-  request (the last into the first): the outputs must change.
+- ``WrongBlock``: loads into each block the stored block after it: the
+  outputs must change.
 - ``IgnoresSalt``: keys on a hash of the token ids alone (the bug of an
   example connector that served another tenant's KV): the case of the
   other ``cache_salt`` must see a hit and fail.
+- ``HidesLoadErrors``: a block evicted between lookup and load (as
+  ``EvictsBeforeLoad`` does) is not reported as a load error: case 11
+  must fail.
 - ``SlowSaver`` (not a mutant): stops for good while it holds write leases
   of a save, after touching ``$KVALLOC_E2E_SAVING``, for the SIGKILL case.
+- ``EvictsBeforeLoad`` (not a mutant): deletes a block just before it is
+  loaded, for case 11.
 """
 
 import hashlib
 import os
 import time
 
-from kvalloc.vllm.connector import BlockSpec, KvallocConnector
+from kvalloc.vllm.connector import KvallocConnector
 
 
 class LoadsNothing(KvallocConnector):
@@ -29,11 +34,20 @@ class LoadsNothing(KvallocConnector):
 
 
 class WrongBlock(KvallocConnector):
-    """Loads block i's KV into the request's block i + 1."""
+    """Loads into block i the stored block i + 1 (an off-by-one in the
+    key's index). Shuffling the loaded blocks among themselves would not
+    do: attention sums over the set of keys, so a permutation of a
+    request's own blocks changes the logprobs by rounding only (4.5e-6
+    measured)."""
 
-    def _load(self, spec):
-        ids = spec.block_ids[1:] + spec.block_ids[:1]
-        super()._load(BlockSpec(spec.req_id, ids, spec.hashes, spec.salt))
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        n = len(self._loads)
+        super().update_state_after_alloc(request, blocks, num_external_tokens)
+        for spec in self._loads[n:]:
+            lo = self._reqs[request.request_id].loaded[0]
+            hi = lo + len(spec.hashes)
+            if hi < len(request.block_hashes):
+                spec.hashes = self._hashes(request, lo + 1, hi + 1)
 
 
 class IgnoresSalt(KvallocConnector):
@@ -71,3 +85,24 @@ class SlowSaver(KvallocConnector):
                 time.sleep(3600)
 
         layout.store = stuck
+
+
+class EvictsBeforeLoad(KvallocConnector):
+    """Not a mutant: deletes the second block of every load from the pool
+    just before loading it, as an eviction between lookup and load would.
+    vLLM must recompute it and every block after it (case 11)."""
+
+    def _load(self, spec):
+        if len(spec.hashes) > 1:
+            kb = self._key_batch(spec.hashes[1:2], self._rank, spec.salt)
+            self._call("evict", lambda c: c.delete(kb, force=True))
+        super()._load(spec)
+
+
+class HidesLoadErrors(EvictsBeforeLoad):
+    """Evicts as above, and reports no load error: vLLM then runs on
+    blocks it never filled."""
+
+    def get_block_ids_with_load_errors(self):
+        super().get_block_ids_with_load_errors()
+        return set()

@@ -172,6 +172,21 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(b.w._counters["tokens_loaded"], 3 * BS)
         self.assertEqual(b.s._counters["tokens_hit_l1"], 3 * BS)
 
+    def test_connector_stats(self):
+        a = self.engine()
+        a.serve(request("r1", tokens(4 * BS, 16)), [0, 1, 2, 3])
+        a.serve(request("r2", tokens(4 * BS, 16)), [4, 5, 6, 7])
+        st = a.w.get_kv_connector_stats()
+        self.assertEqual((st.data["blocks_saved"], st.data["tokens_loaded"]),
+                         (4, 3 * BS))
+        self.assertIsNone(a.w.get_kv_connector_stats())  # reported once
+        other = KvallocConnector.build_kv_connector_stats(dict(st.data))
+        st.aggregate(other)
+        self.assertEqual(st.reduce()["tokens_loaded"], 6 * BS)
+        self.assertFalse(st.is_empty())
+        st.reset()
+        self.assertTrue(st.is_empty())
+
     def test_partial_block_is_not_a_hit(self):
         a = self.engine()
         a.serve(request("r1", tokens(3 * BS + 5, 2)), [0, 1, 2, 3])
@@ -193,6 +208,14 @@ class ConnectorTest(unittest.TestCase):
         got, _ = a.serve(request("r3", base, salt="tenant-b"), [8, 9, 10, 11])
         self.assertEqual(got, 0)
         got, _ = a.serve(request("r4", tokens(4 * BS, 6)), [0, 1, 2, 3])
+        self.assertEqual(got, 0)
+
+    def test_hashes_of_smaller_blocks_never_hit(self):
+        a = self.engine()
+        a.serve(request("r1", tokens(4 * BS, 15)), [0, 1, 2, 3])
+        req = request("r2", tokens(4 * BS, 15))
+        req.block_hashes = [h for h in req.block_hashes for _ in (0, 1)]
+        got, _ = a.s.get_num_new_matched_tokens(req, 0)
         self.assertEqual(got, 0)
 
     def test_block_gone_by_load_time_is_a_load_error(self):
@@ -254,6 +277,30 @@ class ConnectorTest(unittest.TestCase):
               " ms", file=sys.stderr)
         self.assertLess(dt, 2.0)
 
+    def test_daemon_stalled_costs_one_deadline(self):
+        e = Engine(self.daemon.socket, extra={"timeout": 0.5,
+                                              "retry_interval": 30.0})
+        self.addCleanup(e.close)
+        e.serve(request("r0", tokens(4 * BS, 13)), [0, 1, 2, 3])
+        self.daemon.pause()
+        self.addCleanup(self.daemon.resume)
+        t = time.monotonic()
+        got, errs = e.serve(request("r1", tokens(4 * BS, 13)), [4, 5, 6, 7])
+        dt = time.monotonic() - t
+        self.assertEqual((got, errs), (0, set()))
+        # The scheduler's lookup and the worker's save (two connections)
+        # each waited out their deadline; the next request asks neither
+        # within the retry interval.
+        t = time.monotonic()
+        got, errs = e.serve(request("r2", tokens(4 * BS, 14)), [0, 1, 2, 3])
+        dt2 = time.monotonic() - t
+        self.assertEqual((got, errs), (0, set()))
+        print(f"\n  daemon stalled: the first request cost {dt*1e3:.0f} ms "
+              f"(timeout 500 ms), the next {dt2*1e3:.1f} ms", file=sys.stderr)
+        self.assertGreaterEqual(dt, 0.5)
+        self.assertLess(dt, 5.0)      # a hang guard, not the bound
+        self.assertLess(dt2, dt)
+
     def test_daemon_restart_reconnects(self):
         a = self.engine()
         a.serve(request("r1", tokens(4 * BS, 10)), [0, 1, 2, 3])
@@ -300,6 +347,17 @@ class ConnectorTest(unittest.TestCase):
         self.addCleanup(c2.shutdown)
         self.assertNotEqual(c2.model, a.s.model)
         self.assertTrue(a.s.model.startswith("tiny-test@"))
+
+    def test_load_failures_are_recomputed(self):
+        cfg = vllm_config(self.daemon.socket)
+        self.assertEqual(cfg.kv_transfer_config.kv_load_failure_policy,
+                         "fail")   # vLLM's default
+        c = KvallocConnector(cfg, KVConnectorRole.SCHEDULER,
+                             kv_cache_config())
+        self.addCleanup(c.shutdown)
+        self.assertEqual(cfg.kv_transfer_config.kv_load_failure_policy,
+                         "recompute")
+        self.assertFalse(c.requires_kv_delivery)
 
     def test_unstable_hashes_refused(self):
         saved = os.environ.pop("PYTHONHASHSEED", None)
