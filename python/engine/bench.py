@@ -212,9 +212,15 @@ def main() -> int:
         if not url.startswith("redis://"):
             raise RuntimeError(f"rediscluster printed {url!r}")
         ports = {n: free_port() for n in "AB"}
+        # The MAC secret the nodes share (kvallocd refuses -l2 without one).
+        secret = os.path.join(tmp, "l2-secret")
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(32).hex().encode())
+        os.close(fd)
         daemons = {}
         for n in "AB":
             d = Daemon(pool=4 * GIB, args=["-l2", url, "-l2-min-rate", "0",
+                                           "-l2-secret-file", secret,
                                            "-metrics", f"127.0.0.1:{ports[n]}"])
             daemons[n] = d.start()
             procs.append(d)
