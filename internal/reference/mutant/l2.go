@@ -2,6 +2,8 @@ package mutant
 
 import (
 	"fmt"
+	"io"
+	"math"
 
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/l2"
@@ -22,3 +24,9 @@ func L2SkipChecksum(k *l1.ObjectKey, v []byte) ([]byte, error) {
 	}
 	return v[n:], nil
 }
+
+// RESPNoBound is an l2.RESPReader maker that ignores its bound: it
+// accepts a bulk of any length a peer announces, so a peer that claims a
+// huge reply makes its reader wait for, or its caller make room for,
+// bytes no piece has.
+func RESPNoBound(r io.Reader, _ int64) *l2.RESPReader { return l2.NewRESPReader(r, math.MaxInt64) }
