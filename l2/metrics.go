@@ -24,6 +24,10 @@ type Stats struct {
 	// Corrupt counts values that failed a check (Decode, DecodeHeader):
 	// each a miss, and deleted.
 	Corrupt uint64
+	// Partial counts objects stored in pieces that missed with some of
+	// their pieces there: a piece absent or unreachable while others
+	// read, of another layout or size, or of another put.
+	Partial uint64
 	// Errors counts store calls that failed or timed out; Skipped calls
 	// the open breaker refused.
 	Errors, Skipped uint64
@@ -38,6 +42,7 @@ type counters struct {
 	hits, misses, headHits, headMisses  atomic.Uint64
 	puts, putFailures, drops            atomic.Uint64
 	bytesIn, bytesOut, corrupt          atomic.Uint64
+	partial                             atomic.Uint64
 	errors, skipped                     atomic.Uint64
 	getLatency, putLatency, headLatency prometheus.Histogram
 }
@@ -67,6 +72,7 @@ var (
 	descBytesIn  = prometheus.NewDesc("kvallocd_l2_read_bytes_total", "Value bytes read from L2.", nil, nil)
 	descBytesOut = prometheus.NewDesc("kvallocd_l2_written_bytes_total", "Value bytes written to L2.", nil, nil)
 	descCorrupt  = prometheus.NewDesc("kvallocd_l2_checksum_failures_total", "L2 values that failed a check (magic, version, key, size, checksum): misses, deleted.", nil, nil)
+	descPartial  = prometheus.NewDesc("kvallocd_l2_partial_misses_total", "L2 objects in pieces that missed with some of their pieces there (absent, unreachable, another layout or put).", nil, nil)
 	descErrors   = prometheus.NewDesc("kvallocd_l2_errors_total", "L2 calls that failed or timed out.", nil, nil)
 	descSkipped  = prometheus.NewDesc("kvallocd_l2_skipped_total", "L2 calls the open breaker refused.", nil, nil)
 	descBreaker  = prometheus.NewDesc("kvallocd_l2_breaker_state", "The L2 circuit breaker: 0 closed, 1 open, 2 half-open.", nil, nil)
@@ -77,7 +83,7 @@ var (
 // kvallocd_l2_*.
 func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descHeadHit, descHeadMiss, descPuts, descPutFail,
-		descDrops, descBytesIn, descBytesOut, descCorrupt, descErrors, descSkipped, descBreaker, descOpens} {
+		descDrops, descBytesIn, descBytesOut, descCorrupt, descPartial, descErrors, descSkipped, descBreaker, descOpens} {
 		ch <- d
 	}
 	t.c.getLatency.Describe(ch)
@@ -101,6 +107,7 @@ func (t *Tier) Collect(ch chan<- prometheus.Metric) {
 	k(descBytesIn, s.BytesIn)
 	k(descBytesOut, s.BytesOut)
 	k(descCorrupt, s.Corrupt)
+	k(descPartial, s.Partial)
 	k(descErrors, s.Errors)
 	k(descSkipped, s.Skipped)
 	ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(s.Breaker))

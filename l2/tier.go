@@ -38,6 +38,16 @@ type Options struct {
 	// payload into dst; nil is the package's DecodeInto. Tests set broken
 	// ones (mutants).
 	DecodeInto func(k *l1.ObjectKey, v, dst []byte) error
+	// PieceSize, when not 0, stores each object as pieces of that many
+	// bytes (the last shorter), spread over the cluster's masters, read
+	// and written over connections of the tier's own (piecetier.go,
+	// DESIGN.md "Pieces"); 0 stores whole values (Encode). Pieces need
+	// the Redis backend. Every daemon of one store must use one size: a
+	// piece of another layout is a miss.
+	PieceSize int64
+	// PieceConns bounds the piece path's connections per master
+	// (default 32).
+	PieceConns int
 }
 
 // Tier is a Store over a Backend: names from StoreKey, values checked
@@ -48,6 +58,11 @@ type Tier struct {
 	opts Options
 	br   *Breaker
 	c    *counters
+	p    *pieceNet // the piece path; nil for whole values
+
+	// bugs are deliberate bugs of the piece path, set by the tests'
+	// mutants only (export_test.go).
+	bugs pieceBugs
 }
 
 var _ Store = (*Tier)(nil)
@@ -76,7 +91,11 @@ func NewTier(b Backend, opts Options) (*Tier, error) {
 	if opts.DecodeInto == nil {
 		opts.DecodeInto = DecodeInto
 	}
-	return &Tier{b: b, opts: opts, br: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown, opts.Clock), c: newCounters()}, nil
+	t := &Tier{b: b, opts: opts, br: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown, opts.Clock), c: newCounters()}
+	if err := t.pieces(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // Options returns the tier's options, defaults filled in.
@@ -114,6 +133,9 @@ func (t *Tier) call(ctx context.Context, f func(ctx context.Context) error) bool
 // Head implements Store: a value's header and key are read (not its
 // payload) and checked, and its length must be the header's.
 func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
+	if t.p != nil {
+		return t.headPieces(ctx, keys)
+	}
 	sizes := make([]int64, len(keys))
 	for i := range sizes {
 		sizes[i] = -1
@@ -164,6 +186,9 @@ func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
 
 // Get implements Store.
 func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
+	if t.p != nil {
+		return t.getPieces(ctx, keys)
+	}
 	out := make([][]byte, len(keys))
 	if len(keys) == 0 {
 		return out
@@ -205,6 +230,9 @@ func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
 	if len(keys) != len(dst) {
 		panic(fmt.Sprintf("l2: Load of %d keys into %d buffers", len(keys), len(dst)))
+	}
+	if t.p != nil {
+		return t.loadPieces(ctx, keys, dst)
 	}
 	ok := make([]bool, len(keys))
 	if len(keys) == 0 {
@@ -270,6 +298,18 @@ func (t *Tier) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) in
 	if len(keys) != len(values) {
 		panic(fmt.Sprintf("l2: Put of %d keys with %d values", len(keys), len(values)))
 	}
+	if t.p != nil {
+		// In pieces: each value's checked payload, aliased, not copied.
+		ps := make([][]byte, len(keys))
+		var ks []l1.ObjectKey
+		for i := range keys {
+			if p, err := Decode(&keys[i], values[i]); err == nil {
+				ks, ps = append(ks, keys[i]), append(ps[:len(ks)], p)
+			}
+		}
+		t.c.putFailures.Add(uint64(len(keys) - len(ks)))
+		return t.putPieces(ctx, ks, ps[:len(ks)])
+	}
 	if len(keys) == 0 {
 		return 0
 	}
@@ -302,6 +342,10 @@ func (t *Tier) Drop(n int) { t.c.drops.Add(uint64(n)) }
 
 // Delete implements Store.
 func (t *Tier) Delete(ctx context.Context, keys []l1.ObjectKey) {
+	if t.p != nil {
+		t.deletePieces(ctx, keys)
+		return
+	}
 	if len(keys) == 0 {
 		return
 	}
@@ -315,13 +359,18 @@ func (t *Tier) Stats() Stats {
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), HeadHits: c.headHits.Load(), HeadMisses: c.headMisses.Load(),
 		Puts: c.puts.Load(), PutFailures: c.putFailures.Load(), Drops: c.drops.Load(),
-		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(),
+		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(), Partial: c.partial.Load(),
 		Errors: c.errors.Load(), Skipped: c.skipped.Load(), Breaker: t.br.State(), BreakerOpens: t.br.Opens(),
 	}
 }
 
 // Close implements Store: it closes the backend.
-func (t *Tier) Close() error { return t.b.Close() }
+func (t *Tier) Close() error {
+	if t.p != nil {
+		t.p.close()
+	}
+	return t.b.Close()
+}
 
 // IsCorrupt reports whether err is a refusal of Decode or DecodeHeader.
 func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
