@@ -78,7 +78,16 @@ type putSignal struct {
 
 // Put implements l2.Store.
 func (p *putSignal) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int {
-	n := p.Store.Put(ctx, keys, values)
+	return p.stored(p.Store.Put(ctx, keys, values))
+}
+
+// PutPayloads implements l2.PayloadStore: the daemon's puts straight
+// from its pool.
+func (p *putSignal) PutPayloads(ctx context.Context, keys []l1.ObjectKey, payloads [][]byte) int {
+	return p.stored(p.Store.(l2.PayloadStore).PutPayloads(ctx, keys, payloads))
+}
+
+func (p *putSignal) stored(n int) int {
 	p.mu.Lock()
 	p.puts += uint64(n)
 	p.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/kvalloc/kvalloc/client"
 	"github.com/kvalloc/kvalloc/internal/rediscluster"
 	"github.com/kvalloc/kvalloc/l1"
+	"github.com/kvalloc/kvalloc/l2"
 	"github.com/kvalloc/kvalloc/server"
 )
 
@@ -204,6 +205,40 @@ func TestL2PutShapeFlags(t *testing.T) {
 		}
 		if err := f.open(t.Context(), &cfg); err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: %v, want a refusal naming it", args, err)
+		}
+	}
+}
+
+// TestL2PieceSizeFlag: kvallocd stores objects in pieces of 256 KiB by
+// default, -l2-piece-size sets the size, 0 stores whole values, and a
+// size that is not one is refused.
+func TestL2PieceSizeFlag(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{{nil, 256 << 10}, {[]string{"-l2-piece-size", "1MiB"}, 1 << 20}, {[]string{"-l2-piece-size", "0"}, 0}} {
+		var f l2Flags
+		cfg, _, err := parse(append([]string{"-l2", srv.URL()}, c.args...), io.Discard, &f)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if err := f.open(t.Context(), &cfg); err != nil {
+			t.Fatalf("%q: open: %v", c.args, err)
+		}
+		if got := cfg.L2.Store.(*l2.Tier).Options().PieceSize; got != c.want {
+			t.Errorf("%q: pieces of %d bytes, want %d", c.args, got, c.want)
+		}
+		cfg.L2.Store.Close()
+	}
+	for _, v := range []string{"-1", "lots", "2GiB"} {
+		var f l2Flags
+		cfg, _, err := parse([]string{"-l2", srv.URL(), "-l2-piece-size", v}, io.Discard, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.open(t.Context(), &cfg); err == nil || !strings.Contains(err.Error(), "piece") {
+			t.Errorf("-l2-piece-size %s: %v, want a refusal naming it", v, err)
 		}
 	}
 }
