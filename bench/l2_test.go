@@ -331,9 +331,8 @@ func startPathDaemon(b *testing.B, url string, poolSize int64, prefix string, pi
 func pieceNames(prefix string, keys []l1.ObjectKey, size int64) []string {
 	var names []string
 	for i := range keys {
-		base := l2.StoreKey(prefix, &keys[i])
 		for j := range l2.PieceCount(size, l2.DefaultPieceSize) {
-			names = append(names, l2.PieceName(base, j))
+			names = append(names, l2.PieceName(prefix, &keys[i], j))
 		}
 	}
 	return names
@@ -496,11 +495,12 @@ func BenchmarkL2Put(b *testing.B) {
 					for j := range perObj {
 						off := int64(j) * l2.DefaultPieceSize
 						end := min(off+l2.DefaultPieceSize, sz.size)
-						h, err := l2.AppendPieceHeader(nil, &keys[i], sz.size, l2.DefaultPieceSize, j, 1, 0)
+						p := make([]byte, end-off)
+						h, err := l2.Unauthenticated.AppendPieceHeader(nil, &keys[i], sz.size, l2.DefaultPieceSize, j, 1, p)
 						if err != nil {
 							b.Fatal(err)
 						}
-						vals[i*perObj+j] = append(h, make([]byte, end-off)...)
+						vals[i*perObj+j] = append(h, p...)
 					}
 				}
 				sem := make(chan struct{}, l2PutWorkers)

@@ -28,6 +28,15 @@ type Stats struct {
 	// their pieces there: a piece absent or unreachable while others
 	// read, of another layout or size, or of another put.
 	Partial uint64
+	// Forged counts values whose checksums were right and whose MAC was
+	// not (ErrForged): each a miss, and deleted.
+	Forged uint64
+	// Foreign counts values of another format version or MAC secret
+	// (ErrForeign): each a miss, left in the store.
+	Foreign uint64
+	// AuthFailures counts store calls refused for the node's credentials
+	// (a Redis NOAUTH, WRONGPASS or NOPERM).
+	AuthFailures uint64
 	// Errors counts store calls that failed or timed out; Skipped calls
 	// the open breaker refused.
 	Errors, Skipped uint64
@@ -42,7 +51,7 @@ type counters struct {
 	hits, misses, headHits, headMisses  atomic.Uint64
 	puts, putFailures, drops            atomic.Uint64
 	bytesIn, bytesOut, corrupt          atomic.Uint64
-	partial                             atomic.Uint64
+	partial, forged, foreign            atomic.Uint64
 	errors, skipped                     atomic.Uint64
 	getLatency, putLatency, headLatency prometheus.Histogram
 }
@@ -73,6 +82,9 @@ var (
 	descBytesOut = prometheus.NewDesc("kvallocd_l2_written_bytes_total", "Value bytes written to L2.", nil, nil)
 	descCorrupt  = prometheus.NewDesc("kvallocd_l2_checksum_failures_total", "L2 values that failed a check (magic, version, key, size, checksum): misses, deleted.", nil, nil)
 	descPartial  = prometheus.NewDesc("kvallocd_l2_partial_misses_total", "L2 objects in pieces that missed with some of their pieces there (absent, unreachable, another layout or put).", nil, nil)
+	descForged   = prometheus.NewDesc("kvallocd_l2_mac_failures_total", "L2 values whose checksums were right and whose MAC was not (written without the secret): misses, deleted.", nil, nil)
+	descForeign  = prometheus.NewDesc("kvallocd_l2_foreign_values_total", "L2 values of another format version or MAC secret: misses, left in the store.", nil, nil)
+	descAuth     = prometheus.NewDesc("kvallocd_l2_auth_failures_total", "L2 store calls refused for the daemon's credentials (Redis NOAUTH, WRONGPASS, NOPERM).", nil, nil)
 	descErrors   = prometheus.NewDesc("kvallocd_l2_errors_total", "L2 calls that failed or timed out.", nil, nil)
 	descSkipped  = prometheus.NewDesc("kvallocd_l2_skipped_total", "L2 calls the open breaker refused.", nil, nil)
 	descBreaker  = prometheus.NewDesc("kvallocd_l2_breaker_state", "The L2 circuit breaker: 0 closed, 1 open, 2 half-open.", nil, nil)
@@ -83,7 +95,7 @@ var (
 // kvallocd_l2_*.
 func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descHeadHit, descHeadMiss, descPuts, descPutFail,
-		descDrops, descBytesIn, descBytesOut, descCorrupt, descPartial, descErrors, descSkipped, descBreaker, descOpens} {
+		descDrops, descBytesIn, descBytesOut, descCorrupt, descPartial, descForged, descForeign, descAuth, descErrors, descSkipped, descBreaker, descOpens} {
 		ch <- d
 	}
 	t.c.getLatency.Describe(ch)
@@ -108,6 +120,9 @@ func (t *Tier) Collect(ch chan<- prometheus.Metric) {
 	k(descBytesOut, s.BytesOut)
 	k(descCorrupt, s.Corrupt)
 	k(descPartial, s.Partial)
+	k(descForged, s.Forged)
+	k(descForeign, s.Foreign)
+	k(descAuth, s.AuthFailures)
 	k(descErrors, s.Errors)
 	k(descSkipped, s.Skipped)
 	ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(s.Breaker))

@@ -2,6 +2,7 @@ package l2
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 // arrives.
 type pieceNet struct {
 	c       redis.UniversalClient
+	auth    pieceAuth
 	timeout time.Duration
 	conns   int   // connections per master at most
 	maxBulk int64 // the longest reply a GET accepts
@@ -33,8 +35,65 @@ type pieceNet struct {
 	loaded time.Time
 }
 
-func newPieceNet(c redis.UniversalClient, timeout time.Duration, conns int, maxBulk int64) *pieceNet {
-	return &pieceNet{c: c, timeout: timeout, conns: max(conns, 1), maxBulk: maxBulk, pools: map[string]*respPool{}}
+func newPieceNet(c redis.UniversalClient, auth pieceAuth, timeout time.Duration, conns int, maxBulk int64) *pieceNet {
+	return &pieceNet{c: c, auth: auth, timeout: timeout, conns: max(conns, 1), maxBulk: maxBulk, pools: map[string]*respPool{}}
+}
+
+// pieceAuth is how the piece path's connections are secured, as the
+// backend's own: TLS (a rediss:// URL; config nil is the system's roots)
+// and AUTH with the URL's user and the password given.
+type pieceAuth struct {
+	tls      bool
+	config   *tls.Config
+	user, pw string
+}
+
+// dial opens a connection to addr and secures it (TLS, then AUTH).
+func (a pieceAuth) dial(ctx context.Context, addr string, timeout time.Duration, maxBulk int64) (*respConn, error) {
+	d := net.Dialer{Timeout: timeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if a.tls {
+		cfg := &tls.Config{}
+		if a.config != nil {
+			cfg = a.config.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	c := &respConn{c: nc, rd: NewRESPReader(nc, maxBulk)}
+	if a.pw != "" {
+		_ = nc.SetDeadline(time.Now().Add(timeout))
+		cmd := appendCmd(nil, "AUTH", a.pw)
+		if a.user != "" {
+			cmd = appendCmd(nil, "AUTH", a.user, a.pw)
+		}
+		var r Reply
+		_, err := nc.Write(cmd)
+		if err == nil {
+			r, err = c.rd.Next()
+		}
+		if err == nil && (r.Kind != '+' || r.Line != "OK") {
+			err = fmt.Errorf("%w: AUTH as %q: %s", ErrAuth, a.user, r.Line)
+		}
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // minReload is the least time between two loads of the slot map.
@@ -53,7 +112,7 @@ func (n *pieceNet) routes(ctx context.Context) ([]*respPool, error) {
 	pool := func(addr string) *respPool {
 		p := n.pools[addr]
 		if p == nil {
-			p = &respPool{addr: addr, sem: make(chan struct{}, n.conns), timeout: n.timeout}
+			p = &respPool{addr: addr, sem: make(chan struct{}, n.conns), timeout: n.timeout, auth: n.auth}
 			n.pools[addr] = p
 		}
 		return p
@@ -296,6 +355,7 @@ func appendSetHead(b []byte, name string, vl int) []byte {
 // idle ones kept.
 type respPool struct {
 	addr    string
+	auth    pieceAuth
 	timeout time.Duration
 	sem     chan struct{}
 	mu      sync.Mutex
@@ -324,12 +384,10 @@ func (p *respPool) do(ctx context.Context, maxBulk int64, f func(c *respConn) er
 	}
 	p.mu.Unlock()
 	if c == nil {
-		d := net.Dialer{Timeout: p.timeout}
-		nc, err := d.DialContext(ctx, "tcp", p.addr)
-		if err != nil {
+		var err error
+		if c, err = p.auth.dial(ctx, p.addr, p.timeout, maxBulk); err != nil {
 			return err
 		}
-		c = &respConn{c: nc, rd: NewRESPReader(nc, maxBulk)}
 	}
 	deadline := time.Now().Add(p.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

@@ -17,46 +17,75 @@ import (
 	"github.com/kvalloc/kvalloc/l2"
 )
 
-// TestPieceHeaderRefusesEveryFlip: a piece header made for a key
-// decodes to what was put in it, and every single-bit flip of its header,
-// key or length is refused (ErrCorrupt), as is every truncation.
-func TestPieceHeaderRefusesEveryFlip(t *testing.T) {
-	k := l1.ObjectKey{ChunkHash: "chunk\x00{x}", Model: "m", CacheSalt: "salt", KVRank: 3, GroupID: 9}
-	h, err := l2.AppendPieceHeader(nil, &k, 1000, 256, 2, 0xfeedface, 0x1234)
+// macCodec is a codec with a MAC secret made of seed.
+func macCodec(t *testing.T, seed byte) *l2.Codec {
+	t.Helper()
+	sec, err := l2.NewSecret(bytes.Repeat([]byte{seed}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := l2.DecodePieceHeader(&k, h)
-	want := l2.PieceHeader{Key: k, Size: 1000, PieceSize: 256, Index: 2, ID: 0xfeedface, CRC: 0x1234}
-	if err != nil || got != want {
-		t.Fatalf("DecodePieceHeader: %+v, %v; want %+v", got, err, want)
+	c, err := l2.NewCodec(sec)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range h {
-		for b := range 8 {
-			v := bytes.Clone(h)
-			v[i] ^= 1 << b
-			if _, err := l2.DecodePieceHeader(&k, v); !errors.Is(err, l2.ErrCorrupt) {
-				t.Fatalf("flip of byte %d bit %d: %v", i, b, err)
+	return c
+}
+
+// TestPieceHeaderRefusesEveryFlip: a piece header made for a key
+// decodes to what was put in it, with and without a MAC, and every
+// single-bit flip of its header or key is refused (ErrCorrupt, or
+// ErrForged or ErrForeign where the flip lands in the MACs' fields), as
+// is every truncation; a whole value is no piece, nor a piece a whole
+// value (ErrForeign).
+func TestPieceHeaderRefusesEveryFlip(t *testing.T) {
+	k := l1.ObjectKey{ChunkHash: "chunk\x00{x}", Model: "m", CacheSalt: "salt", KVRank: 3, GroupID: 9}
+	p := bytes.Repeat([]byte{7}, 232) // piece 3 of 1000 in pieces of 256
+	for _, c := range []*l2.Codec{l2.Unauthenticated, macCodec(t, 1)} {
+		h, err := c.AppendPieceHeader(nil, &k, 1000, 256, 3, 0xfeedface, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.DecodePieceHeader(&k, h)
+		if err != nil || got.Key != k || got.Size != 1000 || got.PieceSize != 256 || got.Index != 3 || got.ID != 0xfeedface ||
+			got.CRC != l2.Checksum(p) || got.KeyID != c.KeyID() {
+			t.Fatalf("DecodePieceHeader: %+v, %v", got, err)
+		}
+		for i := range h {
+			for b := range 8 {
+				v := bytes.Clone(h)
+				v[i] ^= 1 << b
+				if _, err := c.DecodePieceHeader(&k, v); !errors.Is(err, l2.ErrCorrupt) && !errors.Is(err, l2.ErrForged) && !errors.Is(err, l2.ErrForeign) {
+					t.Fatalf("flip of byte %d bit %d: %v", i, b, err)
+				}
 			}
 		}
-	}
-	for n := range len(h) {
-		if _, err := l2.DecodePieceHeader(&k, h[:n]); !errors.Is(err, l2.ErrCorrupt) {
-			t.Fatalf("truncated to %d: %v", n, err)
+		for n := range len(h) {
+			if _, err := c.DecodePieceHeader(&k, h[:n]); err == nil {
+				t.Fatalf("truncated to %d: accepted", n)
+			}
+		}
+		other := k
+		other.GroupID++
+		if _, err := c.DecodePieceHeader(&other, h); !errors.Is(err, l2.ErrCorrupt) {
+			t.Fatalf("another key's piece: %v", err)
+		}
+		v, _ := c.Encode(nil, &k, []byte("x"))
+		if _, err := c.DecodePieceHeader(&k, v); !errors.Is(err, l2.ErrForeign) {
+			t.Fatalf("a whole value read as a piece: %v", err)
+		}
+		if _, err := c.DecodeHeader(&k, h); !errors.Is(err, l2.ErrForeign) {
+			t.Fatalf("a piece read as a whole value: %v", err)
 		}
 	}
-	other := k
-	other.GroupID++
-	if _, err := l2.DecodePieceHeader(&other, h); !errors.Is(err, l2.ErrCorrupt) {
-		t.Fatalf("another key's piece: %v", err)
+	// A piece of one secret is foreign to a codec of another, and one
+	// without a MAC to a codec that requires one.
+	h, _ := macCodec(t, 1).AppendPieceHeader(nil, &k, 1000, 256, 3, 1, p)
+	if _, err := macCodec(t, 2).DecodePieceHeader(&k, h); !errors.Is(err, l2.ErrForeign) {
+		t.Fatalf("another secret's piece: %v", err)
 	}
-	// A whole value (version 1) is not a piece, nor a piece a whole value.
-	v1, _ := l2.Encode(nil, &k, []byte("x"))
-	if _, err := l2.DecodePieceHeader(&k, v1); !errors.Is(err, l2.ErrCorrupt) {
-		t.Fatalf("a version 1 value read as a piece: %v", err)
-	}
-	if _, err := l2.DecodeHeader(&k, h); !errors.Is(err, l2.ErrCorrupt) {
-		t.Fatalf("a piece read as a version 1 value: %v", err)
+	h, _ = l2.Unauthenticated.AppendPieceHeader(nil, &k, 1000, 256, 3, 1, p)
+	if _, err := macCodec(t, 1).DecodePieceHeader(&k, h); !errors.Is(err, l2.ErrForeign) {
+		t.Fatalf("a piece without a MAC: %v", err)
 	}
 }
 
@@ -69,26 +98,28 @@ func TestPieceSlotsSpread(t *testing.T) {
 	srv := rediscluster.New(t, rediscluster.Options{Replicas: -1})
 	cl := srv.Client()
 	ctx := context.Background()
+	if l2.ValidPiecePrefix("pre{x}:") || !l2.ValidPiecePrefix("kvl2:") {
+		t.Fatal("ValidPiecePrefix")
+	}
 	for _, k := range []l1.ObjectKey{{ChunkHash: "a"}, {ChunkHash: "{b}", Model: "m{"}, {ChunkHash: "}{", CacheSalt: "{{}}"}} {
-		base := l2.StoreKey("pre{x}:", &k)
 		for j := range 5 {
-			name := l2.PieceName(base, j)
+			name := l2.PieceName("pre:", &k, j)
 			got, err := cl.ClusterKeySlot(ctx, name).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if int(got) != l2.Slot(name) || l2.Slot(name) != l2.PieceSlot(base, j) {
-				t.Fatalf("%q: Redis's slot %d, Slot %d, PieceSlot %d", name, got, l2.Slot(name), l2.PieceSlot(base, j))
+			if int(got) != l2.Slot(name) || l2.Slot(name) != l2.PieceSlot("pre:", &k, j) {
+				t.Fatalf("%q: Redis's slot %d, Slot %d, PieceSlot %d", name, got, l2.Slot(name), l2.PieceSlot("pre:", &k, j))
 			}
 		}
 	}
 	for _, m := range []int{3, 6} {
 		master := func(slot int) int { return slot * m / 16384 }
 		for i := range 2000 {
-			base := l2.StoreKey("kvl2:", &l1.ObjectKey{ChunkHash: fmt.Sprint(i)})
+			k := l1.ObjectKey{ChunkHash: fmt.Sprint(i)}
 			count := make([]int, m)
 			for j := range 32 {
-				a, b := master(l2.PieceSlot(base, j)), master(l2.PieceSlot(base, j+1))
+				a, b := master(l2.PieceSlot("kvl2:", &k, j)), master(l2.PieceSlot("kvl2:", &k, j+1))
 				if a == b {
 					t.Fatalf("%d masters: pieces %d and %d of object %d on master %d", m, j, j+1, i, a)
 				}
@@ -109,10 +140,17 @@ func minMax(s []int) (int, int) {
 	return lo, hi
 }
 
-// piecesTier is a tier in pieces of pieceSize over url.
+// piecesTier is a tier in pieces of pieceSize over url, with the MAC
+// codec of secret seed 1.
 func piecesTier(t *testing.T, url string, pieceSize int64, timeout time.Duration) *l2.Tier {
 	t.Helper()
-	tier, _ := newTier(t, url, l2.Options{Timeout: timeout, PieceSize: pieceSize, Prefix: "pieces:", BreakerFailures: 1 << 20})
+	return codecTier(t, url, pieceSize, timeout, macCodec(t, 1))
+}
+
+// codecTier is piecesTier with codec c.
+func codecTier(t *testing.T, url string, pieceSize int64, timeout time.Duration, c *l2.Codec) *l2.Tier {
+	t.Helper()
+	tier, _ := newTier(t, url, l2.Options{Timeout: timeout, PieceSize: pieceSize, Prefix: "pieces:", BreakerFailures: 1 << 20, Codec: c})
 	return tier
 }
 
@@ -207,7 +245,7 @@ type pieceBreak struct {
 // cluster cl, objects of size in pieces of piece of tier.
 func pieceBreaks(t *testing.T, url string, cl *redis.ClusterClient, tier *l2.Tier, size, piece int) []pieceBreak {
 	ctx := context.Background()
-	name := func(k l1.ObjectKey, j int) string { return l2.PieceName(l2.StoreKey("pieces:", &k), j) }
+	name := func(k l1.ObjectKey, j int) string { return l2.PieceName("pieces:", &k, j) }
 	partial := func(s l2.Stats) uint64 { return s.Partial }
 	corrupt := func(s l2.Stats) uint64 { return s.Corrupt }
 	// rewrite sets piece j of k to f of piece from's bytes.
@@ -248,17 +286,25 @@ func pieceBreaks(t *testing.T, url string, cl *redis.ClusterClient, tier *l2.Tie
 			}
 			return nil
 		}, partial},
-		{"a tag", func(k, _ l1.ObjectKey) error {
-			// A tag of 2 bytes, under a header checksum that covers it:
-			// a MAC this build cannot check.
+		{"forged", func(k, _ l1.ObjectKey) error {
+			// A payload byte changed and both checksums made right
+			// again: only the MACs can tell.
 			return rewrite(k, 3, k, 3, func(v []byte) []byte {
-				kl := l2.PiecePrefixLen(&k, 0)
-				w := append(append(bytes.Clone(v[:kl]), 'm', 'a'), v[kl:]...)
-				binary.LittleEndian.PutUint16(w[48:], 2)
-				binary.LittleEndian.PutUint32(w[52:], crcUpdate(l2.Checksum(w[:52]), w[56:kl+2]))
-				return w
+				kl := l2.PiecePrefixLen(&k)
+				v[kl+7] ^= 1
+				binary.LittleEndian.PutUint32(v[48:], l2.Checksum(v[kl:]))
+				sum := crcUpdate(l2.Checksum(v[:52]), v[56:kl])
+				binary.LittleEndian.PutUint32(v[52:], sum)
+				return v
 			})
-		}, corrupt},
+		}, func(s l2.Stats) uint64 { return s.Forged }},
+		{"another secret's", func(k, _ l1.ObjectKey) error {
+			other := codecTier(t, url, int64(piece), 10*time.Second, macCodec(t, 2))
+			if other.PutPayloads(ctx, []l1.ObjectKey{k}, [][]byte{make([]byte, size)}) != 1 {
+				return errors.New("the other secret's put")
+			}
+			return nil
+		}, func(s l2.Stats) uint64 { return s.Foreign }},
 	}
 }
 
@@ -289,7 +335,7 @@ func wholeObjectMiss(tier *l2.Tier, keys []l1.ObjectKey, size int, b pieceBreak)
 	if b.stat(after) != b.stat(before)+1 || after.Misses != before.Misses+1 || after.Hits != before.Hits+3 {
 		return fmt.Errorf("not counted: before %+v, after %+v", before, after)
 	}
-	if after.Corrupt > before.Corrupt {
+	if after.Corrupt > before.Corrupt || after.Forged > before.Forged {
 		if s := tier.Head(ctx, keys[1:2]); s[0] != -1 {
 			return fmt.Errorf("a corrupt object's Head after the load: %d", s[0])
 		}
@@ -299,11 +345,11 @@ func wholeObjectMiss(tier *l2.Tier, keys []l1.ObjectKey, size int, b pieceBreak)
 
 // TestPiecesWholeObjectMiss: on a real cluster, an object one of whose
 // pieces is missing or refused (flipped, another key's, in another
-// index's place, short, of another put, of another layout, with a tag
-// this build cannot check) is a miss of the whole object, counted
-// (Partial or Corrupt), its buffer never reported loaded, and the
-// objects beside it load. A piece that fails a check deletes the
-// object's pieces.
+// index's place, short, of another put, of another layout, forged with
+// right checksums, of another secret) is a miss of the whole object,
+// counted (Partial, Corrupt, Forged or Foreign), its buffer never
+// reported loaded, and the objects beside it load. A piece that fails a
+// check or a MAC deletes the object's pieces.
 func TestPiecesWholeObjectMiss(t *testing.T) {
 	c := rediscluster.New(t, rediscluster.Options{Replicas: -1})
 	const size, piece = 20000, 4096 // 5 pieces
@@ -388,7 +434,7 @@ func TestPiecesMasterHangs(t *testing.T) {
 	}
 	var hung, free int
 	for _, k := range small {
-		if on(l2.PieceSlot(l2.StoreKey("pieces:", &k), 0)) {
+		if on(l2.PieceSlot("pieces:", &k, 0)) {
 			hung++
 		} else {
 			free++
@@ -416,7 +462,7 @@ func TestPiecesMasterHangs(t *testing.T) {
 	ok := tier.Load(ctx, keys, dst)
 	took := time.Since(start)
 	for i, k := range small {
-		if want := !on(l2.PieceSlot(l2.StoreKey("pieces:", &k), 0)); ok[i] != want || (want && !bytes.Equal(dst[i], ps[i])) {
+		if want := !on(l2.PieceSlot("pieces:", &k, 0)); ok[i] != want || (want && !bytes.Equal(dst[i], ps[i])) {
 			t.Fatalf("small object %d: loaded %v, want %v", i, ok[i], want)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,7 @@ func (t *Tier) PutPayloads(ctx context.Context, keys []l1.ObjectKey, payloads []
 	if t.p == nil {
 		vals := make([][]byte, len(keys))
 		for i := range keys {
-			vals[i], _ = Encode(nil, &keys[i], payloads[i]) // nil (never stored) for a key too long
+			vals[i], _ = t.opts.Codec.Encode(nil, &keys[i], payloads[i]) // nil (never stored) for a key too long
 		}
 		return t.Put(ctx, keys, vals)
 	}
@@ -52,8 +51,8 @@ func (t *Tier) pieceBatch(keys []l1.ObjectKey, sizes []int64) (reqs []pieceReq, 
 		base := StoreKey(t.opts.Prefix, &keys[i])
 		for j := range PieceCount(sizes[i], t.opts.PieceSize) {
 			reqs = append(reqs, pieceReq{i, j})
-			names = append(names, PieceName(base, j))
-			slots = append(slots, PieceSlot(base, j))
+			names = append(names, pieceName(t.opts.Prefix, base, j))
+			slots = append(slots, pieceSlot(base, j))
 		}
 	}
 	return reqs, names, slots
@@ -70,7 +69,9 @@ func (t *Tier) putPieces(ctx context.Context, keys []l1.ObjectKey, payloads [][]
 	ids := make([]uint64, len(keys))
 	for i := range keys {
 		sizes[i], ids[i] = int64(len(payloads[i])), rand.Uint64()
-		if _, err := AppendPieceHeader(nil, &keys[i], sizes[i], t.opts.PieceSize, 0, 0, 0); err != nil {
+		k := &keys[i]
+		if len(k.ChunkHash) > MaxKeyField || len(k.Model) > MaxKeyField || len(k.CacheSalt) > MaxKeyField ||
+			PieceCount(sizes[i], t.opts.PieceSize) > MaxPieces {
 			sizes[i] = -1 // never stored
 		}
 	}
@@ -83,9 +84,12 @@ func (t *Tier) putPieces(ctx context.Context, keys []l1.ObjectKey, payloads [][]
 			q := reqs[r]
 			k, p := &keys[q.obj], payloads[q.obj]
 			off, end := pieceSpan(sizes[q.obj], t.opts.PieceSize, q.index)
-			// The CRC32C right before the write: the bytes are in the
-			// core's cache when the kernel copies them.
-			h, _ := AppendPieceHeader(nil, k, sizes[q.obj], t.opts.PieceSize, q.index, ids[q.obj], Checksum(p[off:end]))
+			// The CRC32C and MAC right before the write: the bytes are
+			// in the core's cache when the kernel copies them.
+			h, err := t.opts.Codec.AppendPieceHeader(nil, k, sizes[q.obj], t.opts.PieceSize, q.index, ids[q.obj], p[off:end])
+			if err != nil {
+				return nil
+			}
 			return [][]byte{h, p[off:end]}
 		})
 		return err
@@ -128,8 +132,8 @@ func (t *Tier) headPieces(ctx context.Context, keys []l1.ObjectKey) []int64 {
 	names := make([]string, len(keys))
 	n := make([]int, len(keys))
 	for i := range keys {
-		names[i] = PieceName(StoreKey(t.opts.Prefix, &keys[i]), 0)
-		n[i] = PiecePrefixLen(&keys[i], 0)
+		names[i] = PieceName(t.opts.Prefix, &keys[i], 0)
+		n[i] = PiecePrefixLen(&keys[i])
 	}
 	var pre [][]byte
 	var lens []int64
@@ -145,9 +149,11 @@ func (t *Tier) headPieces(ctx context.Context, keys []l1.ObjectKey) []int64 {
 		if i >= len(pre) || pre[i] == nil || lens[i] < 0 {
 			continue
 		}
-		h, err := DecodePieceHeader(&keys[i], pre[i])
+		h, err := t.opts.Codec.DecodePieceHeader(&keys[i], pre[i])
 		if err != nil {
-			bad = append(bad, i)
+			if t.refused(err) {
+				bad = append(bad, i)
+			}
 			continue
 		}
 		off, end := pieceSpan(h.Size, h.PieceSize, 0)
@@ -168,14 +174,28 @@ func (t *Tier) headPieces(ctx context.Context, keys []l1.ObjectKey) []int64 {
 	return sizes
 }
 
-// Object outcomes of a piece load, worst last: a piece missing, another
-// layout, a mix of puts, then a piece that failed a check.
+// Object outcomes of a piece load, worst last: a piece missing, of
+// another layout or put, of another version or secret (ErrForeign), then
+// a piece that failed a MAC (ErrForged) or a check (ErrCorrupt).
 const (
 	pieceOK int32 = iota
 	pieceMissing
 	pieceOther
+	pieceForeign
+	pieceForged
 	pieceCorrupt
 )
+
+// pieceRefusal is the outcome of a piece refused with err.
+func pieceRefusal(err error) int32 {
+	switch {
+	case errors.Is(err, ErrForeign):
+		return pieceForeign
+	case errors.Is(err, ErrForged):
+		return pieceForged
+	}
+	return pieceCorrupt
+}
 
 // pieceObj is one object of a piece load.
 type pieceObj struct {
@@ -272,7 +292,13 @@ func (t *Tier) loadPieces(ctx context.Context, keys []l1.ObjectKey, dst [][]byte
 			ok[i] = true
 			hits++
 		case st == pieceCorrupt:
+			t.c.corrupt.Add(1)
 			bad = append(bad, i)
+		case st == pieceForged:
+			t.c.forged.Add(1)
+			bad = append(bad, i)
+		case st == pieceForeign:
+			t.c.foreign.Add(1)
 		case o.good.Load() > 0 || st == pieceOther:
 			partial++
 		}
@@ -285,31 +311,22 @@ func (t *Tier) loadPieces(ctx context.Context, keys []l1.ObjectKey, dst [][]byte
 }
 
 // readPiece reads one piece's bulk reply (rep) into its place in dst,
-// checking its header against the object (key, size, layout, index, id)
-// before any payload byte and its CRC32C as the bytes arrive. It returns
-// the piece's outcome, or an error of the connection (after which the
-// reader is dropped).
+// checking its header against the object (key, size, layout, index, id,
+// header MAC) before any payload byte, and its CRC32C and MAC as the
+// bytes arrive. It returns the piece's outcome, or an error of the
+// connection (after which the reader is dropped).
 func (t *Tier) readPiece(k *l1.ObjectKey, rd *RESPReader, rep Reply, size int64, index int, o *pieceObj, dst []byte) (int32, error) {
-	pre := PiecePrefixLen(k, 0)
-	if rep.Len < PieceHeaderSize {
+	pre := PiecePrefixLen(k)
+	if rep.Len < int64(pre) {
 		return pieceCorrupt, rd.SkipBulk()
 	}
-	// The fixed header first: its tag length says how long the rest is.
-	hb := make([]byte, pre, pre+64)
-	if err := rd.ReadBulk(hb[:PieceHeaderSize]); err != nil {
+	hb := make([]byte, pre)
+	if err := rd.ReadBulk(hb); err != nil {
 		return pieceMissing, err
 	}
-	tl := int(hb[48]) | int(hb[49])<<8
-	if int64(pre+tl) > rep.Len {
-		return pieceCorrupt, rd.SkipBulk()
-	}
-	hb = append(hb[:PieceHeaderSize], make([]byte, pre-PieceHeaderSize+tl)...)
-	if err := rd.ReadBulk(hb[PieceHeaderSize:]); err != nil {
-		return pieceMissing, err
-	}
-	h, err := DecodePieceHeader(k, hb)
+	h, err := t.opts.Codec.DecodePieceHeader(k, hb)
 	if err != nil {
-		return pieceCorrupt, rd.SkipBulk()
+		return pieceRefusal(err), rd.SkipBulk()
 	}
 	off, end := pieceSpan(size, t.opts.PieceSize, index)
 	switch {
@@ -320,30 +337,31 @@ func (t *Tier) readPiece(k *l1.ObjectKey, rd *RESPReader, rep Reply, size int64,
 	case !o.sameID(h.ID) && !t.bugs.skipID:
 		return pieceOther, rd.SkipBulk() // a piece of another put: a miss
 	}
-	var sum uint32
+	pc := t.opts.Codec.checkPiece(&h, hb)
 	for at := off; at < end; at += readChunk {
 		c := dst[at:min(at+readChunk, end)]
 		if err := rd.ReadBulk(c); err != nil {
+			pc.done()
 			return pieceMissing, err
 		}
-		sum = crc32.Update(sum, castagnoli, c)
+		pc.add(c)
 	}
 	if err := rd.EndBulk(); err != nil {
+		pc.done()
 		return pieceMissing, err
 	}
-	if sum != h.CRC && !t.bugs.skipCRC {
-		return pieceCorrupt, nil
+	if err := pc.done(); err != nil && !(t.bugs.skipCRC && errors.Is(err, ErrCorrupt)) {
+		return pieceRefusal(err), nil
 	}
 	return pieceOK, nil
 }
 
-// corruptPieces counts and deletes the objects at idx, a piece of which
-// failed a check: all their pieces.
+// corruptPieces deletes the objects at idx, a piece of which failed a
+// check or a MAC: all their pieces.
 func (t *Tier) corruptPieces(ctx context.Context, keys []l1.ObjectKey, sizes []int64, idx []int) {
 	if len(idx) == 0 {
 		return
 	}
-	t.c.corrupt.Add(uint64(len(idx)))
 	ks := make([]l1.ObjectKey, len(idx))
 	ss := make([]int64, len(idx))
 	for j, i := range idx {
@@ -386,8 +404,8 @@ func (t *Tier) deletePieces(ctx context.Context, keys []l1.ObjectKey) {
 	names := make([]string, len(keys))
 	n := make([]int, len(keys))
 	for i := range keys {
-		names[i] = PieceName(StoreKey(t.opts.Prefix, &keys[i]), 0)
-		n[i] = PiecePrefixLen(&keys[i], 0)
+		names[i] = PieceName(t.opts.Prefix, &keys[i], 0)
+		n[i] = PiecePrefixLen(&keys[i])
 	}
 	var pre [][]byte
 	t.call(ctx, func(ctx context.Context) error {
@@ -400,7 +418,7 @@ func (t *Tier) deletePieces(ctx context.Context, keys []l1.ObjectKey) {
 		if i >= len(pre) || pre[i] == nil {
 			continue
 		}
-		if h, err := DecodePieceHeader(&keys[i], pre[i]); err == nil && h.PieceSize == t.opts.PieceSize {
+		if h, err := t.opts.Codec.DecodePieceHeader(&keys[i], pre[i]); err == nil && h.PieceSize == t.opts.PieceSize {
 			_, more, _ := t.pieceBatch(keys[i:i+1], []int64{h.Size})
 			del = append(del, more[1:]...)
 		}
@@ -420,6 +438,9 @@ func (t *Tier) pieces() error {
 	if t.opts.PieceSize < 0 || t.opts.PieceSize > 1<<30 || t.opts.PieceConns < 0 {
 		return fmt.Errorf("%w: piece size %d (want 1 B to 1 GiB), %d connections", l1.ErrInvalidArgument, t.opts.PieceSize, t.opts.PieceConns)
 	}
+	if !ValidPiecePrefix(t.opts.Prefix) {
+		return fmt.Errorf("%w: prefix %q: a '{' or '}' in it would hide the pieces' hash tags", l1.ErrInvalidArgument, t.opts.Prefix)
+	}
 	r, ok := t.b.(*Redis)
 	if !ok {
 		return fmt.Errorf("%w, not a %T", errNoPieces, t.b)
@@ -427,9 +448,13 @@ func (t *Tier) pieces() error {
 	if t.opts.PieceConns == 0 {
 		t.opts.PieceConns = 32
 	}
-	// The longest reply a piece's GET may be: its payload, a header with
-	// the longest key fields, and the longest tag.
-	maxBulk := t.opts.PieceSize + PieceHeaderSize + 4*MaxKeyField
-	t.p = newPieceNet(r.c, t.opts.Timeout, t.opts.PieceConns, maxBulk)
+	// The longest reply a piece's GET may be: its payload and a header
+	// with the longest key fields.
+	maxBulk := t.opts.PieceSize + PieceHeaderSize + 3*MaxKeyField
+	var auth pieceAuth
+	if r.conn != nil {
+		auth = pieceAuth{tls: r.conn.u.TLS, config: r.conn.opts.TLS, user: r.conn.u.Username, pw: r.conn.opts.Password}
+	}
+	t.p = newPieceNet(r.c, auth, t.opts.Timeout, t.opts.PieceConns, maxBulk)
 	return nil
 }

@@ -2,10 +2,10 @@ package l2
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"strings"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -29,10 +29,20 @@ type RedisOptions struct {
 	// (default 4 MiB: one pipeline per value of 8 MiB, four per value of
 	// 1 MiB, 64 per value of 64 KiB).
 	StreamBytes int
-	// Cluster forces a cluster client for one address; with several it is
-	// always one. Without it, one address is probed (INFO cluster) and a
-	// cluster node gets a cluster client.
+	// Cluster forces a cluster client for one address, as a
+	// redis+cluster:// URL does.
 	Cluster bool
+	// Password authenticates the connections, as the URL's user (or
+	// Redis's default user). kvallocd reads it from a file
+	// (ReadSecretFile); a URL never carries one.
+	Password string
+	// TLS is the TLS configuration of a rediss:// URL (TLSConfig); nil
+	// there is TLS against the system's roots. Set for a redis:// URL, it
+	// is refused.
+	TLS *tls.Config
+	// Logger receives the choice of a plain or cluster client and the
+	// refusals of the credentials (default: none).
+	Logger *slog.Logger
 }
 
 // Redis is a Backend on Redis: a Redis Cluster (go-redis's ClusterClient,
@@ -42,30 +52,20 @@ type RedisOptions struct {
 type Redis struct {
 	c      redis.UniversalClient
 	stream int // RedisOptions.StreamBytes
+	conn   *conn
 }
 
 var _ Backend = (*Redis)(nil)
 
-// ParseURL reads kvallocd's -l2 flag: redis://host:port[,host:port...].
-func ParseURL(url string) ([]string, error) {
-	rest, ok := strings.CutPrefix(url, "redis://")
-	if !ok {
-		return nil, fmt.Errorf("l2: %q: want redis://host:port[,host:port...]", url)
-	}
-	var addrs []string
-	for _, a := range strings.Split(rest, ",") {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return nil, fmt.Errorf("l2: %q: address %q: %w", url, a, err)
-		}
-		addrs = append(addrs, a)
-	}
-	return addrs, nil
-}
-
-// NewRedis connects to the Redis at url (ParseURL), a cluster when it
-// names several seeds or the one node it names is a cluster node.
+// NewRedis connects to the Redis at url (ParseURL): a cluster when the
+// URL says so or names several seeds; one plain Redis when it says so;
+// else the one seed is asked (INFO cluster), and when it cannot be asked
+// at start the question is asked again at each call until it answers
+// (the calls meanwhile fail: misses). The choice is logged. Redis
+// refusing the credentials at start is an error wrapping ErrAuth; one
+// not reachable at start is not an error (the tier fails open).
 func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error) {
-	addrs, err := ParseURL(url)
+	u, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
@@ -75,38 +75,52 @@ func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error
 	if opts.StreamBytes <= 0 {
 		opts.StreamBytes = DefaultStreamBytes
 	}
-	cluster := opts.Cluster || len(addrs) > 1
-	if !cluster {
-		cluster = isClusterNode(ctx, addrs[0], opts.Timeout)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cluster {
-		return &Redis{stream: opts.StreamBytes, c: redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: addrs, DialTimeout: opts.Timeout, ReadTimeout: opts.Timeout, WriteTimeout: opts.Timeout,
-			ContextTimeoutEnabled: true, PoolSize: opts.PoolSize, MaxRetries: 1,
-			// No redirect rounds: go-redis's retry round after a failed
-			// node overwrites every command's result with the context's
-			// error once the deadline passes, so one stopped master would
-			// make a whole batch miss. Without it each node's answers
-			// stand; a MOVED is a miss, and makes the client reload the
-			// slot map for the next call.
-			MaxRedirects: -1,
-		})}, nil
+	switch {
+	case u.TLS && opts.TLS == nil:
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	case !u.TLS && opts.TLS != nil:
+		return nil, fmt.Errorf("l2: %q: TLS options for a redis:// URL: rediss:// is TLS", url)
 	}
-	return &Redis{stream: opts.StreamBytes, c: redis.NewClient(&redis.Options{
-		Addr: addrs[0], DialTimeout: opts.Timeout, ReadTimeout: opts.Timeout, WriteTimeout: opts.Timeout,
-		ContextTimeoutEnabled: true, PoolSize: opts.PoolSize, MaxRetries: -1,
-	})}, nil
-}
-
-// isClusterNode reports whether the Redis at addr runs with
-// cluster-enabled; false when it cannot tell in time.
-func isClusterNode(ctx context.Context, addr string, timeout time.Duration) bool {
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	info, err := c.Info(ctx, "cluster").Result()
-	return err == nil && strings.Contains(info, "cluster_enabled:1")
+	mode := u.Mode
+	if opts.Cluster || (mode == ModeAuto && len(u.Addrs) > 1) {
+		mode = ModeCluster
+	}
+	cn := &conn{u: u, opts: opts, log: opts.Logger}
+	kind, err := cn.probeAll(ctx)
+	if isAuthError(err) {
+		return nil, fmt.Errorf("%w (as user %q, %s): %v", ErrAuth, cn.user(), cn.pwSays(), err)
+	}
+	r := &Redis{stream: opts.StreamBytes, conn: cn}
+	switch {
+	case mode == ModeAuto && kind != kindUnknown:
+		mode = ModePlain
+		if kind == kindCluster {
+			mode = ModeCluster
+		}
+		opts.Logger.Info("l2: the seed answered", "seed", u.Addrs[0], "redis", kind.String(), "client", mode.String())
+	case mode == ModeAuto:
+		opts.Logger.Warn("l2: the seed did not say whether it is a cluster node or a plain Redis; it is asked again at each call until it answers, and the calls fail meanwhile",
+			"seed", u.Addrs[0], "err", err)
+	case err != nil:
+		opts.Logger.Warn("l2: no seed answered at start; the tier fails open until one does", "seeds", u.Addrs, "err", err)
+	default:
+		opts.Logger.Info("l2: client chosen by the URL", "client", mode.String(), "seeds", u.Addrs)
+	}
+	switch mode {
+	case ModeCluster:
+		r.c = redis.NewClusterClient(cn.clusterOptions(nil))
+	case ModePlain:
+		r.c = redis.NewClient(cn.options(u.Addrs[0], -1))
+	default:
+		// Undecided: a cluster client whose slot map is the seed's
+		// answer, asked at each call until it comes (conn.slots).
+		r.c = redis.NewClusterClient(cn.clusterOptions(cn.slots))
+	}
+	r.c.AddHook(authHook{cn})
+	return r, nil
 }
 
 // Client is the go-redis client (the benchmarks' floor uses it).
@@ -301,4 +315,8 @@ func (r *Redis) Del(ctx context.Context, names []string) error {
 }
 
 // Close implements Backend.
-func (r *Redis) Close() error { return r.c.Close() }
+func (r *Redis) Close() error { return errors.Join(r.c.Close(), r.conn.close()) }
+
+// AuthFailures is how many calls Redis refused for the credentials
+// (NOAUTH, WRONGPASS, NOPERM) since NewRedis.
+func (r *Redis) AuthFailures() uint64 { return r.conn.authFailures.Load() }

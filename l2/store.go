@@ -15,7 +15,9 @@ type Store interface {
 	// reads headers, not payloads.
 	Head(ctx context.Context, keys []l1.ObjectKey) []int64
 	// Get returns, per key, the checked payload, or nil for a miss. A
-	// value that fails its checks is a miss, is counted and is deleted.
+	// value that fails its checks is a miss, is counted and is deleted;
+	// one of another format version or MAC secret (ErrForeign) is a
+	// miss, counted, and left alone.
 	Get(ctx context.Context, keys []l1.ObjectKey) [][]byte
 	// Load is Get into the caller's memory: each key's checked payload
 	// is copied into dst[i], which must be exactly the payload's length,
@@ -24,6 +26,9 @@ type Store interface {
 	// miss. dst[i] of a miss may hold some of the value's bytes, which the
 	// caller must not serve.
 	Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) (ok []bool)
+	// Encode appends k's value with payload p to dst, as this store's
+	// codec makes it (with its MACs): what Put takes.
+	Encode(dst []byte, k *l1.ObjectKey, p []byte) ([]byte, error)
 	// Put stores values[i], keys[i]'s value as Encode made it, and
 	// returns how many it stored.
 	Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int

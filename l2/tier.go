@@ -31,11 +31,15 @@ type Options struct {
 	// Prefix opens every name in the store (default "kvl2:"): tiers with
 	// different prefixes share a store without sharing values.
 	Prefix string
+	// Codec encodes (Tier.Encode) and checks the values: with a secret,
+	// values with MACs (NewCodec); nil is Unauthenticated, values
+	// without MACs, which anyone who can write to the store can forge.
+	Codec *Codec
 	// Decode checks a value against its key and returns its payload; nil
-	// is the package's Decode. Tests set broken ones (mutants).
+	// is Codec's Decode. Tests set broken ones (mutants).
 	Decode func(k *l1.ObjectKey, v []byte) ([]byte, error)
 	// DecodeInto is Load's Decode: it checks a value and copies its
-	// payload into dst; nil is the package's DecodeInto. Tests set broken
+	// payload into dst; nil is Codec's DecodeInto. Tests set broken
 	// ones (mutants).
 	DecodeInto func(k *l1.ObjectKey, v, dst []byte) error
 	// PieceSize, when not 0, stores each object as pieces of that many
@@ -85,11 +89,14 @@ func NewTier(b Backend, opts Options) (*Tier, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
+	if opts.Codec == nil {
+		opts.Codec = Unauthenticated
+	}
 	if opts.Decode == nil {
-		opts.Decode = Decode
+		opts.Decode = opts.Codec.Decode
 	}
 	if opts.DecodeInto == nil {
-		opts.DecodeInto = DecodeInto
+		opts.DecodeInto = opts.Codec.DecodeInto
 	}
 	t := &Tier{b: b, opts: opts, br: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown, opts.Clock), c: newCounters()}
 	if err := t.pieces(); err != nil {
@@ -162,12 +169,14 @@ func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
 		if i >= len(pre) || pre[i] == nil || lens[i] < 0 {
 			continue
 		}
-		h, err := DecodeHeader(&keys[i], pre[i])
+		h, err := t.opts.Codec.DecodeHeader(&keys[i], pre[i])
 		if err == nil && lens[i] != int64(n[i])+h.Size {
 			err = fmt.Errorf("%w: value of %d bytes, the header says %d", ErrCorrupt, lens[i], int64(n[i])+h.Size)
 		}
 		if err != nil {
-			bad = append(bad, i)
+			if t.refused(err) {
+				bad = append(bad, i)
+			}
 			continue
 		}
 		sizes[i] = h.Size
@@ -211,7 +220,9 @@ func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 		t.c.bytesIn.Add(uint64(len(vals[i])))
 		p, err := t.opts.Decode(&keys[i], vals[i])
 		if err != nil {
-			bad = append(bad, i)
+			if t.refused(err) {
+				bad = append(bad, i)
+			}
 			continue
 		}
 		out[i] = p
@@ -256,7 +267,7 @@ func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bo
 			case err == nil:
 				ok[i] = true
 			case !errors.Is(err, ErrSize):
-				bad[i] = true
+				bad[i] = t.refused(err)
 			}
 		})
 	})
@@ -278,14 +289,14 @@ func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bo
 	return ok
 }
 
-// corrupt counts and deletes the values at idx, which failed a check.
+// corrupt deletes the values at idx, which failed a check (counted by
+// refused).
 // (Another node may have stored a good value since the read; deleting it
 // costs that node a miss, never a wrong byte.)
 func (t *Tier) corrupt(ctx context.Context, keys []l1.ObjectKey, names []string, idx []int) {
 	if len(idx) == 0 {
 		return
 	}
-	t.c.corrupt.Add(uint64(len(idx)))
 	del := make([]string, len(idx))
 	for j, i := range idx {
 		del[j] = names[i]
@@ -303,7 +314,7 @@ func (t *Tier) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) in
 		ps := make([][]byte, len(keys))
 		var ks []l1.ObjectKey
 		for i := range keys {
-			if p, err := Decode(&keys[i], values[i]); err == nil {
+			if p, err := t.opts.Codec.Decode(&keys[i], values[i]); err == nil {
 				ks, ps = append(ks, keys[i]), append(ps[:len(ks)], p)
 			}
 		}
@@ -360,6 +371,7 @@ func (t *Tier) Stats() Stats {
 		Hits: c.hits.Load(), Misses: c.misses.Load(), HeadHits: c.headHits.Load(), HeadMisses: c.headMisses.Load(),
 		Puts: c.puts.Load(), PutFailures: c.putFailures.Load(), Drops: c.drops.Load(),
 		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(), Partial: c.partial.Load(),
+		Forged: c.forged.Load(), Foreign: c.foreign.Load(), AuthFailures: t.authFailures(),
 		Errors: c.errors.Load(), Skipped: c.skipped.Load(), Breaker: t.br.State(), BreakerOpens: t.br.Opens(),
 	}
 }

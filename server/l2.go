@@ -276,7 +276,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 			vals = append(vals, nil)
 			continue
 		}
-		v, err := l2.Encode(bufs[j][:0], &keys[i], pool[b.Offset:b.Offset+size])
+		v, err := t.store.Encode(bufs[j][:0], &keys[i], pool[b.Offset:b.Offset+size])
 		if err != nil {
 			v = nil // a key field too long for a value: never stored
 		}

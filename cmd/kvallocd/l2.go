@@ -26,10 +26,12 @@ type l2Flags struct {
 	minRate         float64 // GB/s
 	probeInterval   time.Duration
 	pieceSize       string
+	// The L2's security (l2sec.go).
+	sec l2SecFlags
 }
 
 func (f *l2Flags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "l2", "", "the L2 tier: redis://host:port[,host:port...], a Redis Cluster's seed nodes or one plain Redis; empty for none")
+	fs.StringVar(&f.url, "l2", "", "the L2 tier: redis[s][+cluster|+plain]://[user@]host:port[,host:port...], a Redis Cluster's seed nodes or one plain Redis (rediss: TLS; user: a Redis ACL user; no password: -l2-password-file); empty for none")
 	fs.DurationVar(&f.timeout, "l2-timeout", l2.DefaultTimeout, "bound of each L2 call (a batched get, put or header read)")
 	fs.IntVar(&f.queue, "l2-queue", 1024, "finished objects waiting for their copy to L2; past it a copy is dropped and counted")
 	fs.IntVar(&f.batch, "l2-batch", 8, "keys per prefetch get: a prefetch loads its keys a get at a time, in order")
@@ -43,6 +45,7 @@ func (f *l2Flags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.minRate, "l2-min-rate", server.DefaultL2MinRate/1e9, "break-even of an L2 hit, in GB/s (KV bytes per token × prefill tokens per second; the default is Kimi K2's at 10,000 tokens/s): while the daemon's measured L2 load rate is below it, lookups count L2 hits as misses; 0 counts every hit")
 	fs.StringVar(&f.pieceSize, "l2-piece-size", "256KiB", "store each object in L2 as pieces of this size spread over the cluster's masters, read into and written from the pool without a copy; 0 stores whole values (the format before pieces: every daemon of one store must use one setting)")
 	fs.DurationVar(&f.probeInterval, "l2-probe-interval", server.DefaultL2ProbeInterval, "while no L2 hit pays, how often one lookup's first batch is loaded anyway, uncounted, to measure the rate again")
+	f.sec.register(fs)
 }
 
 // open connects to the L2 tier the flags name, into cfg; nothing without
@@ -67,12 +70,17 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 			return fmt.Errorf("-l2-piece-size: %w", err)
 		}
 	}
-	r, err := l2.NewRedis(ctx, f.url, l2.RedisOptions{Timeout: f.timeout})
+	codec, ropts, err := f.sec.open(cfg.Logger)
+	if err != nil {
+		return err
+	}
+	ropts.Timeout = f.timeout
+	r, err := l2.NewRedis(ctx, f.url, ropts)
 	if err != nil {
 		return err
 	}
 	t, err := l2.NewTier(r, l2.Options{Timeout: f.timeout, BreakerFailures: f.breakerFailures,
-		BreakerCooldown: f.breakerCooldown, Prefix: f.prefix, PieceSize: pieceSize})
+		BreakerCooldown: f.breakerCooldown, Prefix: f.prefix, Codec: codec, PieceSize: pieceSize})
 	if err != nil {
 		r.Close()
 		return err

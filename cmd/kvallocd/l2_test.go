@@ -54,6 +54,7 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "a.sock")
 	args := []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s",
+		"-l2-secret-file", secretFile(t, 1),
 		"-l2-min-rate", "0"} // the warm-up from L2 is the test, not the break-even rule
 	a, _ := daemon(t, args...)
 	c := dialWait(t, sock)
@@ -148,7 +149,7 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 func TestL2MinRateFlag(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	var f l2Flags
-	cfg, _, err := parse([]string{"-l2", srv.URL()}, io.Discard, &f)
+	cfg, _, err := parse([]string{"-l2", srv.URL(), "-l2-insecure-no-mac"}, io.Discard, &f)
 	if err != nil || f.minRate != 0.70272 || f.probeInterval != server.DefaultL2ProbeInterval {
 		t.Fatalf("defaults: %+v, %v", f, err)
 	}
@@ -158,7 +159,7 @@ func TestL2MinRateFlag(t *testing.T) {
 	cfg.L2.Store.Close()
 	for _, args := range [][]string{{"-l2-min-rate", "-1"}, {"-l2-min-rate", "NaN"}, {"-l2-min-rate", "+Inf"}, {"-l2-probe-interval", "0s"}} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1", "-l2-insecure-no-mac"}, args...), io.Discard, &f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func TestL2PutShapeFlags(t *testing.T) {
 		{[]string{"-l2-put-batch", "3", "-l2-put-workers", "5", "-l2-batch", "16", "-l2-batch-bytes", "1MiB"}, 3, 5, 16, 1 << 20},
 	} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", srv.URL()}, c.args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", srv.URL(), "-l2-insecure-no-mac"}, c.args...), io.Discard, &f)
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
@@ -199,7 +200,7 @@ func TestL2PutShapeFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-l2-put-batch", "0"}, {"-l2-put-workers", "0"}, {"-l2-batch", "0"}, {"-l2-batch-bytes", "0"}, {"-l2-batch-bytes", "lots"}} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1"}, args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", "redis://127.0.0.1:1", "-l2-insecure-no-mac"}, args...), io.Discard, &f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +220,7 @@ func TestL2PieceSizeFlag(t *testing.T) {
 		want int64
 	}{{nil, 256 << 10}, {[]string{"-l2-piece-size", "1MiB"}, 1 << 20}, {[]string{"-l2-piece-size", "0"}, 0}} {
 		var f l2Flags
-		cfg, _, err := parse(append([]string{"-l2", srv.URL()}, c.args...), io.Discard, &f)
+		cfg, _, err := parse(append([]string{"-l2", srv.URL(), "-l2-insecure-no-mac"}, c.args...), io.Discard, &f)
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
@@ -233,7 +234,7 @@ func TestL2PieceSizeFlag(t *testing.T) {
 	}
 	for _, v := range []string{"-1", "lots", "2GiB"} {
 		var f l2Flags
-		cfg, _, err := parse([]string{"-l2", srv.URL(), "-l2-piece-size", v}, io.Discard, &f)
+		cfg, _, err := parse([]string{"-l2", srv.URL(), "-l2-insecure-no-mac", "-l2-piece-size", v}, io.Discard, &f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ started here (Debian's redis-server; ``make redis`` installs it). Without
 it the test fails: it never skips.
 """
 
+import os
 import shutil
 import socket
 import subprocess
@@ -96,7 +97,15 @@ class TestL2TwoNodes(unittest.TestCase):
     def test_node_b_reads_what_node_a_wrote(self):
         redis = RedisServer()
         self.addCleanup(redis.close)
-        args = ("-l2", redis.url)
+        # The MAC secret both nodes share (kvallocd refuses -l2 without
+        # one): a file of mode 0600.
+        secret_dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, secret_dir)
+        secret = os.path.join(secret_dir, "l2-secret")
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(32).hex().encode())
+        os.close(fd)
+        args = ("-l2", redis.url, "-l2-secret-file", secret)
         a = Daemon(pool=256 * MIB, args=args).start()
         self.addCleanup(a.stop)
         b = Daemon(pool=256 * MIB, args=args).start()

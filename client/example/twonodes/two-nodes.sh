@@ -45,8 +45,10 @@ echo "two-nodes: a Redis Cluster of 3 masters and 3 replicas on 127.0.0.1:$port-
 # 2. Two daemons, node A and node B, each with its own socket and pool, over that cluster.
 go build -o "$dir/kvallocd" ./cmd/kvallocd
 l2=redis://127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))
+# The MAC secret the nodes share (docs/OPERATING.md, "The L2's threat model").
+(umask 077 && head -c 32 /dev/urandom | base64 >"$dir/l2-secret")
 for node in a b; do
-  "$dir/kvallocd" -socket "$dir/node-$node.sock" -pool-size 256MiB -l2 "$l2" 2>"$dir/node-$node.log" &
+  "$dir/kvallocd" -socket "$dir/node-$node.sock" -pool-size 256MiB -l2 "$l2" -l2-secret-file "$dir/l2-secret" 2>"$dir/node-$node.log" &
   pids+=($!)
 done
 for node in a b; do

@@ -93,6 +93,11 @@ func (s *stepStore) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte)
 	return ok
 }
 
+// Encode implements l2.Store: values without MACs (l2.Encode).
+func (s *stepStore) Encode(dst []byte, k *l1.ObjectKey, p []byte) ([]byte, error) {
+	return l2.Encode(dst, k, p)
+}
+
 // Put implements l2.Store: a value that does not decode for its key is
 // not stored.
 func (s *stepStore) Put(_ context.Context, keys []l1.ObjectKey, values [][]byte) int {
