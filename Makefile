@@ -103,15 +103,21 @@ handoff-harness:
 ## counts: server's TestL2ClusterFaults (two daemons over a Redis Cluster of
 ## 3 masters and 3 replicas; a master SIGSTOPped past the timeouts, a
 ## master SIGKILLed, values corrupted in Redis: client errors, wrong bytes,
-## leaked bytes, stuck locks, breaker opens, corrupted values missed) and
-## cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed
-## mid-put, then its hits per request recovering from L2). About 30 s.
+## leaked bytes, stuck locks, breaker opens, corrupted values missed),
+## TestL2HungMaster (one master SIGSTOPped, no failover: lookups, their
+## latency median and max, breaker opens per master), TestL2MasterFailover
+## (a master SIGKILLed: the time from its replica's promotion to the first
+## hit on its keys), TestL2LookupBudgetBoundsL2, TestL2NoEviction and the
+## lapsed copies' test and bite, and cmd/kvallocd's
+## TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed mid-put, then its
+## hits per request recovering from L2) and TestL2KilledMidPrefetch. About
+## 90 s.
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2ClusterFaults$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
-	$(GO) test -count=1 -timeout 10m -run '^TestL2KilledDaemonWarmsUpFromL2$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):' $$out; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),

@@ -115,6 +115,33 @@ func (b *Breaker) Done(ok bool) {
 	}
 }
 
+// Trip reports an allowed call that failed in a way that opens the
+// breaker at once, whatever the count: a call that ran out its whole
+// deadline (every such call costs its caller that deadline, so one is
+// enough to stop paying it). An open breaker stays open, its cooldown
+// unchanged.
+func (b *Breaker) Trip() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == HalfOpen {
+		b.probing = false
+	}
+	if b.state != Open {
+		b.open()
+	}
+}
+
+// Release reports an allowed call whose outcome says nothing about the
+// store: the caller's own deadline or cancellation cut it short. It
+// counts neither way; a half-open breaker lets the next call probe.
+func (b *Breaker) Release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == HalfOpen {
+		b.probing = false
+	}
+}
+
 func (b *Breaker) open() {
 	b.state, b.openedAt, b.inRow = Open, b.clock.Now(), 0
 	b.opens++

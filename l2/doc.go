@@ -19,9 +19,15 @@
 //     returned.
 //   - Tier never fails a caller because the store failed: every call has
 //     a timeout, a failure is a miss (Get, Head) or a dropped put, and
-//     after Options.BreakerFailures failures in a row the circuit breaker
-//     opens: for Options.BreakerCooldown every call is skipped at once;
-//     then one call probes, and its success closes the breaker.
+//     after Options.BreakerFailures failures in a row, or one call that
+//     ran out its timeout, the circuit breaker opens: for
+//     Options.BreakerCooldown every call is skipped at once; then one
+//     call probes, and its success closes the breaker. On a Sharded
+//     backend (a Redis Cluster) this holds per server: a batch is one
+//     call per master, all at once, each with its own timeout and
+//     breaker, so a hung or dead master costs its own keys only. A call
+//     cut short by the caller's own deadline (a lookup's budget) counts
+//     neither way.
 //   - The store evicts on its own (for Redis, maxmemory with allkeys-lru);
 //     Tier never manages its capacity.
 //

@@ -37,13 +37,19 @@ type Stats struct {
 	// AuthFailures counts store calls refused for the node's credentials
 	// (a Redis NOAUTH, WRONGPASS or NOPERM).
 	AuthFailures uint64
-	// Errors counts store calls that failed or timed out; Skipped calls
-	// the open breaker refused.
-	Errors, Skipped uint64
-	// Breaker is the breaker's state now, BreakerOpens how often it
-	// opened.
+	// Errors counts store calls (one per server a batch touches) that
+	// failed or timed out, Timeouts those of them that ran out their
+	// whole timeout; Cut counts calls the caller's own deadline or
+	// cancellation cut short (a lookup's budget), no verdict on the
+	// store; Skipped calls an open breaker refused.
+	Errors, Timeouts, Cut, Skipped uint64
+	// Breaker is the worst state of the breakers of the servers that
+	// still hold names (Open, then HalfOpen, else Closed); BreakerOpens
+	// how often any breaker opened; Servers each server's breaker, by
+	// id.
 	Breaker      BreakerState
 	BreakerOpens uint64
+	Servers      []ServerBreaker
 }
 
 // counters are a Tier's Stats, kept as atomics.
@@ -52,7 +58,7 @@ type counters struct {
 	puts, putFailures, drops            atomic.Uint64
 	bytesIn, bytesOut, corrupt          atomic.Uint64
 	partial, forged, foreign            atomic.Uint64
-	errors, skipped                     atomic.Uint64
+	errors, timeouts, cut, skipped      atomic.Uint64
 	getLatency, putLatency, headLatency prometheus.Histogram
 }
 
@@ -89,13 +95,18 @@ var (
 	descSkipped  = prometheus.NewDesc("kvallocd_l2_skipped_total", "L2 calls the open breaker refused.", nil, nil)
 	descBreaker  = prometheus.NewDesc("kvallocd_l2_breaker_state", "The L2 circuit breaker: 0 closed, 1 open, 2 half-open.", nil, nil)
 	descOpens    = prometheus.NewDesc("kvallocd_l2_breaker_opens_total", "Times the L2 circuit breaker opened.", nil, nil)
+	descTimeouts = prometheus.NewDesc("kvallocd_l2_timeouts_total", "L2 calls that ran out their whole timeout (each opens its server's breaker).", nil, nil)
+	descCut      = prometheus.NewDesc("kvallocd_l2_cut_total", "L2 calls the caller's own deadline cut short (a lookup's budget): no verdict on the store.", nil, nil)
+	descSrvState = prometheus.NewDesc("kvallocd_l2_server_breaker_state", "Each L2 server's circuit breaker (a Redis Cluster's masters, by address): 0 closed, 1 open, 2 half-open.", []string{"server"}, nil)
+	descSrvOpens = prometheus.NewDesc("kvallocd_l2_server_breaker_opens_total", "Times each L2 server's circuit breaker opened.", []string{"server"}, nil)
 )
 
 // Describe implements prometheus.Collector: the tier's metrics,
 // kvallocd_l2_*.
 func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descHeadHit, descHeadMiss, descPuts, descPutFail,
-		descDrops, descBytesIn, descBytesOut, descCorrupt, descPartial, descForged, descForeign, descAuth, descErrors, descSkipped, descBreaker, descOpens} {
+		descDrops, descBytesIn, descBytesOut, descCorrupt, descPartial, descForged, descForeign, descAuth, descErrors, descSkipped, descBreaker, descOpens,
+		descTimeouts, descCut, descSrvState, descSrvOpens} {
 		ch <- d
 	}
 	t.c.getLatency.Describe(ch)
@@ -127,6 +138,12 @@ func (t *Tier) Collect(ch chan<- prometheus.Metric) {
 	k(descSkipped, s.Skipped)
 	ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(s.Breaker))
 	k(descOpens, s.BreakerOpens)
+	k(descTimeouts, s.Timeouts)
+	k(descCut, s.Cut)
+	for _, sb := range s.Servers {
+		ch <- prometheus.MustNewConstMetric(descSrvState, prometheus.GaugeValue, float64(sb.State), sb.ID)
+		ch <- prometheus.MustNewConstMetric(descSrvOpens, prometheus.CounterValue, float64(sb.Opens), sb.ID)
+	}
 	t.c.getLatency.Collect(ch)
 	t.c.putLatency.Collect(ch)
 	t.c.headLatency.Collect(ch)

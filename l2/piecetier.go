@@ -76,24 +76,30 @@ func (t *Tier) putPieces(ctx context.Context, keys []l1.ObjectKey, payloads [][]
 		}
 	}
 	reqs, names, slots := t.pieceBatch(keys, sizes)
-	var ok []bool
+	ok := make([]bool, len(names))
+	build := func(r int) [][]byte {
+		q := reqs[r]
+		k, p := &keys[q.obj], payloads[q.obj]
+		off, end := pieceSpan(sizes[q.obj], t.opts.PieceSize, q.index)
+		// The CRC32C and MAC right before the write: the bytes are in
+		// the core's cache when the kernel copies them.
+		h, err := t.opts.Codec.AppendPieceHeader(nil, k, sizes[q.obj], t.opts.PieceSize, q.index, ids[q.obj], p[off:end])
+		if err != nil {
+			return nil
+		}
+		return [][]byte{h, p[off:end]}
+	}
 	start := time.Now()
-	if !t.call(ctx, func(ctx context.Context) error {
-		var err error
-		ok, err = t.p.set(ctx, names, slots, func(r int) [][]byte {
-			q := reqs[r]
-			k, p := &keys[q.obj], payloads[q.obj]
-			off, end := pieceSpan(sizes[q.obj], t.opts.PieceSize, q.index)
-			// The CRC32C and MAC right before the write: the bytes are
-			// in the core's cache when the kernel copies them.
-			h, err := t.opts.Codec.AppendPieceHeader(nil, k, sizes[q.obj], t.opts.PieceSize, q.index, ids[q.obj], p[off:end])
-			if err != nil {
-				return nil
-			}
-			return [][]byte{h, p[off:end]}
-		})
+	// Each master's pieces through its breaker (each), on the piece
+	// path's own connection to it.
+	skipped := t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		got, err := t.p.set(ctx, pick(names, idx), pick(slots, idx), func(j int) [][]byte { return build(idx[j]) })
+		for j, i := range idx {
+			ok[i] = got[j]
+		}
 		return err
-	}) {
+	})
+	if len(skipped) == len(names) {
 		t.c.drops.Add(uint64(len(keys)))
 		return 0
 	}
@@ -135,18 +141,22 @@ func (t *Tier) headPieces(ctx context.Context, keys []l1.ObjectKey) []int64 {
 		names[i] = PieceName(t.opts.Prefix, &keys[i], 0)
 		n[i] = PiecePrefixLen(&keys[i])
 	}
-	var pre [][]byte
-	var lens []int64
+	pre := make([][]byte, len(keys))
+	lens := make([]int64, len(keys))
 	start := time.Now()
-	t.call(ctx, func(ctx context.Context) error {
-		var err error
-		pre, lens, err = t.b.GetPrefix(ctx, names, n)
+	t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		p, l, err := t.b.GetPrefix(ctx, pick(names, idx), pick(n, idx))
+		for j, i := range idx {
+			if j < len(p) && j < len(l) {
+				pre[i], lens[i] = p[j], l[j]
+			}
+		}
 		return err
 	})
 	since(t.c.headLatency, start)
 	var bad []int
 	for i := range keys {
-		if i >= len(pre) || pre[i] == nil || lens[i] < 0 {
+		if pre[i] == nil || lens[i] < 0 {
 			continue
 		}
 		h, err := t.opts.Codec.DecodePieceHeader(&keys[i], pre[i])
@@ -259,9 +269,9 @@ func (t *Tier) loadPieces(ctx context.Context, keys []l1.ObjectKey, dst [][]byte
 	reqs, names, slots := t.pieceBatch(keys, sizes)
 	var in atomic.Uint64
 	start := time.Now()
-	t.call(ctx, func(ctx context.Context) error {
-		return t.p.get(ctx, names, slots, func(r int, rd *RESPReader, rep Reply) error {
-			q := reqs[r]
+	t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		return t.p.get(ctx, pick(names, idx), pick(slots, idx), func(j int, rd *RESPReader, rep Reply) error {
+			q := reqs[idx[j]]
 			o := &objs[q.obj]
 			if rd == nil || rep.Kind != '$' || rep.Len < 0 {
 				o.mark(pieceMissing) // absent, refused (an error line), unreachable
@@ -368,7 +378,7 @@ func (t *Tier) corruptPieces(ctx context.Context, keys []l1.ObjectKey, sizes []i
 		ks[j], ss[j] = keys[i], sizes[i]
 	}
 	_, names, _ := t.pieceBatch(ks, ss)
-	t.call(ctx, func(ctx context.Context) error { return t.b.Del(ctx, names) })
+	t.each(ctx, names, func(ctx context.Context, idx []int) error { return t.b.Del(ctx, pick(names, idx)) })
 }
 
 // getPieces is Get in pieces: Head for the sizes, then a load into new
@@ -407,15 +417,19 @@ func (t *Tier) deletePieces(ctx context.Context, keys []l1.ObjectKey) {
 		names[i] = PieceName(t.opts.Prefix, &keys[i], 0)
 		n[i] = PiecePrefixLen(&keys[i])
 	}
-	var pre [][]byte
-	t.call(ctx, func(ctx context.Context) error {
-		var err error
-		pre, _, err = t.b.GetPrefix(ctx, names, n)
+	pre := make([][]byte, len(keys))
+	t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		p, _, err := t.b.GetPrefix(ctx, pick(names, idx), pick(n, idx))
+		for j, i := range idx {
+			if j < len(p) {
+				pre[i] = p[j]
+			}
+		}
 		return err
 	})
 	del := names
 	for i := range keys {
-		if i >= len(pre) || pre[i] == nil {
+		if pre[i] == nil {
 			continue
 		}
 		if h, err := t.opts.Codec.DecodePieceHeader(&keys[i], pre[i]); err == nil && h.PieceSize == t.opts.PieceSize {
@@ -423,7 +437,7 @@ func (t *Tier) deletePieces(ctx context.Context, keys []l1.ObjectKey) {
 			del = append(del, more[1:]...)
 		}
 	}
-	t.call(ctx, func(ctx context.Context) error { return t.b.Del(ctx, del) })
+	t.each(ctx, del, func(ctx context.Context, idx []int) error { return t.b.Del(ctx, pick(del, idx)) })
 }
 
 // errNoPieces is NewTier's refusal of pieces over a backend without a

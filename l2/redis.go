@@ -53,6 +53,8 @@ type Redis struct {
 	c      redis.UniversalClient
 	stream int // RedisOptions.StreamBytes
 	conn   *conn
+
+	reload reloads // Suspect's reloads of the slot map (masters.go)
 }
 
 var _ Backend = (*Redis)(nil)

@@ -195,11 +195,11 @@ func TestRedisCluster(t *testing.T) {
 				n++
 			}
 		}
-		if n == len(keys) && tier.Breaker().State() == l2.Closed {
+		if n == len(keys) && tier.Stats().Breaker == l2.Closed {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after SIGCONT: %d of %d hits, breaker %v", n, len(keys), tier.Breaker().State())
+			t.Fatalf("after SIGCONT: %d of %d hits, breakers %+v", n, len(keys), tier.Stats().Servers)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

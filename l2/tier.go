@@ -20,10 +20,12 @@ const (
 
 // Options configures a Tier.
 type Options struct {
-	// Timeout bounds each batched call to the store (default 2 s).
+	// Timeout bounds each batched call to each server of the store
+	// (default 2 s; a daemon's at most MaxTimeout).
 	Timeout time.Duration
-	// BreakerFailures is how many failed calls in a row open the breaker
-	// (default 5); BreakerCooldown how long it stays open (default 2 s).
+	// BreakerFailures is how many failed calls in a row open a server's
+	// breaker (default 5); a call that runs out its whole Timeout opens
+	// it at once. BreakerCooldown is how long it stays open (default 2 s).
 	BreakerFailures int
 	BreakerCooldown time.Duration
 	// Clock is the breaker's clock (default the wall clock).
@@ -54,13 +56,23 @@ type Options struct {
 	PieceConns int
 }
 
+// MaxTimeout is the most Options.Timeout a daemon takes (kvallocd
+// refuses a longer -l2-timeout). A lookup waits for L2 at most one
+// timeout (its header reads, one call per server, all at once), and
+// must answer within a client's deadline: 10 s by default
+// (client.DefaultTimeout, the Python client's timeout), of which this
+// leaves half to the rest of the lookup and to the machine's load. A
+// Tier outside a daemon (a benchmark's) may wait longer.
+const MaxTimeout = 5 * time.Second
+
 // Tier is a Store over a Backend: names from StoreKey, values checked
-// with Decode, timeouts, a circuit breaker and counters. It is a
+// with Decode, timeouts, circuit breakers (one per server of a Sharded
+// backend: a Redis Cluster's masters) and counters. It is a
 // prometheus.Collector of its metrics (kvallocd_l2_*).
 type Tier struct {
 	b    Backend
 	opts Options
-	br   *Breaker
+	brs  breakers // by server (masters.go)
 	c    *counters
 	p    *pieceNet // the piece path; nil for whole values
 
@@ -98,7 +110,7 @@ func NewTier(b Backend, opts Options) (*Tier, error) {
 	if opts.DecodeInto == nil {
 		opts.DecodeInto = opts.Codec.DecodeInto
 	}
-	t := &Tier{b: b, opts: opts, br: NewBreaker(opts.BreakerFailures, opts.BreakerCooldown, opts.Clock), c: newCounters()}
+	t := &Tier{b: b, opts: opts, brs: breakers{m: map[string]*serverBreaker{}}, c: newCounters()}
 	if err := t.pieces(); err != nil {
 		return nil, err
 	}
@@ -108,8 +120,11 @@ func NewTier(b Backend, opts Options) (*Tier, error) {
 // Options returns the tier's options, defaults filled in.
 func (t *Tier) Options() Options { return t.opts }
 
-// Breaker returns the tier's circuit breaker.
-func (t *Tier) Breaker() *Breaker { return t.br }
+// Breaker returns the circuit breaker of the calls routed to no server:
+// every call to a Backend that is not Sharded (one plain Redis), and a
+// Sharded one's calls while it has no map of its servers. Stats has
+// every server's.
+func (t *Tier) Breaker() *Breaker { return t.breaker("") }
 
 func (t *Tier) names(keys []l1.ObjectKey) []string {
 	names := make([]string, len(keys))
@@ -117,24 +132,6 @@ func (t *Tier) names(keys []l1.ObjectKey) []string {
 		names[i] = StoreKey(t.opts.Prefix, &keys[i])
 	}
 	return names
-}
-
-// call runs f with the timeout, through the breaker; false when the
-// breaker refused it. An error (any, a timeout included) counts against
-// the breaker.
-func (t *Tier) call(ctx context.Context, f func(ctx context.Context) error) bool {
-	if !t.br.Allow() {
-		t.c.skipped.Add(1)
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
-	err := f(ctx)
-	cancel()
-	if err != nil {
-		t.c.errors.Add(1)
-	}
-	t.br.Done(err == nil)
-	return true
 }
 
 // Head implements Store: a value's header and key are read (not its
@@ -155,18 +152,22 @@ func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
 	for i := range keys {
 		n[i] = PrefixLen(&keys[i])
 	}
-	var pre [][]byte
-	var lens []int64
+	pre := make([][]byte, len(keys))
+	lens := make([]int64, len(keys))
 	start := time.Now()
-	t.call(ctx, func(ctx context.Context) error {
-		var err error
-		pre, lens, err = t.b.GetPrefix(ctx, names, n)
+	t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		p, l, err := t.b.GetPrefix(ctx, pick(names, idx), pick(n, idx))
+		for j, i := range idx {
+			if j < len(p) && j < len(l) {
+				pre[i], lens[i] = p[j], l[j]
+			}
+		}
 		return err
 	})
 	since(t.c.headLatency, start)
 	var bad []int
 	for i := range keys {
-		if i >= len(pre) || pre[i] == nil || lens[i] < 0 {
+		if pre[i] == nil || lens[i] < 0 {
 			continue
 		}
 		h, err := t.opts.Codec.DecodeHeader(&keys[i], pre[i])
@@ -181,7 +182,10 @@ func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
 		}
 		sizes[i] = h.Size
 	}
-	t.corrupt(ctx, keys, names, bad)
+	// A lookup waits for Head: the deletions share its one timeout.
+	dctx, cancel := context.WithDeadline(ctx, start.Add(t.opts.Timeout))
+	t.corrupt(dctx, keys, names, bad)
+	cancel()
 	hits := 0
 	for _, s := range sizes {
 		if s >= 0 {
@@ -203,18 +207,22 @@ func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 		return out
 	}
 	names := t.names(keys)
-	var vals [][]byte
+	vals := make([][]byte, len(keys))
 	start := time.Now()
-	t.call(ctx, func(ctx context.Context) error {
-		var err error
-		vals, err = t.b.Get(ctx, names)
+	t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		v, err := t.b.Get(ctx, pick(names, idx))
+		for j, i := range idx {
+			if j < len(v) {
+				vals[i] = v[j]
+			}
+		}
 		return err
 	})
 	since(t.c.getLatency, start)
 	var bad []int
 	hits := 0
 	for i := range keys {
-		if i >= len(vals) || vals[i] == nil {
+		if vals[i] == nil {
 			continue
 		}
 		t.c.bytesIn.Add(uint64(len(vals[i])))
@@ -257,8 +265,9 @@ func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bo
 	bad := make([]bool, len(keys))
 	var in atomic.Uint64
 	start := time.Now()
-	t.call(ctx, func(ctx context.Context) error {
-		return t.b.GetEach(ctx, names, sizes, func(i int, v []byte) {
+	t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		return t.b.GetEach(ctx, pick(names, idx), pick(sizes, idx), func(j int, v []byte) {
+			i := idx[j]
 			if v == nil {
 				return
 			}
@@ -301,7 +310,7 @@ func (t *Tier) corrupt(ctx context.Context, keys []l1.ObjectKey, names []string,
 	for j, i := range idx {
 		del[j] = names[i]
 	}
-	t.call(ctx, func(ctx context.Context) error { return t.b.Del(ctx, del) })
+	t.each(ctx, del, func(ctx context.Context, idx []int) error { return t.b.Del(ctx, pick(del, idx)) })
 }
 
 // Put implements Store.
@@ -325,26 +334,29 @@ func (t *Tier) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) in
 		return 0
 	}
 	names := t.names(keys)
-	var ok []bool
+	ok := make([]bool, len(keys))
 	start := time.Now()
-	if !t.call(ctx, func(ctx context.Context) error {
-		var err error
-		ok, err = t.b.Set(ctx, names, values)
+	skipped := t.each(ctx, names, func(ctx context.Context, idx []int) error {
+		got, err := t.b.Set(ctx, pick(names, idx), pick(values, idx))
+		for j, i := range idx {
+			ok[i] = j < len(got) && got[j]
+		}
 		return err
-	}) {
-		t.c.drops.Add(uint64(len(keys)))
+	})
+	t.c.drops.Add(uint64(len(skipped)))
+	if len(skipped) == len(keys) {
 		return 0
 	}
 	since(t.c.putLatency, start)
 	stored := 0
 	for i := range keys {
-		if i < len(ok) && ok[i] {
+		if ok[i] {
 			stored++
 			t.c.bytesOut.Add(uint64(len(values[i])))
 		}
 	}
 	t.c.puts.Add(uint64(stored))
-	t.c.putFailures.Add(uint64(len(keys) - stored))
+	t.c.putFailures.Add(uint64(len(keys) - stored - len(skipped)))
 	return stored
 }
 
@@ -361,18 +373,29 @@ func (t *Tier) Delete(ctx context.Context, keys []l1.ObjectKey) {
 		return
 	}
 	names := t.names(keys)
-	t.call(ctx, func(ctx context.Context) error { return t.b.Del(ctx, names) })
+	t.each(ctx, names, func(ctx context.Context, idx []int) error { return t.b.Del(ctx, pick(names, idx)) })
 }
 
 // Stats implements Store.
 func (t *Tier) Stats() Stats {
 	c := t.c
+	servers, opens := t.serverBreakers()
+	state := Closed
+	for _, sb := range servers {
+		opens += sb.Opens
+		// The worst state of the servers that still hold names: open,
+		// then half-open.
+		if sb.Live && (sb.State == Open || (sb.State == HalfOpen && state == Closed)) {
+			state = sb.State
+		}
+	}
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), HeadHits: c.headHits.Load(), HeadMisses: c.headMisses.Load(),
 		Puts: c.puts.Load(), PutFailures: c.putFailures.Load(), Drops: c.drops.Load(),
 		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(), Partial: c.partial.Load(),
 		Forged: c.forged.Load(), Foreign: c.foreign.Load(), AuthFailures: t.authFailures(),
-		Errors: c.errors.Load(), Skipped: c.skipped.Load(), Breaker: t.br.State(), BreakerOpens: t.br.Opens(),
+		Errors: c.errors.Load(), Timeouts: c.timeouts.Load(), Cut: c.cut.Load(), Skipped: c.skipped.Load(),
+		Breaker: state, BreakerOpens: opens, Servers: servers,
 	}
 }
 

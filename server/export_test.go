@@ -57,3 +57,13 @@ func BufferWaiters(s *Server) int {
 	defer s.bufs.mu.Unlock()
 	return s.bufs.waiters
 }
+
+// L2BeforePutRelease makes s's copies to L2 run f between the encode of
+// their values and the release of their read locks (a test steps the
+// manager's clock there, so that the locks lapse).
+func L2BeforePutRelease(s *Server, f func()) { s.l2.beforeRelease.Store(&f) }
+
+// L2PutSendsLapsed makes s's copies to L2 send the values whose read lock
+// lapsed before its release: the bug the lapsed-copy test's bite must
+// catch.
+func L2PutSendsLapsed(s *Server) { s.l2.sendLapsed.Store(true) }

@@ -117,6 +117,13 @@ type l2tier struct {
 	rate loadRate // the estimate of the L2 load rate (l2rate.go)
 
 	queued atomic.Int64 // keys queued for, or in, their copy to L2
+
+	// beforeRelease, when set (tests), runs in each copy between its
+	// encode (or, for a PayloadStore, its send) and the release of its
+	// read locks; sendLapsed is a deliberate bug: a copy sends values
+	// whose read lock lapsed (or, sent, leaves them in the store).
+	beforeRelease atomic.Pointer[func()]
+	sendLapsed    atomic.Bool
 }
 
 // loading is one key's prefetch: done closes once it is finished or
@@ -292,6 +299,9 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		t.store.Put(t.ctx, lk, vals)
 		return
 	}
+	if f := t.beforeRelease.Load(); f != nil {
+		(*f)()
+	}
 	s.gate.RLock()
 	sts, err := s.mgr.FinishReadUntracked(lk, leases, 1)
 	t.mu.Lock()
@@ -299,7 +309,9 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		t.own.subRead(leases[j], 1)
 		if err != nil || sts[j] != l1.OK {
 			t.own.dropRead(leases[j])
-			vals[j] = nil
+			if !t.sendLapsed.Load() {
+				vals[j] = nil // the lock lapsed: the block may have been reused mid-copy
+			}
 		}
 	}
 	t.mu.Unlock()
@@ -321,7 +333,8 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 // the pool, under the read lock, which is released after the send (no
 // copy of the object first; the lock is held for the network). An
 // object whose lock the release found lapsed may have been reused
-// while it was sent, so its value is deleted from the store.
+// while it was sent, so its value is deleted from the store, and the
+// copy counted as dropped.
 func (t *l2tier) putPayloads(ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.Result, sizes []int64) {
 	s := t.s
 	pool := s.pool.Bytes()
@@ -349,6 +362,9 @@ func (t *l2tier) putPayloads(ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.R
 	if s.l2PutKeepsRead.Load() {
 		return // the deliberate bug: the lock is never released
 	}
+	if f := t.beforeRelease.Load(); f != nil {
+		(*f)()
+	}
 	s.gate.RLock()
 	sts, err := s.mgr.FinishReadUntracked(lk, leases, 1)
 	var lapsed []l1.ObjectKey
@@ -362,8 +378,9 @@ func (t *l2tier) putPayloads(ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.R
 	}
 	t.mu.Unlock()
 	s.gate.RUnlock()
-	if len(lapsed) > 0 {
+	if len(lapsed) > 0 && !t.sendLapsed.Load() { // sendLapsed: the deliberate bug, lapsed copies kept
 		t.store.Delete(t.ctx, lapsed)
+		t.store.Drop(len(lapsed))
 	}
 }
 

@@ -266,10 +266,10 @@ func TestL2ClusterFaults(t *testing.T) {
 	// The breaker closes once the cluster answers again.
 	for _, n := range []*l2Node{a, b} {
 		deadline := time.Now().Add(10 * time.Second)
-		for n.tier.Breaker().State() != l2.Closed {
+		for n.tier.Stats().Breaker != l2.Closed {
 			n.tier.Head(ctx, keys[:1])
 			if time.Now().After(deadline) {
-				t.Fatalf("breaker %v after recovery", n.tier.Breaker().State())
+				t.Fatalf("breaker %v after recovery (%+v)", n.tier.Stats().Breaker, n.tier.Stats().Servers)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -37,7 +38,17 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 		return
 	}
 	rest := q.Keys[n:]
-	sizes := t.store.Head(t.ctx, rest)
+	// The budget bounds the L2 part of the lookup too: the header reads
+	// are cut at it (a miss), as the tier's timeout cuts them without one
+	// (kvallocd's is at most l2.MaxTimeout); maxLookupL2 is a backstop
+	// for a store whose timeout is longer.
+	wait := maxLookupL2
+	if q.Size > 0 {
+		wait = time.Duration(q.Size) * time.Microsecond
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, wait)
+	defer cancel()
+	sizes := t.store.Head(ctx, rest)
 	m := 0
 	for m < len(sizes) && sizes[m] >= 0 {
 		m++
@@ -65,6 +76,10 @@ func (s *Server) lookup(q *wire.Request, a *wire.Answer) {
 		s.l2cnt.probes.Add(uint64(t.prefetch(rest[:k], sizes[:k])))
 	}
 }
+
+// maxLookupL2 is the most a lookup without a budget waits for L2: past
+// l2.MaxTimeout, and within a client's default deadline (10 s).
+const maxLookupL2 = 8 * time.Second
 
 // batching is how the tier's prefetches cut their keys into gets.
 func (t *l2tier) batching() batching {

@@ -32,7 +32,7 @@ type l2Flags struct {
 
 func (f *l2Flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "l2", "", "the L2 tier: redis[s][+cluster|+plain]://[user@]host:port[,host:port...], a Redis Cluster's seed nodes or one plain Redis (rediss: TLS; user: a Redis ACL user; no password: -l2-password-file); empty for none")
-	fs.DurationVar(&f.timeout, "l2-timeout", l2.DefaultTimeout, "bound of each L2 call (a batched get, put or header read)")
+	fs.DurationVar(&f.timeout, "l2-timeout", l2.DefaultTimeout, "bound of each L2 call to each server (a batched get, put or header read), at most 5s: a lookup waits up to one")
 	fs.IntVar(&f.queue, "l2-queue", 1024, "finished objects waiting for their copy to L2; past it a copy is dropped and counted")
 	fs.IntVar(&f.batch, "l2-batch", 8, "keys per prefetch get: a prefetch loads its keys a get at a time, in order")
 	fs.StringVar(&f.batchBytes, "l2-batch-bytes", "64MiB", "a prefetch get takes more than -l2-batch keys while their payloads stay within this")
@@ -56,6 +56,9 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 	}
 	if f.timeout <= 0 || f.queue <= 0 || f.batch <= 0 || f.putBatch <= 0 || f.putWorkers <= 0 || f.breakerFailures <= 0 || f.breakerCooldown <= 0 || f.maxPrefetch <= 0 {
 		return fmt.Errorf("-l2-timeout, -l2-queue, -l2-batch, -l2-put-batch, -l2-put-workers, -l2-breaker-failures, -l2-breaker-cooldown and -l2-max-prefetch must be positive")
+	}
+	if f.timeout > l2.MaxTimeout {
+		return fmt.Errorf("-l2-timeout %v is past %v: a lookup waits up to one L2 timeout, and must answer within a client's deadline (10 s by default)", f.timeout, l2.MaxTimeout)
 	}
 	batchBytes, err := size(f.batchBytes)
 	if err != nil {

@@ -243,3 +243,33 @@ func TestL2PieceSizeFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestL2TimeoutFlag: -l2-timeout past l2.MaxTimeout is refused before any
+// connection: a lookup waits up to one L2 timeout, and one of 12 s would
+// outlast a client's default deadline of 10 s (its connection closed, its
+// lookup failed because of L2). l2.MaxTimeout itself is taken.
+func TestL2TimeoutFlag(t *testing.T) {
+	if l2.MaxTimeout >= client.DefaultTimeout {
+		t.Fatalf("l2.MaxTimeout %v is not below the client's default deadline %v", l2.MaxTimeout, client.DefaultTimeout)
+	}
+	for _, c := range []struct {
+		timeout string
+		ok      bool
+	}{{"12s", false}, {"5001ms", false}, {l2.MaxTimeout.String(), true}, {"300ms", true}} {
+		var f l2Flags
+		cfg, _, err := parse([]string{"-l2", "redis://127.0.0.1:1", "-l2-insecure-no-mac", "-l2-timeout", c.timeout}, io.Discard, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.open(t.Context(), &cfg)
+		if c.ok && err != nil {
+			t.Errorf("-l2-timeout %s: %v", c.timeout, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "-l2-timeout")) {
+			t.Errorf("-l2-timeout %s: %v, want a refusal naming it", c.timeout, err)
+		}
+		if err == nil {
+			cfg.L2.Store.Close()
+		}
+	}
+}
