@@ -110,14 +110,19 @@ handoff-harness:
 ## hit on its keys), TestL2LookupBudgetBoundsL2, TestL2NoEviction and the
 ## lapsed copies' test and bite, and cmd/kvallocd's
 ## TestL2KilledDaemonWarmsUpFromL2 (a daemon SIGKILLed mid-put, then its
-## hits per request recovering from L2) and TestL2KilledMidPrefetch. About
-## 90 s.
+## hits per request recovering from L2) and TestL2KilledMidPrefetch; l2's
+## TestForgingTenant (a tenant of a real Redis Cluster with SCAN, GET and
+## SET rewrites 8 of 8 values: forged, served, refused by MAC; and served
+## without a secret and with the MAC check skipped) and cmd/kvallocd's
+## TestL2ForgedValuesNotServed (the same through real daemons, counted in
+## /metrics). About 2 minutes.
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
 	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
-	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch' $$out; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch|TestL2ForgedValuesNotServed)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^TestForgingTenant$$$$' -v ./l2/ >>$$out 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch|forging tenant|a tenant forged' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -38,12 +39,13 @@ func ReadSecretFile(path string) ([]byte, error) {
 	if fi.Size() > 1<<16 {
 		return nil, fmt.Errorf("l2: secret file %s is %d bytes: a secret is at most 64 KiB", path, fi.Size())
 	}
-	b := make([]byte, fi.Size()+1)
-	n, err := f.Read(b)
-	if err != nil && n == 0 && fi.Size() > 0 {
+	b, err := io.ReadAll(io.LimitReader(f, 1<<16+1))
+	if err != nil {
 		return nil, fmt.Errorf("l2: secret file: %w", err)
 	}
-	b = b[:n]
+	if len(b) > 1<<16 {
+		return nil, fmt.Errorf("l2: secret file %s grew past 64 KiB", path)
+	}
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if len(b) == 0 {

@@ -9,14 +9,24 @@
 //     KV objects named by l1.ObjectKey, plus Stats and Close.
 //     Tier implements it over a Backend, the raw store (Redis, through
 //     NewRedis; a later store is one more Backend).
-//   - Every value carries a header (Encode): magic, version, the full key,
-//     the payload's size and CRC32C, and a CRC32C of the header and key.
-//     Tier serves a payload only when all of them check (Decode, or
-//     DecodeInto for Load, which checks the payload's CRC32C as it copies
-//     it and reports a miss for any refusal, so that the caller never
-//     serves the bytes it copied); a value that fails any check is a
-//     miss, is counted, and is deleted from the store. It is never
-//     returned.
+//   - Every value carries a header (Codec.Encode): magic, version, the
+//     full key, the MAC key id, the payload's size and CRC32C, a CRC32C of
+//     the header and key, and two HMAC-SHA-256 MACs under a secret the
+//     nodes share (NewSecret, NewCodec): one of the header, key and
+//     payload, one of the header and key. Tier serves a payload only when
+//     all of them check (Codec.Decode, or Codec.DecodeInto for Load, which
+//     checks the payload's CRC32C and MAC as it copies it and reports a
+//     miss for any refusal, so that the caller never serves the bytes it
+//     copied). A value that is damaged (ErrCorrupt) or fails its MAC
+//     (ErrForged) is a miss, is counted, and is deleted from the store;
+//     one of another format version or a secret the codec does not hold
+//     (ErrForeign) is a miss, counted, and left in the store. None is
+//     ever returned. Without a secret (Unauthenticated, the default of
+//     Options.Codec) values carry no MAC, and anyone who can write to the
+//     store can forge them.
+//   - NewRedis takes redis[s][+cluster|+plain]://[user@]host:port[,...]
+//     (ParseURL), a password and TLS in RedisOptions; it fails with ErrAuth
+//     when Redis refuses the credentials at start.
 //   - Tier never fails a caller because the store failed: every call has
 //     a timeout, a failure is a miss (Get, Head) or a dropped put, and
 //     after Options.BreakerFailures failures in a row, or one call that

@@ -87,6 +87,9 @@ func NewRedis(ctx context.Context, url string, opts RedisOptions) (*Redis, error
 		return nil, fmt.Errorf("l2: %q: TLS options for a redis:// URL: rediss:// is TLS", url)
 	}
 	mode := u.Mode
+	if opts.Cluster && mode == ModePlain {
+		return nil, fmt.Errorf("l2: %q: +plain, and RedisOptions.Cluster", url)
+	}
 	if opts.Cluster || (mode == ModeAuto && len(u.Addrs) > 1) {
 		mode = ModeCluster
 	}
@@ -267,10 +270,14 @@ func (r *Redis) getGroup(ctx context.Context, names []string, sizes []int, idx [
 func (r *Redis) GetPrefix(ctx context.Context, names []string, n []int) ([][]byte, []int64, error) {
 	pre := make([]*redis.StringCmd, len(names))
 	lens := make([]*redis.IntCmd, len(names))
+	// EXISTS tells an empty string (a value that fails its checks) from
+	// an absent name, which STRLEN does not.
+	exist := make([]*redis.IntCmd, len(names))
 	all, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, name := range names {
 			pre[i] = p.GetRange(ctx, name, 0, int64(max(n[i], 1))-1)
 			lens[i] = p.StrLen(ctx, name)
+			exist[i] = p.Exists(ctx, name)
 		}
 		return nil
 	})
@@ -280,7 +287,7 @@ func (r *Redis) GetPrefix(ctx context.Context, names []string, n []int) ([][]byt
 		ls[i] = -1
 		l, e1 := lens[i].Result()
 		b, e2 := pre[i].Bytes()
-		if e1 == nil && e2 == nil && l > 0 {
+		if e1 == nil && e2 == nil && (l > 0 || exist[i].Val() == 1) {
 			out[i], ls[i] = b, l
 		}
 	}

@@ -130,6 +130,43 @@
 //	-version              print the module version (and the checkout's revision when built from one),
 //	                      the Go toolchain and the protocol versions, and exit
 //
+// The L2 tier (docs/OPERATING.md, "Beyond one node"; every secret from a
+// file of mode 0600 or 0400 owned by the daemon's uid or root, never argv):
+//
+//	-l2 url                  redis[s][+cluster|+plain]://[user@]host:port[,host:port...]: a Redis Cluster's
+//	                         seeds or one plain Redis; rediss is TLS, user a Redis ACL user; a password,
+//	                         database, query or fragment is refused (default: no L2)
+//	-l2-secret-file path     the MAC secret every node shares, at least 32 bytes; required with -l2
+//	-l2-secret-file-old path the previous MAC secret, read only, during a rotation
+//	-l2-insecure-no-mac      run -l2 without a MAC secret: anyone who can write to the Redis can have its
+//	                         bytes served as KV cache (logged as a warning)
+//	-l2-password-file path   the Redis password, of the URL's user or the default user
+//	-l2-tls-ca-file path     with rediss://: the CA certificates (PEM) the servers are checked against
+//	                         (default: the system's roots)
+//	-l2-tls-cert-file path   with rediss://: the client certificate (PEM) to present
+//	-l2-tls-key-file path    with rediss://: its key (PEM)
+//	-l2-timeout d            bound of each L2 call (default 2s)
+//	-l2-queue n              finished objects waiting for their copy to L2; past it a copy is dropped
+//	                         and counted (default 1024)
+//	-l2-put-batch n          objects per put of the copies to L2 (default 2)
+//	-l2-put-workers n        puts of the copies in flight at once (default 8)
+//	-l2-batch n              keys per prefetch get (default 8)
+//	-l2-batch-bytes size     a prefetch get takes more keys while their payloads fit (default 64MiB)
+//	-l2-breaker-failures n   failed L2 calls in a row that open the circuit breaker (default 5)
+//	-l2-breaker-cooldown d   how long the open breaker skips L2 (default 2s)
+//	-l2-prefix s             prefix of every L2 name (default kvl2:)
+//	-l2-max-prefetch n       keys being loaded from L2 at once, over all lookups (default 4096)
+//	-l2-min-rate GB/s        an L2 hit's break-even; while the measured load rate is below it, lookups
+//	                         count L2 hits as misses; 0 counts every hit (default 0.70272)
+//	-l2-probe-interval d     while no L2 hit pays, how often one lookup's first batch loads anyway (default 1s)
+//	-l2-piece-size size      store each object as pieces of this size over every master, loaded into and
+//	                         sent from the pool without a copy; 0: whole values (default 256KiB)
+//
+// Against a Redis that refuses its credentials at start (NOAUTH,
+// WRONGPASS, NOPERM) the daemon does not start: exit 1, with a log line
+// that names -l2-password-file. Later refusals are counted
+// (kvallocd_l2_auth_failures_total) and logged.
+//
 // It installs with go install github.com/kvalloc/kvalloc/cmd/kvallocd@latest
 // (Linux only); kvallocd -version then names the module version installed.
 //
