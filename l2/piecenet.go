@@ -390,8 +390,9 @@ func (p *respPool) do(ctx context.Context, maxBulk int64, f func(c *respConn) er
 		}
 	}
 	deadline := time.Now().Add(p.timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	ctxDeadline := false
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		deadline, ctxDeadline = d, true
 	}
 	_ = c.c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Unix(1, 0)) })
@@ -399,6 +400,13 @@ func (p *respPool) do(ctx context.Context, maxBulk int64, f func(c *respConn) er
 	if cut := !stop(); cut || err != nil {
 		// Cut by ctx, or in error: the connection's state is unknown.
 		c.c.Close()
+		var ne net.Error
+		if ctxDeadline && errors.As(err, &ne) && ne.Timeout() {
+			// The connection's deadline is ctx's: its timer fires at
+			// the same instant, and the caller judges by ctx (a call
+			// that ran out its deadline trips a master's breaker).
+			<-ctx.Done()
+		}
 		if err != nil && ctx.Err() != nil {
 			err = errors.Join(err, ctx.Err())
 		}
