@@ -29,7 +29,7 @@ func TestL2KilledMidPrefetch(t *testing.T) {
 	sockA, sockB := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
 	args := func(sock string) []string {
 		return []string{"-socket", sock, "-pool-size", "256MiB", "-populate=false", "-l2", srv.URL(), "-l2-timeout", "2s",
-			"-l2-min-rate", "0"}
+			"-l2-min-rate", "0", "-l2-insecure-no-mac"} // the kill is the test, not the MAC
 	}
 	daemon(t, args(sockA)...)
 	ca := dialWait(t, sockA)
