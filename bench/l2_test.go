@@ -41,6 +41,7 @@ func closeL2Cluster() {
 	if cluster != nil {
 		cluster.Close()
 	}
+	closeL2Stores()
 }
 
 // l2URL is the shared cluster's seeds; the benchmark fails (never skips)
@@ -78,7 +79,16 @@ type putSignal struct {
 
 // Put implements l2.Store.
 func (p *putSignal) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int {
-	n := p.Store.Put(ctx, keys, values)
+	return p.stored(p.Store.Put(ctx, keys, values))
+}
+
+// PutPayloads implements l2.PayloadStore: the daemon's puts straight
+// from its pool.
+func (p *putSignal) PutPayloads(ctx context.Context, keys []l1.ObjectKey, payloads [][]byte) int {
+	return p.stored(p.Store.(l2.PayloadStore).PutPayloads(ctx, keys, payloads))
+}
+
+func (p *putSignal) stored(n int) int {
 	p.mu.Lock()
 	p.puts += uint64(n)
 	p.mu.Unlock()
@@ -234,139 +244,309 @@ var l2Sizes = []struct {
 	keys int
 }{{"64KiB", 64 << 10, 128}, {"1MiB", 1 << 20, 16}, {"8MiB", 8 << 20, 8}}
 
-// BenchmarkL2Get is L2 get throughput: path=daemon is a node loading keys
-// another node put, through the daemon (lookup with prefetch, then
-// reserve_read_prefix_wait, finish_read and a delete, so that the next op
-// loads them again); path=plain is a pipelined GET of the same values
-// with the same go-redis client on the same cluster. Reports GB/s of
-// payload. BenchmarkL2Get and BenchmarkL2Put skip under
-// TestAllocsPerOpIndependentOfN: the client's connections and the
-// daemon's put workers allocate at the network's pace, not per op.
+// l2Masters are the stores of the throughput benchmarks: one plain Redis
+// (masters=1) and clusters of 3 and 6 masters without replicas, each
+// started once per process (the replicas' replication would take the
+// same 2 cores from both sides alike; BenchmarkL2Hit keeps its cluster
+// with them).
+var l2Masters = []int{1, 3, 6}
+
+var (
+	storesMu sync.Mutex
+	stores   = map[int]string{}
+	closers  []func()
+)
+
+// closeL2Stores stops the throughput benchmarks' stores (TestMain).
+func closeL2Stores() {
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	for _, c := range closers {
+		c()
+	}
+	closers, stores = nil, map[int]string{}
+}
+
+// storeURL is the URL of the store of masters masters, started on first
+// use; the benchmark fails (never skips) without Redis.
+func storeURL(b *testing.B, masters int) string {
+	b.Helper()
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	if u, ok := stores[masters]; ok {
+		return u
+	}
+	ctx := context.Background()
+	if masters == 1 {
+		s, err := rediscluster.StartServer(ctx, rediscluster.Options{MaxMemory: "2gb"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		closers = append(closers, s.Close)
+		stores[masters] = s.URL()
+	} else {
+		c, err := rediscluster.Start(ctx, rediscluster.Options{Masters: masters, Replicas: -1, MaxMemory: "2gb"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		closers = append(closers, c.Close)
+		stores[masters] = c.URL()
+	}
+	return stores[masters]
+}
+
+// startPathDaemon is a daemon with an L2 tier on url in pieces of
+// pieceSize (0: whole values, the format before pieces).
+func startPathDaemon(b *testing.B, url string, poolSize int64, prefix string, pieceSize int64) *l2Daemon {
+	b.Helper()
+	cfg := server.Config{SocketPath: filepath.Join(b.TempDir(), "kvallocd.sock"), PoolSize: poolSize}
+	rd, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tier, err := l2.NewTier(rd, l2.Options{Timeout: 10 * time.Second, Prefix: prefix, PieceSize: pieceSize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &l2Daemon{store: &putSignal{Store: tier}, tier: tier, rd: rd}
+	d.store.cond = sync.NewCond(&d.store.mu)
+	cfg.L2 = server.L2Config{Store: d.store, Batch: l2PutBatch, Workers: l2PutWorkers}
+	s, err := server.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve()
+	b.Cleanup(func() { s.Close() })
+	c, err := client.Dial(s.SocketPath(), client.Options{Timeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	d.s, d.c = s, c
+	return d
+}
+
+// pieceNames are the names of keys' pieces of size in pieces of
+// DefaultPieceSize, under prefix.
+func pieceNames(prefix string, keys []l1.ObjectKey, size int64) []string {
+	var names []string
+	for i := range keys {
+		for j := range l2.PieceCount(size, l2.DefaultPieceSize) {
+			names = append(names, l2.PieceName(prefix, &keys[i], j))
+		}
+	}
+	return names
+}
+
+// alternate runs the ops of paths one after the other, op by op, until
+// b.Loop ends, each returning the time of its timed part; it reports each path's payload
+// rate, bytes an op over its summed time: the first as GB/s, the others
+// as <path>-GB/s. Alternating op by op puts every path in the same
+// seconds of a machine whose load swings (l2/DESIGN.md).
+func alternate(b *testing.B, bytes int64, paths []string, ops []func() time.Duration) {
+	b.Helper()
+	spent := make([]time.Duration, len(ops))
+	n := 0
+	for b.Loop() {
+		for i, op := range ops {
+			spent[i] += op()
+		}
+		n++
+	}
+	for i, p := range paths {
+		unit := p + "-GB/s"
+		if i == 0 {
+			unit = "GB/s"
+		}
+		if spent[i] > 0 {
+			b.ReportMetric(float64(bytes)*float64(n)/float64(spent[i].Nanoseconds()), unit)
+		}
+	}
+}
+
+// l2Paths are the paths the throughput benchmarks alternate: the daemon
+// in pieces (GB/s), the plain pipelined loop over the same pieces
+// (plain-GB/s), and the daemon on whole values as before pieces
+// (whole-GB/s).
+var l2Paths = []string{"daemon", "plain", "whole"}
+
+// BenchmarkL2Get is L2 get throughput, sub-benchmarks
+// path=daemon/size=S/masters=N: op by op alternated (alternate), a node
+// loading keys another node put through the daemon in pieces (lookup
+// with prefetch, then reserve_read_prefix_wait, finish_read and a
+// delete, so that the next op loads them again): GB/s; a pipelined GET of
+// the same pieces with go-redis's client on the same store, every master
+// at once: plain-GB/s; and the same daemon op on whole values, the path
+// before pieces: whole-GB/s. Rates are of payload. BenchmarkL2Get and
+// BenchmarkL2Put skip under TestAllocsPerOpIndependentOfN: the client's
+// connections and the daemon's put workers allocate at the network's
+// pace, not per op.
 func BenchmarkL2Get(b *testing.B) {
 	if os.Getenv(allocsCheckEnv) != "" {
 		b.Skip("go-redis's connections and the daemon's put workers allocate in the timed region, by the network's pace; not a per-op cost of kvalloc's code")
 	}
 	for _, sz := range l2Sizes {
-		prefix := "bench-get-" + sz.name + ":"
-		keys := l2BenchKeys("get-"+sz.name, sz.keys)
-		b.Run("path=daemon/size="+sz.name, func(b *testing.B) {
-			a := startL2Daemon(b, 2*int64(sz.keys)*sz.size, true, prefix)
-			a.writeAll(b, keys, sz.size)
-			a.waitPuts(b, uint64(sz.keys))
-			d := startL2Daemon(b, 2*int64(sz.keys)*sz.size, true, prefix)
-			leases := make([]client.Lease, sz.keys)
-			for b.Loop() {
-				lk, err := d.c.Lookup(keys, true)
-				if err != nil || int(lk.Prefetch) != sz.keys {
-					b.Fatalf("Lookup: %+v, %v", lk, err)
+		for _, masters := range l2Masters {
+			b.Run(fmt.Sprintf("path=daemon/size=%s/masters=%d", sz.name, masters), func(b *testing.B) {
+				url := storeURL(b, masters)
+				prefix := fmt.Sprintf("bench-get-%s-%d:", sz.name, masters)
+				keys := l2BenchKeys("get-"+sz.name, sz.keys)
+				pool := 2 * int64(sz.keys) * sz.size
+				var loads []func() time.Duration
+				for _, piece := range []int64{l2.DefaultPieceSize, 0} {
+					a := startPathDaemon(b, url, pool, prefix, piece)
+					a.writeAll(b, keys, sz.size)
+					a.waitPuts(b, uint64(sz.keys))
+					d := startPathDaemon(b, url, pool, prefix, piece)
+					loads = append(loads, d.loadOp(b, keys))
 				}
-				res, p, err := d.c.ReserveReadPrefixWait(keys, 1, wire.MaxWait*time.Microsecond)
-				if err != nil || p != sz.keys {
-					b.Fatalf("ReserveReadPrefixWait: %d of %d, %v (%+v)", p, sz.keys, err, d.tier.Stats())
+				rd, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: 10 * time.Second})
+				if err != nil {
+					b.Fatal(err)
 				}
-				for i := range res {
-					leases[i] = res[i].Lease
-				}
-				daemonAll(b, "FinishRead")(d.c.FinishRead(keys, leases, 1))
-				daemonAll(b, "Delete")(d.c.Delete(keys, false))
-			}
-			bandwidth(b, int64(sz.keys)*sz.size)
-		})
-		b.Run("path=plain/size="+sz.name, func(b *testing.B) {
-			a := startL2Daemon(b, 2*int64(sz.keys)*sz.size, true, prefix)
-			a.writeAll(b, keys, sz.size) // the same values, once more
-			a.waitPuts(b, uint64(sz.keys))
-			cl := a.rd.Client()
-			names := make([]string, len(keys))
-			for i := range keys {
-				names[i] = l2.StoreKey(prefix, &keys[i])
-			}
-			ctx := context.Background()
-			for b.Loop() {
-				cmds, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
-					for _, n := range names {
-						p.Get(ctx, n)
+				b.Cleanup(func() { rd.Close() })
+				names := pieceNames(prefix, keys, sz.size)
+				c := rd.Client()
+				ctx := context.Background()
+				plain := func() time.Duration {
+					t0 := time.Now()
+					cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+						for _, n := range names {
+							p.Get(ctx, n)
+						}
+						return nil
+					})
+					if err != nil || len(cmds) != len(names) {
+						b.Fatalf("pipelined GET: %v", err)
 					}
-					return nil
-				})
-				if err != nil || len(cmds) != len(names) {
-					b.Fatalf("pipelined GET: %v", err)
-				}
-				for _, c := range cmds {
-					if v, err := c.(*redis.StringCmd).Bytes(); err != nil || int64(len(v)) < sz.size {
-						b.Fatalf("GET: %d bytes, %v", len(v), err)
+					for _, c := range cmds {
+						if v, err := c.(*redis.StringCmd).Bytes(); err != nil || len(v) <= l2.PieceHeaderSize {
+							b.Fatalf("GET: %d bytes, %v", len(v), err)
+						}
 					}
+					return time.Since(t0)
 				}
-			}
-			bandwidth(b, int64(sz.keys)*sz.size)
-		})
+				alternate(b, int64(sz.keys)*sz.size, l2Paths, []func() time.Duration{loads[0], plain, loads[1]})
+			})
+		}
 	}
 }
 
-// BenchmarkL2Put is L2 put throughput: path=daemon is write-through, from
-// the finish_write of fresh objects (reserved and written before the
-// clock runs: the engine's work, not L2's) until the daemon has stored
-// them all in L2; path=plain is a pipelined SET of values of the same
-// size (made by l2.Encode) with the same go-redis client on the same
-// cluster, in the daemon's shape: pipelines of l2PutBatch values, up to
-// l2PutWorkers at once. Reports GB/s of payload.
+// loadOp is one get op through d: keys loaded from L2 (lookup with
+// prefetch, reserve_read_prefix_wait), released and deleted from L1.
+func (d *l2Daemon) loadOp(b *testing.B, keys []l1.ObjectKey) func() time.Duration {
+	leases := make([]client.Lease, len(keys))
+	return func() time.Duration {
+		t0 := time.Now()
+		lk, err := d.c.Lookup(keys, true)
+		if err != nil || int(lk.Prefetch) != len(keys) {
+			b.Fatalf("Lookup: %+v, %v (%+v)", lk, err, d.tier.Stats())
+		}
+		res, p, err := d.c.ReserveReadPrefixWait(keys, 1, wire.MaxWait*time.Microsecond)
+		if err != nil || p != len(keys) {
+			b.Fatalf("ReserveReadPrefixWait: %d of %d, %v (%+v)", p, len(keys), err, d.tier.Stats())
+		}
+		for i := range res {
+			leases[i] = res[i].Lease
+		}
+		daemonAll(b, "FinishRead")(d.c.FinishRead(keys, leases, 1))
+		daemonAll(b, "Delete")(d.c.Delete(keys, false))
+		return time.Since(t0)
+	}
+}
+
+// BenchmarkL2Put is L2 put throughput, sub-benchmarks
+// path=daemon/size=S/masters=N: op by op alternated (alternate),
+// write-through in pieces, from the finish_write of fresh objects
+// (reserved and written between the ops: the engine's work, not L2's)
+// until the daemon has stored them all: GB/s; a pipelined SET of the
+// same pieces (header and payload, made before) with go-redis's client
+// on the same store, in the daemon's shape, pipelines of l2PutBatch
+// objects' pieces, up to l2PutWorkers at once: plain-GB/s; and the same
+// write-through on whole values, the path before pieces: whole-GB/s.
+// Rates are of payload.
 func BenchmarkL2Put(b *testing.B) {
 	if os.Getenv(allocsCheckEnv) != "" {
 		b.Skip("go-redis's connections and the daemon's put workers allocate in the timed region, by the network's pace; not a per-op cost of kvalloc's code")
 	}
 	for _, sz := range l2Sizes {
-		prefix := "bench-put-" + sz.name + ":"
-		keys := l2BenchKeys("put-"+sz.name, sz.keys)
-		b.Run("path=daemon/size="+sz.name, func(b *testing.B) {
-			d := startL2Daemon(b, 4*int64(sz.keys)*sz.size, true, prefix)
-			done := uint64(0)
-			for b.Loop() {
-				b.StopTimer()
-				leases := d.stamp(b, keys, sz.size)
-				b.StartTimer()
-				d.finish(b, keys, leases)
-				done += uint64(sz.keys)
-				d.waitPuts(b, done)
-				b.StopTimer()
-				daemonAll(b, "Delete")(d.c.Delete(keys, false))
-				b.StartTimer()
-			}
-			bandwidth(b, int64(sz.keys)*sz.size)
-		})
-		b.Run("path=plain/size="+sz.name, func(b *testing.B) {
-			d := startL2Daemon(b, int64(sz.keys)*sz.size, true, prefix)
-			cl := d.rd.Client()
-			names := make([]string, len(keys))
-			vals := make([][]byte, len(keys))
-			for i := range keys {
-				names[i] = l2.StoreKey(prefix, &keys[i])
-				vals[i], _ = l2.Encode(nil, &keys[i], make([]byte, sz.size))
-			}
-			ctx := context.Background()
-			sem := make(chan struct{}, l2PutWorkers)
-			errs := make([]error, (len(names)+l2PutBatch-1)/l2PutBatch)
-			for b.Loop() {
-				var wg sync.WaitGroup
-				for lo := 0; lo < len(names); lo += l2PutBatch {
-					hi := min(lo+l2PutBatch, len(names))
-					sem <- struct{}{}
-					wg.Add(1)
-					go func() {
-						defer func() { <-sem; wg.Done() }()
-						_, errs[lo/l2PutBatch] = cl.Pipelined(ctx, func(p redis.Pipeliner) error {
-							for i := lo; i < hi; i++ {
-								p.Set(ctx, names[i], vals[i], 0)
-							}
-							return nil
-						})
-					}()
+		for _, masters := range l2Masters {
+			b.Run(fmt.Sprintf("path=daemon/size=%s/masters=%d", sz.name, masters), func(b *testing.B) {
+				url := storeURL(b, masters)
+				prefix := fmt.Sprintf("bench-put-%s-%d:", sz.name, masters)
+				keys := l2BenchKeys("put-"+sz.name, sz.keys)
+				var puts []func() time.Duration
+				for _, piece := range []int64{l2.DefaultPieceSize, 0} {
+					d := startPathDaemon(b, url, 4*int64(sz.keys)*sz.size, prefix+fmt.Sprint(piece), piece)
+					puts = append(puts, d.putOp(b, keys, sz.size))
 				}
-				wg.Wait()
-				if err := errors.Join(errs...); err != nil {
-					b.Fatalf("pipelined SET: %v", err)
+				rd, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: 10 * time.Second})
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-			bandwidth(b, int64(sz.keys)*sz.size)
-		})
+				b.Cleanup(func() { rd.Close() })
+				c := rd.Client()
+				ctx := context.Background()
+				// Each object's pieces, as the daemon's would be.
+				perObj := l2.PieceCount(sz.size, l2.DefaultPieceSize)
+				names := pieceNames(prefix+"floor:", keys, sz.size)
+				vals := make([][]byte, len(names))
+				for i := range keys {
+					for j := range perObj {
+						off := int64(j) * l2.DefaultPieceSize
+						end := min(off+l2.DefaultPieceSize, sz.size)
+						p := make([]byte, end-off)
+						h, err := l2.Unauthenticated.AppendPieceHeader(nil, &keys[i], sz.size, l2.DefaultPieceSize, j, 1, p)
+						if err != nil {
+							b.Fatal(err)
+						}
+						vals[i*perObj+j] = append(h, p...)
+					}
+				}
+				sem := make(chan struct{}, l2PutWorkers)
+				errs := make([]error, (len(keys)+l2PutBatch-1)/l2PutBatch)
+				plain := func() time.Duration {
+					t0 := time.Now()
+					var wg sync.WaitGroup
+					for lo := 0; lo < len(keys); lo += l2PutBatch {
+						hi := min(lo+l2PutBatch, len(keys))
+						sem <- struct{}{}
+						wg.Add(1)
+						go func() {
+							defer func() { <-sem; wg.Done() }()
+							_, errs[lo/l2PutBatch] = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+								for i := lo * perObj; i < hi*perObj; i++ {
+									p.Set(ctx, names[i], vals[i], 0)
+								}
+								return nil
+							})
+						}()
+					}
+					wg.Wait()
+					if err := errors.Join(errs...); err != nil {
+						b.Fatalf("pipelined SET: %v", err)
+					}
+					return time.Since(t0)
+				}
+				alternate(b, int64(sz.keys)*sz.size, l2Paths, []func() time.Duration{puts[0], plain, puts[1]})
+			})
+		}
+	}
+}
+
+// putOp is one put op through d: keys reserved and stamped (untimed),
+// then finished and waited for until stored in L2 (timed), then deleted
+// from L1 (untimed).
+func (d *l2Daemon) putOp(b *testing.B, keys []l1.ObjectKey, size int64) func() time.Duration {
+	done := uint64(0)
+	return func() time.Duration {
+		leases := d.stamp(b, keys, size)
+		t0 := time.Now()
+		d.finish(b, keys, leases)
+		done += uint64(len(keys))
+		d.waitPuts(b, done)
+		took := time.Since(t0)
+		daemonAll(b, "Delete")(d.c.Delete(keys, false))
+		return took
 	}
 }

@@ -131,6 +131,17 @@ func TestRedisAuth(t *testing.T) {
 		tier, _ := l2.NewTier(r, l2.Options{})
 		roundTrip(t, tier, keysN("auth", 8), 4096)
 		tier.Close()
+		// The piece path's own connections authenticate alike.
+		r, err = l2.NewRedis(ctx, c.url, l2.RedisOptions{Password: c.pw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tier, err = l2.NewTier(r, l2.Options{PieceSize: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		roundTrip(t, tier, keysN("auth-pieces", 8), 4096)
+		tier.Close()
 	}
 	var log logBuf
 	r, err := l2.NewRedis(ctx, user, l2.RedisOptions{Password: "user-pw", Logger: log.logger()})
@@ -259,6 +270,17 @@ func TestRedisTLS(t *testing.T) {
 	tier, _ := l2.NewTier(r, l2.Options{})
 	roundTrip(t, tier, keysN("tls", 8), 64<<10)
 	tier.Close()
+	// The piece path's own connections speak TLS alike.
+	r, err = l2.NewRedis(ctx, "rediss://"+addr, l2.RedisOptions{TLS: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier, err = l2.NewTier(r, l2.Options{PieceSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, tier, keysN("tls-pieces", 8), 64<<10)
+	tier.Close()
 
 	_, _, _, otherCCert, otherCKey := tlsFiles(t, t.TempDir())
 	otherCA, _, _, _, _ := tlsFiles(t, t.TempDir())
@@ -274,7 +296,7 @@ func TestRedisTLS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		tier, _ := l2.NewTier(r, l2.Options{Timeout: time.Second})
+		tier, _ := l2.NewTier(r, l2.Options{Timeout: time.Second, PieceSize: int64(len(name) % 2 * 1024)}) // some in pieces
 		keys := keysN("tls", 8)
 		_, vs := payloads(keys, 100)
 		if n := tier.Put(ctx, keys, vs); n != 0 {

@@ -24,6 +24,10 @@ type Stats struct {
 	// Corrupt counts values that failed a check (Decode, DecodeHeader):
 	// each a miss, and deleted.
 	Corrupt uint64
+	// Partial counts objects stored in pieces that missed with some of
+	// their pieces there: a piece absent or unreachable while others
+	// read, of another layout or size, or of another put.
+	Partial uint64
 	// Forged counts values whose checksums were right and whose MAC was
 	// not (ErrForged): each a miss, and deleted.
 	Forged uint64
@@ -53,7 +57,7 @@ type counters struct {
 	hits, misses, headHits, headMisses  atomic.Uint64
 	puts, putFailures, drops            atomic.Uint64
 	bytesIn, bytesOut, corrupt          atomic.Uint64
-	forged, foreign                     atomic.Uint64
+	partial, forged, foreign            atomic.Uint64
 	errors, timeouts, cut, skipped      atomic.Uint64
 	getLatency, putLatency, headLatency prometheus.Histogram
 }
@@ -83,6 +87,7 @@ var (
 	descBytesIn  = prometheus.NewDesc("kvallocd_l2_read_bytes_total", "Value bytes read from L2.", nil, nil)
 	descBytesOut = prometheus.NewDesc("kvallocd_l2_written_bytes_total", "Value bytes written to L2.", nil, nil)
 	descCorrupt  = prometheus.NewDesc("kvallocd_l2_checksum_failures_total", "L2 values that failed a check (magic, version, key, size, checksum): misses, deleted.", nil, nil)
+	descPartial  = prometheus.NewDesc("kvallocd_l2_partial_misses_total", "L2 objects in pieces that missed with some of their pieces there (absent, unreachable, another layout or put).", nil, nil)
 	descForged   = prometheus.NewDesc("kvallocd_l2_mac_failures_total", "L2 values whose checksums were right and whose MAC was not (written without the secret): misses, deleted.", nil, nil)
 	descForeign  = prometheus.NewDesc("kvallocd_l2_foreign_values_total", "L2 values of another format version or MAC secret: misses, left in the store.", nil, nil)
 	descAuth     = prometheus.NewDesc("kvallocd_l2_auth_failures_total", "L2 store calls refused for the daemon's credentials (Redis NOAUTH, WRONGPASS, NOPERM).", nil, nil)
@@ -100,7 +105,7 @@ var (
 // kvallocd_l2_*.
 func (t *Tier) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descHeadHit, descHeadMiss, descPuts, descPutFail,
-		descDrops, descBytesIn, descBytesOut, descCorrupt, descForged, descForeign, descAuth, descErrors, descSkipped, descBreaker, descOpens,
+		descDrops, descBytesIn, descBytesOut, descCorrupt, descPartial, descForged, descForeign, descAuth, descErrors, descSkipped, descBreaker, descOpens,
 		descTimeouts, descCut, descSrvState, descSrvOpens} {
 		ch <- d
 	}
@@ -125,6 +130,7 @@ func (t *Tier) Collect(ch chan<- prometheus.Metric) {
 	k(descBytesIn, s.BytesIn)
 	k(descBytesOut, s.BytesOut)
 	k(descCorrupt, s.Corrupt)
+	k(descPartial, s.Partial)
 	k(descForged, s.Forged)
 	k(descForeign, s.Foreign)
 	k(descAuth, s.AuthFailures)

@@ -52,9 +52,9 @@ type RedisOptions struct {
 type Redis struct {
 	c      redis.UniversalClient
 	stream int // RedisOptions.StreamBytes
+	conn   *conn
 
 	reload reloads // Suspect's reloads of the slot map (masters.go)
-	conn   *conn
 }
 
 var _ Backend = (*Redis)(nil)

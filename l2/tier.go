@@ -44,6 +44,16 @@ type Options struct {
 	// payload into dst; nil is Codec's DecodeInto. Tests set broken
 	// ones (mutants).
 	DecodeInto func(k *l1.ObjectKey, v, dst []byte) error
+	// PieceSize, when not 0, stores each object as pieces of that many
+	// bytes (the last shorter), spread over the cluster's masters, read
+	// and written over connections of the tier's own (piecetier.go,
+	// DESIGN.md "Pieces"); 0 stores whole values (Encode). Pieces need
+	// the Redis backend. Every daemon of one store must use one size: a
+	// piece of another layout is a miss.
+	PieceSize int64
+	// PieceConns bounds the piece path's connections per master
+	// (default 32).
+	PieceConns int
 }
 
 // MaxTimeout is the most Options.Timeout a daemon takes (kvallocd
@@ -64,6 +74,11 @@ type Tier struct {
 	opts Options
 	brs  breakers // by server (masters.go)
 	c    *counters
+	p    *pieceNet // the piece path; nil for whole values
+
+	// bugs are deliberate bugs of the piece path, set by the tests'
+	// mutants only (export_test.go).
+	bugs pieceBugs
 }
 
 var _ Store = (*Tier)(nil)
@@ -95,7 +110,11 @@ func NewTier(b Backend, opts Options) (*Tier, error) {
 	if opts.DecodeInto == nil {
 		opts.DecodeInto = opts.Codec.DecodeInto
 	}
-	return &Tier{b: b, opts: opts, brs: breakers{m: map[string]*serverBreaker{}}, c: newCounters()}, nil
+	t := &Tier{b: b, opts: opts, brs: breakers{m: map[string]*serverBreaker{}}, c: newCounters()}
+	if err := t.pieces(); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // Options returns the tier's options, defaults filled in.
@@ -118,6 +137,9 @@ func (t *Tier) names(keys []l1.ObjectKey) []string {
 // Head implements Store: a value's header and key are read (not its
 // payload) and checked, and its length must be the header's.
 func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
+	if t.p != nil {
+		return t.headPieces(ctx, keys)
+	}
 	sizes := make([]int64, len(keys))
 	for i := range sizes {
 		sizes[i] = -1
@@ -177,6 +199,9 @@ func (t *Tier) Head(ctx context.Context, keys []l1.ObjectKey) []int64 {
 
 // Get implements Store.
 func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
+	if t.p != nil {
+		return t.getPieces(ctx, keys)
+	}
 	out := make([][]byte, len(keys))
 	if len(keys) == 0 {
 		return out
@@ -226,6 +251,9 @@ func (t *Tier) Get(ctx context.Context, keys []l1.ObjectKey) [][]byte {
 func (t *Tier) Load(ctx context.Context, keys []l1.ObjectKey, dst [][]byte) []bool {
 	if len(keys) != len(dst) {
 		panic(fmt.Sprintf("l2: Load of %d keys into %d buffers", len(keys), len(dst)))
+	}
+	if t.p != nil {
+		return t.loadPieces(ctx, keys, dst)
 	}
 	ok := make([]bool, len(keys))
 	if len(keys) == 0 {
@@ -306,6 +334,18 @@ func (t *Tier) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) in
 	if len(keys) != len(values) {
 		panic(fmt.Sprintf("l2: Put of %d keys with %d values", len(keys), len(values)))
 	}
+	if t.p != nil {
+		// In pieces: each value's checked payload, aliased, not copied.
+		ps := make([][]byte, len(keys))
+		var ks []l1.ObjectKey
+		for i := range keys {
+			if p, err := t.opts.Codec.Decode(&keys[i], values[i]); err == nil {
+				ks, ps = append(ks, keys[i]), append(ps[:len(ks)], p)
+			}
+		}
+		t.c.putFailures.Add(uint64(len(keys) - len(ks)))
+		return t.putPieces(ctx, ks, ps[:len(ks)])
+	}
 	if len(keys) == 0 {
 		return 0
 	}
@@ -341,6 +381,10 @@ func (t *Tier) Drop(n int) { t.c.drops.Add(uint64(n)) }
 
 // Delete implements Store.
 func (t *Tier) Delete(ctx context.Context, keys []l1.ObjectKey) {
+	if t.p != nil {
+		t.deletePieces(ctx, keys)
+		return
+	}
 	if len(keys) == 0 {
 		return
 	}
@@ -364,7 +408,7 @@ func (t *Tier) Stats() Stats {
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), HeadHits: c.headHits.Load(), HeadMisses: c.headMisses.Load(),
 		Puts: c.puts.Load(), PutFailures: c.putFailures.Load(), Drops: c.drops.Load(),
-		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(),
+		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Corrupt: c.corrupt.Load(), Partial: c.partial.Load(),
 		Forged: c.forged.Load(), Foreign: c.foreign.Load(), AuthFailures: t.authFailures(),
 		Errors: c.errors.Load(), Timeouts: c.timeouts.Load(), Cut: c.cut.Load(), Skipped: c.skipped.Load(),
 		Breaker: state, BreakerOpens: opens, Servers: servers,
@@ -372,7 +416,12 @@ func (t *Tier) Stats() Stats {
 }
 
 // Close implements Store: it closes the backend.
-func (t *Tier) Close() error { return t.b.Close() }
+func (t *Tier) Close() error {
+	if t.p != nil {
+		t.p.close()
+	}
+	return t.b.Close()
+}
 
 // IsCorrupt reports whether err is a refusal of Decode or DecodeHeader.
 func IsCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }

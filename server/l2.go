@@ -119,8 +119,9 @@ type l2tier struct {
 	queued atomic.Int64 // keys queued for, or in, their copy to L2
 
 	// beforeRelease, when set (tests), runs in each copy between its
-	// encode and the release of its read locks; sendLapsed is a
-	// deliberate bug: a copy sends values whose read lock lapsed.
+	// encode (or, for a PayloadStore, its send) and the release of its
+	// read locks; sendLapsed is a deliberate bug: a copy sends values
+	// whose read lock lapsed (or, sent, leaves them in the store).
 	beforeRelease atomic.Pointer[func()]
 	sendLapsed    atomic.Bool
 }
@@ -263,6 +264,10 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 	if err != nil {
 		return // the manager is closed
 	}
+	if ps, ok := t.store.(l2.PayloadStore); ok {
+		t.putPayloads(ps, keys, res, sizes)
+		return
+	}
 	pool := s.pool.Bytes()
 	var lk []l1.ObjectKey
 	var leases []l1.Lease
@@ -321,6 +326,62 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		t.store.Drop(n)
 	}
 	t.store.Put(t.ctx, sk, sv)
+}
+
+// putPayloads is put's send for a store that takes payloads: each
+// object's bytes go to the store straight from the daemon's mapping of
+// the pool, under the read lock, which is released after the send (no
+// copy of the object first; the lock is held for the network). An
+// object whose lock the release found lapsed may have been reused
+// while it was sent, so its value is deleted from the store, and the
+// copy counted as dropped.
+func (t *l2tier) putPayloads(ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.Result, sizes []int64) {
+	s := t.s
+	pool := s.pool.Bytes()
+	var lk, sk []l1.ObjectKey
+	var leases []l1.Lease
+	var payloads [][]byte
+	for i := range keys {
+		if res[i].Status != l1.OK {
+			continue // deleted, evicted or rewritten since: nothing to copy
+		}
+		lk, leases = append(lk, keys[i]), append(leases, res[i].Lease)
+		if b, size := res[i].Block, sizes[i]; size >= 0 {
+			sk, payloads = append(sk, keys[i]), append(payloads, pool[b.Offset:b.Offset+size])
+		}
+	}
+	if len(lk) == 0 {
+		return
+	}
+	if n := len(lk) - len(sk); n > 0 {
+		t.store.Drop(n)
+	}
+	if len(sk) > 0 {
+		ps.PutPayloads(t.ctx, sk, payloads)
+	}
+	if s.l2PutKeepsRead.Load() {
+		return // the deliberate bug: the lock is never released
+	}
+	if f := t.beforeRelease.Load(); f != nil {
+		(*f)()
+	}
+	s.gate.RLock()
+	sts, err := s.mgr.FinishReadUntracked(lk, leases, 1)
+	var lapsed []l1.ObjectKey
+	t.mu.Lock()
+	for j := range lk {
+		t.own.subRead(leases[j], 1)
+		if err != nil || sts[j] != l1.OK {
+			t.own.dropRead(leases[j])
+			lapsed = append(lapsed, lk[j])
+		}
+	}
+	t.mu.Unlock()
+	s.gate.RUnlock()
+	if len(lapsed) > 0 && !t.sendLapsed.Load() { // sendLapsed: the deliberate bug, lapsed copies kept
+		t.store.Delete(t.ctx, lapsed)
+		t.store.Drop(len(lapsed))
+	}
 }
 
 // holds adds the daemon's own locks to Check's maps of writers and

@@ -256,7 +256,7 @@ func (d *daemonDriver) Lookup(i int, r *trace.Request) (int, error) {
 			}
 			extra := ""
 			if d.nodes[n].store != nil {
-				vals := d.nodes[n].store.Store.Get(context.Background(), []l1.ObjectKey{node.Key(r.Blocks[j], 0)})
+				vals := d.nodes[n].store.Tier.Get(context.Background(), []l1.ObjectKey{node.Key(r.Blocks[j], 0)})
 				if vals[0] == nil {
 					extra = "; L2 has no value for it now"
 				} else {

@@ -23,18 +23,26 @@ const SettleTimeout = 200 * time.Millisecond
 // countingStore is an l2.Store that counts the keys its daemon handed to
 // Put or Drop, so the replay can wait until a finish's copies are out.
 type countingStore struct {
-	l2.Store
+	*l2.Tier
 	done atomic.Int64
 }
 
+// PutPayloads implements l2.PayloadStore: the daemon's puts from its
+// pool, counted as Put's.
+func (s *countingStore) PutPayloads(ctx context.Context, keys []l1.ObjectKey, payloads [][]byte) int {
+	n := s.Tier.PutPayloads(ctx, keys, payloads)
+	s.done.Add(int64(len(keys)))
+	return n
+}
+
 func (s *countingStore) Put(ctx context.Context, keys []l1.ObjectKey, values [][]byte) int {
-	n := s.Store.Put(ctx, keys, values)
+	n := s.Tier.Put(ctx, keys, values)
 	s.done.Add(int64(len(keys)))
 	return n
 }
 
 func (s *countingStore) Drop(n int) {
-	s.Store.Drop(n)
+	s.Tier.Drop(n)
 	s.done.Add(int64(n))
 }
 
@@ -154,7 +162,7 @@ func (r *redisL2) tier(ctx context.Context) (*countingStore, error) {
 		b.Close()
 		return nil, err
 	}
-	return &countingStore{Store: t}, nil
+	return &countingStore{Tier: t}, nil
 }
 
 // keys returns the keys the cluster's masters hold.

@@ -173,6 +173,8 @@
 //	-l2-min-rate GB/s        an L2 hit's break-even; while the measured load rate is below it, lookups
 //	                         count L2 hits as misses; 0 counts every hit (default 0.70272)
 //	-l2-probe-interval d     while no L2 hit pays, how often one lookup's first batch loads anyway (default 1s)
+//	-l2-piece-size size      store each object as pieces of this size over every master, loaded into and
+//	                         sent from the pool without a copy; 0: whole values (default 256KiB)
 //
 // Against a Redis that refuses its credentials at start (NOAUTH,
 // WRONGPASS, NOPERM) the daemon does not start: exit 1, with a log line

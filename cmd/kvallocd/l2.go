@@ -25,6 +25,7 @@ type l2Flags struct {
 	maxPrefetch     int
 	minRate         float64 // GB/s
 	probeInterval   time.Duration
+	pieceSize       string
 	// The L2's security (l2sec.go).
 	sec l2SecFlags
 }
@@ -42,6 +43,7 @@ func (f *l2Flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "l2-prefix", l2.DefaultPrefix, "prefix of every L2 name: daemons with different prefixes share no values")
 	fs.IntVar(&f.maxPrefetch, "l2-max-prefetch", 4096, "keys being loaded from L2 at once, over all lookups")
 	fs.Float64Var(&f.minRate, "l2-min-rate", server.DefaultL2MinRate/1e9, "break-even of an L2 hit, in GB/s (KV bytes per token × prefill tokens per second; the default is Kimi K2's at 10,000 tokens/s): while the daemon's measured L2 load rate is below it, lookups count L2 hits as misses; 0 counts every hit")
+	fs.StringVar(&f.pieceSize, "l2-piece-size", "256KiB", "store each object in L2 as pieces of this size spread over the cluster's masters, read into and written from the pool without a copy; 0 stores whole values (the format before pieces: every daemon of one store must use one setting)")
 	fs.DurationVar(&f.probeInterval, "l2-probe-interval", server.DefaultL2ProbeInterval, "while no L2 hit pays, how often one lookup's first batch is loaded anyway, uncounted, to measure the rate again")
 	f.sec.register(fs)
 }
@@ -65,6 +67,12 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 	if !(f.minRate >= 0) || math.IsInf(f.minRate, 1) || f.probeInterval <= 0 {
 		return fmt.Errorf("-l2-min-rate must be 0 or a positive number of GB/s (got %v), and -l2-probe-interval positive (got %v)", f.minRate, f.probeInterval)
 	}
+	var pieceSize int64
+	if f.pieceSize != "0" {
+		if pieceSize, err = size(f.pieceSize); err != nil {
+			return fmt.Errorf("-l2-piece-size: %w", err)
+		}
+	}
 	codec, ropts, err := f.sec.open(cfg.Logger)
 	if err != nil {
 		return err
@@ -75,7 +83,7 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 		return err
 	}
 	t, err := l2.NewTier(r, l2.Options{Timeout: f.timeout, BreakerFailures: f.breakerFailures,
-		BreakerCooldown: f.breakerCooldown, Prefix: f.prefix, Codec: codec})
+		BreakerCooldown: f.breakerCooldown, Prefix: f.prefix, Codec: codec, PieceSize: pieceSize})
 	if err != nil {
 		r.Close()
 		return err

@@ -210,6 +210,40 @@ func TestL2PutShapeFlags(t *testing.T) {
 	}
 }
 
+// TestL2PieceSizeFlag: kvallocd stores objects in pieces of 256 KiB by
+// default, -l2-piece-size sets the size, 0 stores whole values, and a
+// size that is not one is refused.
+func TestL2PieceSizeFlag(t *testing.T) {
+	srv := rediscluster.NewServer(t, rediscluster.Options{})
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{{nil, 256 << 10}, {[]string{"-l2-piece-size", "1MiB"}, 1 << 20}, {[]string{"-l2-piece-size", "0"}, 0}} {
+		var f l2Flags
+		cfg, _, err := parse(append([]string{"-l2", srv.URL(), "-l2-insecure-no-mac"}, c.args...), io.Discard, &f)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if err := f.open(t.Context(), &cfg); err != nil {
+			t.Fatalf("%q: open: %v", c.args, err)
+		}
+		if got := cfg.L2.Store.(*l2.Tier).Options().PieceSize; got != c.want {
+			t.Errorf("%q: pieces of %d bytes, want %d", c.args, got, c.want)
+		}
+		cfg.L2.Store.Close()
+	}
+	for _, v := range []string{"-1", "lots", "2GiB"} {
+		var f l2Flags
+		cfg, _, err := parse([]string{"-l2", srv.URL(), "-l2-insecure-no-mac", "-l2-piece-size", v}, io.Discard, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.open(t.Context(), &cfg); err == nil || !strings.Contains(err.Error(), "piece") {
+			t.Errorf("-l2-piece-size %s: %v, want a refusal naming it", v, err)
+		}
+	}
+}
+
 // TestL2TimeoutFlag: -l2-timeout past l2.MaxTimeout is refused before any
 // connection: a lookup waits up to one L2 timeout, and one of 12 s would
 // outlast a client's default deadline of 10 s (its connection closed, its

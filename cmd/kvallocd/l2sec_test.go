@@ -175,11 +175,18 @@ func TestL2ForgedValuesNotServed(t *testing.T) {
 	le, cast := binary.LittleEndian, crc32.MakeTable(crc32.Castagnoli)
 	for _, name := range names {
 		v, _ := rc.Get(t.Context(), name).Bytes()
-		n := l2.HeaderSize + int(le.Uint16(v[6:])+le.Uint16(v[8:])+le.Uint16(v[10:]))
+		kl := int(le.Uint16(v[6:]) + le.Uint16(v[8:]) + le.Uint16(v[10:]))
+		// A whole value's offsets, or a piece's (kvallocd's default:
+		// an object of 64 KiB is one piece).
+		hs, crcAt, hcrcAt, macAt := l2.HeaderSize, 32, 36, 40
+		if le.Uint16(v[4:]) == l2.PieceVersion {
+			hs, crcAt, hcrcAt, macAt = l2.PieceHeaderSize, 48, 52, 56
+		}
+		n := hs + kl
 		evil := bytes.Repeat([]byte("forged!!"), (len(v)-n)/8)
 		w := append(bytes.Clone(v[:n]), evil...)
-		le.PutUint32(w[32:], crc32.Checksum(evil, cast))
-		le.PutUint32(w[36:], crc32.Update(crc32.Checksum(w[:36], cast), cast, w[40:n]))
+		le.PutUint32(w[crcAt:], crc32.Checksum(evil, cast))
+		le.PutUint32(w[hcrcAt:], crc32.Update(crc32.Checksum(w[:hcrcAt], cast), cast, w[macAt:n]))
 		rc.Set(t.Context(), name, w, 0)
 	}
 	metrics := freeAddr(t)

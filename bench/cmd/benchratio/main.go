@@ -335,17 +335,30 @@ var targets = []target{
 		note: "what key handles (version 2) cost or save against version 1, the client's default"},
 	{num: m("DaemonRoundTrip/op=reserve-finish", "ns/rtt"), den: m("DaemonRoundTrip/op=ping", "ns/rtt"), op: "<=", bound: 1.5},
 	// The L2 tier on a real Redis Cluster: an L1 hit (32 keys) with L2 on
-	// against off, and L2 get and put throughput of 8 MiB objects through
-	// the daemon against a plain pipelined GET and SET loop with the same
-	// go-redis client on the same cluster; then the smaller blocks, for
-	// what the block size does.
+	// against off; then L2 get and put throughput of 8 MiB objects
+	// through the daemon in pieces against a plain pipelined GET and SET
+	// loop of the same pieces with go-redis's client on the same store
+	// (plain-GB/s) and against the daemon on whole values, the path
+	// before pieces (whole-GB/s), the three alternated op by op in one
+	// benchmark, on 3 masters, then 1 and 6; then the smaller blocks.
 	{num: m("L2Hit/l2=on", "ns/op"), den: m("L2Hit/l2=off", "ns/op"), op: "<=", bound: 1.1},
-	{num: m("L2Get/path=daemon/size=8MiB", "GB/s"), den: m("L2Get/path=plain/size=8MiB", "GB/s"), op: ">=", bound: 0.8},
-	{num: m("L2Put/path=daemon/size=8MiB", "GB/s"), den: m("L2Put/path=plain/size=8MiB", "GB/s"), op: ">=", bound: 0.8},
-	{num: m("L2Get/path=daemon/size=1MiB", "GB/s"), den: m("L2Get/path=plain/size=1MiB", "GB/s"), report: true, note: "1 MiB blocks"},
-	{num: m("L2Get/path=daemon/size=64KiB", "GB/s"), den: m("L2Get/path=plain/size=64KiB", "GB/s"), report: true, note: "64 KiB blocks"},
-	{num: m("L2Put/path=daemon/size=1MiB", "GB/s"), den: m("L2Put/path=plain/size=1MiB", "GB/s"), report: true, note: "1 MiB blocks"},
-	{num: m("L2Put/path=daemon/size=64KiB", "GB/s"), den: m("L2Put/path=plain/size=64KiB", "GB/s"), report: true, note: "64 KiB blocks"},
+	{num: m(l2get8+"/masters=3", "GB/s"), den: m(l2get8+"/masters=3", "plain-GB/s"), op: ">=", bound: 0.9},
+	{num: m(l2put8+"/masters=3", "GB/s"), den: m(l2put8+"/masters=3", "plain-GB/s"), op: ">=", bound: 0.9},
+	{num: m(l2get8+"/masters=3", "GB/s"), den: m(l2get8+"/masters=3", "whole-GB/s"), op: ">=", bound: 2,
+		note: "pieces against whole values"},
+	{num: m(l2put8+"/masters=3", "GB/s"), den: m(l2put8+"/masters=3", "whole-GB/s"), report: true, note: "pieces against whole values"},
+	{num: m(l2get8+"/masters=1", "GB/s"), den: m(l2get8+"/masters=1", "plain-GB/s"), report: true, note: "one Redis"},
+	{num: m(l2put8+"/masters=1", "GB/s"), den: m(l2put8+"/masters=1", "plain-GB/s"), report: true, note: "one Redis"},
+	{num: m(l2get8+"/masters=1", "GB/s"), den: m(l2get8+"/masters=1", "whole-GB/s"), report: true, note: "one Redis, pieces against whole values"},
+	{num: m(l2get8+"/masters=6", "GB/s"), den: m(l2get8+"/masters=6", "plain-GB/s"), report: true, note: "6 masters"},
+	{num: m(l2put8+"/masters=6", "GB/s"), den: m(l2put8+"/masters=6", "plain-GB/s"), report: true, note: "6 masters"},
+	{num: m(l2get8+"/masters=6", "GB/s"), den: m(l2get8+"/masters=6", "whole-GB/s"), report: true, note: "6 masters, pieces against whole values"},
+	{num: m("L2Get/path=daemon/size=1MiB/masters=3", "GB/s"), den: m("L2Get/path=daemon/size=1MiB/masters=3", "plain-GB/s"), report: true, note: "1 MiB blocks"},
+	{num: m("L2Get/path=daemon/size=64KiB/masters=3", "GB/s"), den: m("L2Get/path=daemon/size=64KiB/masters=3", "plain-GB/s"), report: true, note: "64 KiB blocks"},
+	{num: m("L2Put/path=daemon/size=1MiB/masters=3", "GB/s"), den: m("L2Put/path=daemon/size=1MiB/masters=3", "plain-GB/s"), report: true, note: "1 MiB blocks"},
+	{num: m("L2Put/path=daemon/size=64KiB/masters=3", "GB/s"), den: m("L2Put/path=daemon/size=64KiB/masters=3", "plain-GB/s"), report: true, note: "64 KiB blocks"},
+	{num: m("L2Get/path=daemon/size=1MiB/masters=3", "GB/s"), den: m("L2Get/path=daemon/size=1MiB/masters=3", "whole-GB/s"), report: true, note: "1 MiB blocks, pieces against whole values"},
+	{num: m("L2Get/path=daemon/size=64KiB/masters=3", "GB/s"), den: m("L2Get/path=daemon/size=64KiB/masters=3", "whole-GB/s"), report: true, note: "64 KiB blocks, pieces against whole values"},
 	// Many engines on one daemon: a one-key call's p99 (ms) while another
 	// connection sends 10,000-key frames back to back, and its growth with
 	// 64 connections from 8 processes.
@@ -415,6 +428,13 @@ func m(name, unit string) measure { return measure{name, unit} }
 // pool8MiB is BenchmarkAllocatorPool's production case: 8 MiB objects in a
 // pool of 5700 of them (45 GiB).
 const pool8MiB = "AllocatorPool/object=8MiB/pool=45GiB"
+
+// l2get8 and l2put8 are BenchmarkL2Get's and BenchmarkL2Put's 8 MiB
+// objects through the daemon; "/masters=N" names the store.
+const (
+	l2get8 = "L2Get/path=daemon/size=8MiB"
+	l2put8 = "L2Put/path=daemon/size=8MiB"
+)
 
 // pyClient is BenchmarkPythonClient: the Python and the Go client on one
 // daemon.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"math"
 
 	"github.com/kvalloc/kvalloc/l1"
 	"github.com/kvalloc/kvalloc/l2"
@@ -24,6 +26,12 @@ func L2SkipChecksum(k *l1.ObjectKey, v []byte) ([]byte, error) {
 	}
 	return v[n:], nil
 }
+
+// RESPNoBound is an l2.RESPReader maker that ignores its bound: it
+// accepts a bulk of any length a peer announces, so a peer that claims a
+// huge reply makes its reader wait for, or its caller make room for,
+// bytes no piece has.
+func RESPNoBound(r io.Reader, _ int64) *l2.RESPReader { return l2.NewRESPReader(r, math.MaxInt64) }
 
 // L2SkipMAC is an L2 value decoder that checks everything the public
 // format lets anyone compute (magic, version, lengths, both CRC32Cs, the
