@@ -191,12 +191,16 @@ func (t *Tier) call(ctx context.Context, id string, idx []int, f func(ctx contex
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
 	err := f(cctx, idx)
-	expired := cctx.Err() != nil
+	// By the clock, not by ctx.Err() alone: a connection's deadline is
+	// the context's, and its read can fail at the deadline before the
+	// context's own timer has marked it done; that call was cut all the
+	// same, not failed by the server.
+	expired := cctx.Err() != nil || past(cctx)
 	cancel()
 	switch {
 	case err == nil:
 		br.Done(true)
-	case ctx.Err() != nil || (expired && !own):
+	case ctx.Err() != nil || past(ctx) || (expired && !own):
 		t.c.cut.Add(1)
 		br.Release()
 	case expired:
@@ -210,6 +214,12 @@ func (t *Tier) call(ctx context.Context, id string, idx []int, f func(ctx contex
 		t.suspect(id, err)
 	}
 	return true
+}
+
+// past reports whether ctx has a deadline that has passed.
+func past(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // Backend returns the tier's backend.

@@ -383,6 +383,7 @@ func TestL2LookupBudgetBoundsL2(t *testing.T) {
 			_ = srv.Cont()
 		}
 	}()
+	s0 := b.tier.Stats()
 	var budgeted latencies
 	for range 3 {
 		t0 := time.Now()
@@ -409,8 +410,12 @@ func TestL2LookupBudgetBoundsL2(t *testing.T) {
 	if plain > timeout+2*time.Second {
 		t.Errorf("a lookup without a budget took %v (timeout %v)", plain, timeout)
 	}
-	if s.Cut < 3 || s.BreakerOpens != 0 {
-		t.Errorf("cut calls %d, breaker opens %d: a budget is no verdict on the store", s.Cut, s.BreakerOpens)
+	// A budget that ran out before the call began skips L2 (no call);
+	// one that ran out during it cuts the call: neither counts against
+	// the store. How many were cut depends on the machine's load.
+	if s.Errors != s0.Errors || s.Timeouts != s0.Timeouts || s.BreakerOpens != s0.BreakerOpens {
+		t.Errorf("budgeted lookups gave a verdict on the store: errors %d → %d, timeouts %d → %d, breaker opens %d → %d (cut %d → %d)",
+			s0.Errors, s.Errors, s0.Timeouts, s.Timeouts, s0.BreakerOpens, s.BreakerOpens, s0.Cut, s.Cut)
 	}
 	if err := srv.Cont(); err != nil {
 		t.Fatal(err)

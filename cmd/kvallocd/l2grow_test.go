@@ -171,13 +171,21 @@ func procMiB(t *testing.T, pid int, field string) float64 {
 // header read and the prefetch's get (SETRANGE, by a proxy in front of a
 // real redis-server, as the get goes by) must not be read whole. A
 // kvallocd process loads 4 keys of 64 KiB, each grown to 64 MiB just
-// before its get: the daemon reads at most each value's header, key and
-// 64 KiB + 1 bytes (kvallocd_l2_read_bytes_total), the grown values are
-// misses (corrupt, deleted), and its RssAnon stays within 32 MiB of what
-// it was before (not checked under the race detector, whose shadow
-// memory is in RssAnon; the bytes read are). A daemon that read the whole
-// values held 256 MiB more. It logs the numbers.
+// before its get, in both formats: whole values (-l2-piece-size 0,
+// whose get is a GETRANGE bounded by the expected size) and pieces (the
+// default, whose reader refuses a reply longer than a piece). The daemon
+// reads at most each value's header, key and 64 KiB + 1 bytes
+// (kvallocd_l2_read_bytes_total), the grown values are misses, and its
+// RssAnon stays within 32 MiB of what it was before (not checked under
+// the race detector, whose shadow memory is in RssAnon; the bytes read
+// are). A daemon that read the whole values held 256 MiB more. It logs
+// the numbers.
 func TestL2GrownValueRSS(t *testing.T) {
+	t.Run("whole", func(t *testing.T) { grownValueRSS(t, 0) })
+	t.Run("pieces", func(t *testing.T) { grownValueRSS(t, 256<<10) })
+}
+
+func grownValueRSS(t *testing.T, pieceSize int64) {
 	const size, grow, n = 64 << 10, 64 << 20, 4
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	proxy := newGrowProxy(t, srv.Addr(), grow)
@@ -199,27 +207,33 @@ func TestL2GrownValueRSS(t *testing.T) {
 	}
 	cmd, log := daemon(t, "-socket", sock, "-pool-size", "64MiB", "-populate=false", "-metrics", maddr,
 		"-l2", "redis://"+proxy.addr(), "-l2-timeout", "5s", "-l2-min-rate", "0",
-		"-l2-secret-file", secretPath)
+		"-l2-secret-file", secretPath, "-l2-piece-size", strconv.FormatInt(pieceSize, 10))
 	c := dialWait(t, sock)
 
 	keys := make([]l1.ObjectKey, n)
-	rc := srv.Client()
-	defer rc.Close()
+	payloads := make([][]byte, n)
 	ctx := context.Background()
 	var bound float64
 	for i := range keys {
 		keys[i] = l1.ObjectKey{ChunkHash: fmt.Sprintf("grow-%d", i), Model: "m"}
-		p := make([]byte, size)
-		fill(p, i)
-		v, err := codec.Encode(nil, &keys[i], p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rc.Set(ctx, l2.StoreKey(l2.DefaultPrefix, &keys[i]), v, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		payloads[i] = make([]byte, size)
+		fill(payloads[i], i)
 		bound += float64(l2.PrefixLen(&keys[i]) + size + 1)
 	}
+	// The values go in through a tier of the daemon's format, straight
+	// to Redis (not through the proxy).
+	be, err := l2.NewRedis(ctx, srv.URL(), l2.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier, err := l2.NewTier(be, l2.Options{Codec: codec, PieceSize: pieceSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tier.PutPayloads(ctx, keys, payloads); got != n {
+		t.Fatalf("stored %d of %d values", got, n)
+	}
+	tier.Close()
 	sizes := make([]int64, n)
 	for i := range sizes {
 		sizes[i] = size
@@ -240,16 +254,19 @@ func TestL2GrownValueRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	corrupt, _ := scrape(maddr, "kvallocd_l2_checksum_failures_total")
-	t.Logf("4 values of %d bytes grown to %d in Redis before their get: %.0f bytes read (bound %.0f), prefix %d, corrupt %.0f; "+
+	t.Logf("4 values of %d bytes (piece size %d) grown to %d in Redis before their get: %.0f bytes read (bound %.0f), prefix %d, corrupt %.0f; "+
 		"RssAnon %.1f MiB before, %.1f after; VmHWM %.1f MiB before, %.1f after (race detector: %v)",
-		size, grow, read, bound, p, corrupt, before, after, hwmBefore, hwm, raceOn)
+		size, pieceSize, grow, read, bound, p, corrupt, before, after, hwmBefore, hwm, raceOn)
 	if p != 0 || res[0].Status != wire.StatusKeyNotExist {
 		t.Fatalf("a grown value was served: prefix %d, %v", p, res)
 	}
 	if read > bound {
 		t.Fatalf("the daemon read %.0f bytes of values, over the %.0f their expected sizes allow", read, bound)
 	}
-	if corrupt != n {
+	// A whole value's GETRANGE reads one byte past the payload, which
+	// shows the value grew: corrupt. A piece's reply is refused at its
+	// length, before any byte is read: a miss.
+	if pieceSize == 0 && corrupt != n {
 		t.Fatalf("%.0f values counted corrupt, want %d", corrupt, n)
 	}
 	if !raceOn && after > before+32 {

@@ -42,12 +42,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func daemon(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func daemon(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe, append([]string{"-test.run=^$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), "KVALLOC_TEST_DAEMON=1")
-	var log bytes.Buffer
-	cmd.Stderr = &log
+	log := &lockedBuffer{} // the test reads it while the daemon writes
+	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func daemon(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 			cmd.Wait()
 		}
 	})
-	return cmd, &log
+	return cmd, log
 }
 
 func waitSocket(t *testing.T, path string) {
