@@ -75,7 +75,10 @@
 //     serving (handoff.go), or with Systemd from systemd's fd store
 //     (fdstore.go); the objects are served under a new epoch, and locks
 //     and leases do not survive. An index it doubts is never served: the
-//     daemon starts cold and says why (Start).
+//     daemon starts cold and says why (Start). The daemon's own L2 work
+//     stops before its index is taken: no prefetch writes into a block
+//     and no copy to L2 reads one once the successor may reuse it; a
+//     handoff that fails starts it again.
 //
 // wire/PROTOCOL.md is the protocol, byte by byte.
 package server

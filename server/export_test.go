@@ -99,3 +99,13 @@ func KillTakeoverAt(point string) { takeoverDieAt = point }
 // SetTakeoverTimeout sets how long a takeover of this process waits for
 // the transfer.
 func SetTakeoverTimeout(d time.Duration) { handoffDialTimeout = d }
+
+// SkipL2PauseAtHandoff makes every handoff of this process export its
+// index while its L2 tier's prefetches and copies go on (as every handoff
+// did): the bug the L2 restart test's bite must catch.
+func SkipL2PauseAtHandoff() { l2PauseSkipBite = true }
+
+// KeepL2PausedAtResume makes every failed handoff of this process leave
+// its L2 tier paused when the daemon serves on: the bug the resumed-L2
+// test's bite must catch.
+func KeepL2PausedAtResume() { l2ResumeSkipBite = true }

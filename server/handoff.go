@@ -30,9 +30,11 @@ import (
 // meanwhile), drains: it stops accepting, ends every connection (a request
 // being carried out is finished and answered; a frame not yet read is
 // dropped unanswered, so a client that got no answer knows its call did
-// nothing), closes its metrics listener, holds every block under a live
-// lease (write reservations, read locks, both quarantines: their
-// processes may still copy into or out of them; l1.Manager.HoldLeases)
+// nothing), pauses its L2 tier (no prefetch or copy to L2 touches the
+// pool from then on: pauseL2), closes its metrics listener, holds every
+// block under a live lease (write reservations, read locks, both
+// quarantines: their processes may still copy into or out of them;
+// l1.Manager.HoldLeases)
 // and exports its finished objects and those held blocks; and it sends,
 // in one message, the memfd, its listening socket and its socket's lock
 // file (SCM_RIGHTS), then the index (index.go).
@@ -62,7 +64,8 @@ import (
 // Until it commits, the old daemon owns the pool and the socket, and the
 // new one changes nothing in the pool: a handoff that fails before the
 // commit leaves the old daemon serving. It serves on (its connections
-// ended, their blocks held until their leases lapse) when the new daemon
+// ended, their blocks held until their leases lapse; its L2 tier
+// unpaused) when the new daemon
 // hangs up or dies before its ready (the connection ends), or says
 // nothing within handoffReadyTimeout (it answers KVNO: the new daemon,
 // if alive, then exits nonzero and changes nothing), or dies between the
@@ -372,8 +375,8 @@ func (s *Server) transferTo(c *net.UnixConn, idx []byte) error {
 }
 
 // drainAndExport stops the daemon serving: no accept, every connection
-// ended (their leases held, not released), no metrics; and returns the
-// index of what is left.
+// ended (their leases held, not released), the L2 tier paused (pauseL2),
+// no metrics; and returns the index of what is left.
 func (s *Server) drainAndExport() ([]byte, error) {
 	s.mu.Lock()
 	if s.closing {
@@ -388,11 +391,41 @@ func (s *Server) drainAndExport() ([]byte, error) {
 	s.mu.Unlock()
 	s.bufs.shut()                       // a request waiting for frame buffers ends now
 	_ = s.ln.ln.SetDeadline(time.Now()) // Serve's accept returns; it sees closing
+	// Before the connections' last requests are waited for: a prefix
+	// read waiting for a prefetch sees it cut, not its whole wait.
+	s.pauseL2()
 	s.wg.Wait()
 	if s.http != nil {
 		s.http.Close()
 	}
 	return s.restartIndex()
+}
+
+// pauseL2 pauses the L2 tier for a handoff's export (l2tier.pause): the
+// index is taken once no prefetch writes into a block and no copy to L2
+// reads one, so that it holds no block this daemon still writes or reads
+// and no lock of its own. Otherwise a load would go on writing into a
+// block the index holds only until its lease lapses, and a copy would
+// read, under a read lock the successor does not know, a block the
+// successor may have given another object: its bytes stored in L2 under
+// the old key, with a valid MAC.
+func (s *Server) pauseL2() {
+	t := s.l2
+	if t == nil {
+		return
+	}
+	if l2PauseSkipBite {
+		s.log.Warn("handoff: the L2 tier is not paused (a deliberate bug)")
+		return
+	}
+	start := time.Now()
+	running, wait := t.pause()
+	w := s.L2Work()
+	s.log.Info("handoff: pausing the L2 tier: no prefetch or copy starts; those running are cut", "running", running,
+		"keys_loading", w.Loading, "copy_read_locks", w.Reads, "queued", w.Queued)
+	wait()
+	s.log.Info("handoff: the L2 tier is paused: no prefetch or copy touches the pool", "queued", s.L2Work().Queued,
+		"took", time.Since(start))
 }
 
 // restartIndex holds every block under a live lease (l1's HoldLeases,
@@ -462,8 +495,9 @@ func (s *Server) noteRestartReads() {
 var restartReleaseBite bool
 
 // resume makes the daemon serve on after a handoff that failed before
-// its commit (why): it accepts again and serves metrics again; the
-// blocks of the connections it ended stay held until their leases lapse.
+// its commit (why): it accepts again, its L2 tier loads and copies again,
+// and it serves metrics again; the blocks of the connections it ended
+// stay held until their leases lapse.
 func (s *Server) resume(why error) {
 	if handoffCommitExitBite {
 		s.log.Warn("handoff failed: exiting all the same (a deliberate bug)", "why", why)
@@ -471,6 +505,11 @@ func (s *Server) resume(why error) {
 	}
 	s.log.Warn("handoff failed: this daemon serves on", "why", why)
 	s.holdLeases.Store(false)
+	if l2ResumeSkipBite {
+		s.log.Warn("handoff failed: the L2 tier stays paused (a deliberate bug)")
+	} else if s.l2.unpause() {
+		s.log.Info("handoff failed: the L2 tier loads and copies again", "queued", s.L2Work().Queued)
+	}
 	s.bufs.reopen()
 	_ = s.ln.ln.SetDeadline(time.Time{})
 	if s.cfg.MetricsAddr != "" {

@@ -612,6 +612,10 @@ func handoffd() int {
 	if d, err := time.ParseDuration(os.Getenv("KVALLOC_HO_DIAL_TIMEOUT")); err == nil {
 		server.SetTakeoverTimeout(d)
 	}
+	if err := handoffdL2(&cfg); err != nil { // l2restart_test.go
+		fmt.Println("l2:", err)
+		return 1
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		fmt.Println("new:", err)
@@ -632,6 +636,7 @@ func handoffd() int {
 		s.Close()
 		<-done
 	case <-done:
+		lingerAfterHandoff(s) // l2restart_test.go
 		s.Close()
 	}
 	return 0

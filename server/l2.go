@@ -114,6 +114,18 @@ type l2tier struct {
 	inflight int                       // len(pending)
 	closed   bool
 
+	// The pause of a handoff (pause, unpause): while paused no prefetch
+	// and no copy starts. run is the context of the loads and copies:
+	// a child of ctx, cancelled by the pause, new at the unpause. busy
+	// counts the loads and copies running (under mu); idle, on mu, is
+	// signalled when busy drops to 0, and at the unpause and the close
+	// (for the putters waiting out a pause).
+	paused  bool
+	run     context.Context
+	stopRun context.CancelFunc
+	busy    int
+	idle    *sync.Cond
+
 	rate loadRate // the estimate of the L2 load rate (l2rate.go)
 
 	queued atomic.Int64 // keys queued for, or in, their copy to L2
@@ -142,6 +154,8 @@ func (s *Server) startL2() error {
 	t := &l2tier{s: s, store: cfg.Store, cfg: cfg, queue: make(chan l1.ObjectKey, cfg.Queue),
 		own: newLedger(), pending: map[l1.ObjectKey]*loading{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.run, t.stopRun = context.WithCancel(t.ctx)
+	t.idle = sync.NewCond(&t.mu)
 	for range cfg.Workers {
 		t.wg.Add(1)
 		go t.putter()
@@ -160,6 +174,7 @@ func (s *Server) stopL2() {
 	}
 	t.mu.Lock()
 	t.closed = true
+	t.idle.Broadcast() // a putter waiting out a pause drains the queue
 	t.mu.Unlock()
 	t.cancel()
 	close(t.queue)
@@ -219,15 +234,42 @@ func (t *l2tier) putter() {
 				break fill
 			}
 		}
-		if t.ctx.Err() == nil { // closing: drain without work
-			t.put(keys, bufs)
+		if ctx, ok := t.enter(); ok { // closing: drain without work
+			t.put(ctx, keys, bufs)
+			t.leave()
 		}
 		t.queued.Add(-int64(len(keys)))
 	}
 }
 
-// put is one batch of putter.
-func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
+// enter starts a copy to L2: it waits out a pause, and returns the
+// context the copy runs under (cancelled by the next pause); false when
+// the tier is closing.
+func (t *l2tier) enter() (context.Context, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.paused && !t.closed {
+		t.idle.Wait()
+	}
+	if t.closed || t.ctx.Err() != nil {
+		return nil, false
+	}
+	t.busy++
+	return t.run, true
+}
+
+// leave ends a load or a copy that enter (or prefetch) started.
+func (t *l2tier) leave() {
+	t.mu.Lock()
+	t.busy--
+	if t.busy == 0 {
+		t.idle.Broadcast()
+	}
+	t.mu.Unlock()
+}
+
+// put is one batch of putter, under ctx.
+func (t *l2tier) put(ctx context.Context, keys []l1.ObjectKey, bufs [][]byte) {
 	s := t.s
 	s.gate.RLock()
 	// A temporary object goes with its last read lock: the copy's would
@@ -265,7 +307,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 		return // the manager is closed
 	}
 	if ps, ok := t.store.(l2.PayloadStore); ok {
-		t.putPayloads(ps, keys, res, sizes)
+		t.putPayloads(ctx, ps, keys, res, sizes)
 		return
 	}
 	pool := s.pool.Bytes()
@@ -296,7 +338,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 	if s.l2PutKeepsRead.Load() {
 		// The deliberate bug: the lock is never released; the ledger
 		// keeps its record, so Check agrees with l1.
-		t.store.Put(t.ctx, lk, vals)
+		t.store.Put(ctx, lk, vals)
 		return
 	}
 	if f := t.beforeRelease.Load(); f != nil {
@@ -325,7 +367,7 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 	if n := len(lk) - len(sk); n > 0 {
 		t.store.Drop(n)
 	}
-	t.store.Put(t.ctx, sk, sv)
+	t.store.Put(ctx, sk, sv)
 }
 
 // putPayloads is put's send for a store that takes payloads: each
@@ -335,7 +377,11 @@ func (t *l2tier) put(keys []l1.ObjectKey, bufs [][]byte) {
 // object whose lock the release found lapsed may have been reused
 // while it was sent, so its value is deleted from the store, and the
 // copy counted as dropped.
-func (t *l2tier) putPayloads(ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.Result, sizes []int64) {
+//
+// A pause cancels ctx: the send is cut (a piece connection at once; a
+// whole value's call at the latest at the tier's timeout) and the locks
+// released, the copy abandoned or done.
+func (t *l2tier) putPayloads(ctx context.Context, ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.Result, sizes []int64) {
 	s := t.s
 	pool := s.pool.Bytes()
 	var lk, sk []l1.ObjectKey
@@ -357,7 +403,7 @@ func (t *l2tier) putPayloads(ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.R
 		t.store.Drop(n)
 	}
 	if len(sk) > 0 {
-		ps.PutPayloads(t.ctx, sk, payloads)
+		ps.PutPayloads(ctx, sk, payloads)
 	}
 	if s.l2PutKeepsRead.Load() {
 		return // the deliberate bug: the lock is never released
@@ -413,6 +459,8 @@ type L2Work struct {
 	// lock per key loading, a read lock per object being copied.
 	Writes int
 	Reads  int64
+	// Paused: a handoff paused the tier (no prefetch or copy runs).
+	Paused bool
 }
 
 // L2Work returns what the daemon's L2 tier has in hand; the zero L2Work
@@ -424,7 +472,7 @@ func (s *Server) L2Work() L2Work {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w := L2Work{Queued: int(t.queued.Load()), Loading: t.inflight, Writes: len(t.own.writes.all())}
+	w := L2Work{Queued: int(t.queued.Load()), Loading: t.inflight, Writes: len(t.own.writes.all()), Paused: t.paused}
 	for _, h := range t.own.reads.all() {
 		w.Reads += h.n
 	}
@@ -458,3 +506,52 @@ func (t *l2tier) verifyOwn(bad func(format string, a ...any)) {
 		bad("the daemon holds %d read locks of its own with %d objects queued for, or in, their copy to L2", reads, q)
 	}
 }
+
+// pause stops the tier's work on the pool, for a handoff's export: no
+// prefetch or copy starts from then on (a lookup prefetches nothing, the
+// finished keys wait in the queue) and the ones running are cancelled;
+// the returned wait returns once every one has ended: a load has
+// finished or aborted its keys (a get cut by the cancel, as a failed
+// one, aborts its keys; one that arrived whole finishes them), a copy
+// has released its read locks (its send cut, or done). The daemon then
+// holds no lock of its own, and nothing of the tier touches the pool
+// until unpause. running is how many loads and copies were cancelled. A
+// store call that ignores its context's cancel (go-redis's reads heed
+// only a deadline) is waited for, up to the tier's timeout.
+func (t *l2tier) pause() (running int, wait func()) {
+	t.mu.Lock()
+	t.paused = true
+	t.stopRun()
+	running = t.busy
+	t.mu.Unlock()
+	return running, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for t.busy > 0 {
+			t.idle.Wait()
+		}
+	}
+}
+
+// unpause lets the tier work again after a pause (a handoff that
+// failed): the putters take up the queue, lookups prefetch. It reports
+// whether the tier was paused.
+func (t *l2tier) unpause() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.paused {
+		return false
+	}
+	t.paused = false
+	t.run, t.stopRun = context.WithCancel(t.ctx)
+	t.idle.Broadcast()
+	return true
+}
+
+// l2PauseSkipBite and l2ResumeSkipBite are deliberate bugs, set only by
+// the L2 restart tests' bites (export_test.go): a handoff exports while
+// the L2 tier works on (no pause), and a failed one leaves it paused.
+var l2PauseSkipBite, l2ResumeSkipBite bool

@@ -218,7 +218,7 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 	s.gate.RLock()
 	t.mu.Lock()
 	n := 0
-	for n < len(keys) && !t.closed {
+	for n < len(keys) && !t.closed && !t.paused {
 		if _, ok := t.pending[keys[n]]; ok {
 			n++
 			continue
@@ -275,14 +275,17 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 			break
 		}
 	}
+	var ctx context.Context
 	if len(mine) > 0 {
 		t.wg.Add(1)
+		t.busy++ // a pause waits for this load
+		ctx = t.run
 	}
 	t.mu.Unlock()
 	s.gate.RUnlock()
 	if len(mine) > 0 {
 		s.l2cnt.prefetched.Add(uint64(len(mine)))
-		go t.load(mine, leases, blocks, lens, dones)
+		go t.load(ctx, mine, leases, blocks, lens, dones)
 	}
 	return n
 }
@@ -290,11 +293,12 @@ func (t *l2tier) prefetch(keys []l1.ObjectKey, sizes []int64) int {
 // load fetches prefetched keys from L2, a batch at a time, checks each
 // payload of the right size as it copies it into its block (Store.Load)
 // and finishes it;
-// every other key (a miss, a bad value, a timeout, the daemon closing)
-// is aborted. Each key's waiters are woken once it is finished or
-// aborted.
-func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result, sizes []int64, dones []*loading) {
+// every other key (a miss, a bad value, a timeout, the daemon closing,
+// a pause: ctx cancelled) is aborted. Each key's waiters are woken once
+// it is finished or aborted.
+func (t *l2tier) load(ctx context.Context, keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result, sizes []int64, dones []*loading) {
 	defer t.wg.Done()
+	defer t.leave()
 	s := t.s
 	pool := s.pool.Bytes()
 	for at, end := 0, 0; at < len(keys); at = end {
@@ -305,15 +309,15 @@ func (t *l2tier) load(keys []l1.ObjectKey, leases []l1.Lease, blocks []l1.Result
 		// before the finish, and a refused one is aborted).
 		dst := make([][]byte, len(ks))
 		var ok []bool
-		if t.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			for i := range ks {
 				if b := blocks[at+i].Block; sizes[at+i] <= b.Size {
 					dst[i] = pool[b.Offset : b.Offset+sizes[at+i]]
 				}
 			}
 			start := time.Now()
-			ok = t.store.Load(t.ctx, ks, dst)
-			if t.ctx.Err() == nil { // a get cut short by the daemon's end measures nothing
+			ok = t.store.Load(ctx, ks, dst)
+			if ctx.Err() == nil { // a get cut short by the daemon's end or a pause measures nothing
 				var bytes int64
 				for i := range ok {
 					if ok[i] {

@@ -83,7 +83,10 @@
 // connections, not the engine processes, which may still copy into or out
 // of their blocks: no block under a live lease goes to another writer
 // until its lease would have lapsed (-write-ttl, -read-ttl); a lease with
-// no expiry is held for -restart-hold. See wire/PROTOCOL.md.
+// no expiry is held for -restart-hold. See wire/PROTOCOL.md. The daemon's
+// own L2 prefetches and copies stop before a handoff's export (a whole
+// value's get or put in flight is waited for, up to -l2-timeout), and
+// start again if the handoff fails.
 //
 // Under systemd (server.Config.Systemd, always on; it acts only on
 // systemd's variables): with Type=notify it reports READY=1 once it
