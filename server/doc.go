@@ -73,8 +73,12 @@
 //   - A restart keeps the cache when asked to: a daemon with Takeover takes
 //     the pool, the socket and the index of finished objects from the one
 //     serving (handoff.go), or with Systemd from systemd's fd store
-//     (fdstore.go); the objects are served under a new epoch, and locks
-//     and leases do not survive. An index it doubts is never served: the
+//     (fdstore.go); the objects are served under a new epoch. Locks and
+//     leases are not carried over as such, but no block under one is
+//     given to another writer: the index holds each such block until its
+//     lease would lapse (Config.RestartHold for a lease with no expiry),
+//     since its client may still write or read it. An index it doubts is
+//     never served: the
 //     daemon starts cold and says why (Start). The daemon's own L2 work
 //     stops before its index is taken: no prefetch writes into a block
 //     and no copy to L2 reads one once the successor may reuse it; a
