@@ -539,5 +539,7 @@ engine-bites: engine-deps
 ## warm from L2 on another node (two kvallocd over a Redis Cluster) and
 ## from vLLM's own prefix cache, as ratios against cold in the same run
 ## (python/engine/bench.py). Installs the engine and redis when missing.
+## ENGINE_BENCH_ARGS go to bench.py: --l2-piece-size 0 runs the L2 in whole
+## values, to compare with the pieces of the default.
 engine-bench: engine-deps redis
-	@GO=$(GO) bash python/engine/run-bench.sh
+	@GO=$(GO) bash python/engine/run-bench.sh $(ENGINE_BENCH_ARGS)

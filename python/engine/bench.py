@@ -158,6 +158,9 @@ def main() -> int:
     ap.add_argument("--mutant", default="",
                     help="a broken connector of python/tests/vllm/mutants.py "
                     "(WrongBlock, LoadsNothing): the check must fail")
+    ap.add_argument("--l2-piece-size", default="",
+                    help="kvallocd's -l2-piece-size for both nodes (0: whole "
+                         "values; default: kvallocd's own)")
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
@@ -219,9 +222,12 @@ def main() -> int:
         os.close(fd)
         daemons = {}
         for n in "AB":
+            extra = (["-l2-piece-size", a.l2_piece_size]
+                     if a.l2_piece_size else [])
             d = Daemon(pool=4 * GIB, args=["-l2", url, "-l2-min-rate", "0",
                                            "-l2-secret-file", secret,
-                                           "-metrics", f"127.0.0.1:{ports[n]}"])
+                                           "-metrics", f"127.0.0.1:{ports[n]}"]
+                       + extra)
             daemons[n] = d.start()
             procs.append(d)
         mfile = {n: os.path.join(tmp, f"connector-{n}.jsonl") for n in "AB"}
@@ -323,7 +329,8 @@ def report(rows: Rows, a: Any, spec: Any, kv_tok: int,
     out = [f"engine-bench: {a.prompts} prompts of {a.tokens} tokens, model "
            f"{spec.layers} layers, hidden {spec.hidden}, {spec.kv_heads} KV "
            f"heads x {spec.head_dim}, fp32: {kv_tok / 1024:.0f} KiB of KV per "
-           f"token, {a.tokens * kv_tok / 1e6:.1f} MB per prompt; load average "
+           f"token, {a.tokens * kv_tok / 1e6:.1f} MB per prompt; L2 "
+           f"-l2-piece-size {a.l2_piece_size or 'default'}; load average "
            f"{load[0]:.1f} at the end",
            "",
            "| way | n | TTFT median (s) | TTFT ÷ cold | prompt tok/s | "
