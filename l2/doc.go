@@ -33,8 +33,10 @@
 //     without a copy. An object is a hit only when every piece is there
 //     and checks: a piece missing, refused or of another object, layout,
 //     put or secret is a miss of the whole object, counted, never part
-//     of one. A tier in pieces reads no whole values, nor one on whole
-//     values pieces.
+//     of one. Head counts an object in pieces only while every master
+//     that holds one of its pieces takes calls (its breaker does not
+//     refuse them), as Load would skip that piece. A tier in pieces
+//     reads no whole values, nor one on whole values pieces.
 //   - NewRedis takes redis[s][+cluster|+plain]://[user@]host:port[,...]
 //     (ParseURL), a password and TLS in RedisOptions; it fails with ErrAuth
 //     when Redis refuses the credentials at start.
