@@ -583,7 +583,22 @@ func (d *l2Daemon) putOp(b *testing.B, keys []l1.ObjectKey, size int64) func() t
 		done += uint64(len(keys))
 		d.waitPuts(b, done)
 		took := time.Since(t0)
+		d.waitReleased(b)
 		daemonAll(b, "Delete")(d.c.Delete(keys, false))
 		return took
+	}
+}
+
+// waitReleased waits (untimed) until d's put workers hold no read lock:
+// in pieces a worker releases its objects' locks after the tier's
+// PutPayloads returns, which is when waitPuts sees them stored, so a
+// Delete right then could find a key still locked (KEY_IS_LOCKED).
+func (d *l2Daemon) waitReleased(b *testing.B) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); d.s.L2Work().Reads > 0; {
+		if time.Now().After(deadline) {
+			b.Fatalf("the put workers still hold %d read locks a minute after their puts", d.s.L2Work().Reads)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
