@@ -378,17 +378,15 @@ func (t *Tier) readPiece(k *l1.ObjectKey, rd *RESPReader, rep Reply, size int64,
 	case !o.sameID(h.ID) && !t.bugs.skipID:
 		return pieceOther, rd.SkipBulk() // a piece of another put: a miss
 	}
-	pc := t.opts.Codec.checkPiece(&h, hb)
+	pc := t.opts.Codec.checkPiece(&h, hb, dst[off:end])
 	for at := off; at < end; at += readChunk {
 		c := dst[at:min(at+readChunk, end)]
 		if err := rd.ReadBulk(c); err != nil {
-			pc.done()
 			return pieceMissing, err
 		}
 		pc.add(c)
 	}
 	if err := rd.EndBulk(); err != nil {
-		pc.done()
 		return pieceMissing, err
 	}
 	if err := pc.done(); err != nil && !(t.bugs.skipCRC && errors.Is(err, ErrCorrupt)) {
