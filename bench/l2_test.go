@@ -295,16 +295,36 @@ func storeURL(b *testing.B, masters int) string {
 	return stores[masters]
 }
 
+// benchCodec is the throughput benchmarks' MAC codec: a fixed secret of
+// MinSecret bytes, as kvallocd runs in production (-l2-secret-file;
+// HMAC-SHA-256 of every value or piece by its writer and its reader).
+var benchCodec = func() *l2.Codec {
+	sec := make([]byte, l2.MinSecret)
+	for i := range sec {
+		sec[i] = byte(i*7 + 1)
+	}
+	s, err := l2.NewSecret(sec)
+	if err != nil {
+		panic(err)
+	}
+	c, err := l2.NewCodec(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
 // startPathDaemon is a daemon with an L2 tier on url in pieces of
-// pieceSize (0: whole values, the format before pieces).
-func startPathDaemon(b *testing.B, url string, poolSize int64, prefix string, pieceSize int64) *l2Daemon {
+// pieceSize (0: whole values, the format before pieces) whose values
+// carry MACs under codec (l2.Unauthenticated: none).
+func startPathDaemon(b *testing.B, url string, poolSize int64, prefix string, pieceSize int64, codec *l2.Codec) *l2Daemon {
 	b.Helper()
 	cfg := server.Config{SocketPath: filepath.Join(b.TempDir(), "kvallocd.sock"), PoolSize: poolSize}
 	rd, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: 10 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	tier, err := l2.NewTier(rd, l2.Options{Timeout: 10 * time.Second, Prefix: prefix, PieceSize: pieceSize})
+	tier, err := l2.NewTier(rd, l2.Options{Timeout: 10 * time.Second, Prefix: prefix, PieceSize: pieceSize, Codec: codec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -365,19 +385,29 @@ func alternate(b *testing.B, bytes int64, paths []string, ops []func() time.Dura
 }
 
 // l2Paths are the paths the throughput benchmarks alternate: the daemon
-// in pieces (GB/s), the plain pipelined loop over the same pieces
-// (plain-GB/s), and the daemon on whole values as before pieces
-// (whole-GB/s).
-var l2Paths = []string{"daemon", "plain", "whole"}
+// in pieces with MACs, as kvallocd runs with its secret (GB/s), the
+// plain pipelined loop over the same pieces (plain-GB/s), the daemon on
+// whole values with MACs, as before pieces (whole-GB/s), and the daemon
+// in pieces without a MAC (nomac-GB/s; -l2-insecure-no-mac), which
+// shows what the MAC costs.
+var l2Paths = []string{"daemon", "plain", "whole", "nomac"}
+
+// l2Daemons are the daemons' configurations of the paths of l2Paths
+// other than the plain loop, in order.
+var l2Daemons = []struct {
+	piece int64
+	codec *l2.Codec
+}{{l2.DefaultPieceSize, benchCodec}, {0, benchCodec}, {l2.DefaultPieceSize, l2.Unauthenticated}}
 
 // BenchmarkL2Get is L2 get throughput, sub-benchmarks
 // path=daemon/size=S/masters=N: op by op alternated (alternate), a node
 // loading keys another node put through the daemon in pieces (lookup
 // with prefetch, then reserve_read_prefix_wait, finish_read and a
-// delete, so that the next op loads them again): GB/s; a pipelined GET of
-// the same pieces with go-redis's client on the same store, every master
-// at once: plain-GB/s; and the same daemon op on whole values, the path
-// before pieces: whole-GB/s. Rates are of payload. BenchmarkL2Get and
+// delete, so that the next op loads them again), with MACs: GB/s; a
+// pipelined GET of the same pieces with go-redis's client on the same
+// store, every master at once: plain-GB/s; the same daemon op on whole
+// values with MACs, the path before pieces: whole-GB/s; and in pieces
+// without a MAC: nomac-GB/s. Rates are of payload. BenchmarkL2Get and
 // BenchmarkL2Put skip under TestAllocsPerOpIndependentOfN: the client's
 // connections and the daemon's put workers allocate at the network's
 // pace, not per op.
@@ -393,11 +423,17 @@ func BenchmarkL2Get(b *testing.B) {
 				keys := l2BenchKeys("get-"+sz.name, sz.keys)
 				pool := 2 * int64(sz.keys) * sz.size
 				var loads []func() time.Duration
-				for _, piece := range []int64{l2.DefaultPieceSize, 0} {
-					a := startPathDaemon(b, url, pool, prefix, piece)
+				for i, p := range l2Daemons {
+					// Each configuration under a prefix of its own: pieces
+					// with and without MACs are different values.
+					pre := prefix
+					if i > 0 {
+						pre = fmt.Sprintf("%s%d:", prefix, i)
+					}
+					a := startPathDaemon(b, url, pool, pre, p.piece, p.codec)
 					a.writeAll(b, keys, sz.size)
 					a.waitPuts(b, uint64(sz.keys))
-					d := startPathDaemon(b, url, pool, prefix, piece)
+					d := startPathDaemon(b, url, pool, pre, p.piece, p.codec)
 					loads = append(loads, d.loadOp(b, keys))
 				}
 				rd, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: 10 * time.Second})
@@ -426,7 +462,7 @@ func BenchmarkL2Get(b *testing.B) {
 					}
 					return time.Since(t0)
 				}
-				alternate(b, int64(sz.keys)*sz.size, l2Paths, []func() time.Duration{loads[0], plain, loads[1]})
+				alternate(b, int64(sz.keys)*sz.size, l2Paths, []func() time.Duration{loads[0], plain, loads[1], loads[2]})
 			})
 		}
 	}
@@ -457,14 +493,15 @@ func (d *l2Daemon) loadOp(b *testing.B, keys []l1.ObjectKey) func() time.Duratio
 
 // BenchmarkL2Put is L2 put throughput, sub-benchmarks
 // path=daemon/size=S/masters=N: op by op alternated (alternate),
-// write-through in pieces, from the finish_write of fresh objects
-// (reserved and written between the ops: the engine's work, not L2's)
-// until the daemon has stored them all: GB/s; a pipelined SET of the
+// write-through in pieces with MACs, from the finish_write of fresh
+// objects (reserved and written between the ops: the engine's work, not
+// L2's) until the daemon has stored them all: GB/s; a pipelined SET of the
 // same pieces (header and payload, made before) with go-redis's client
 // on the same store, in the daemon's shape, pipelines of l2PutBatch
-// objects' pieces, up to l2PutWorkers at once: plain-GB/s; and the same
-// write-through on whole values, the path before pieces: whole-GB/s.
-// Rates are of payload.
+// objects' pieces, up to l2PutWorkers at once: plain-GB/s; the same
+// write-through on whole values with MACs, the path before pieces:
+// whole-GB/s; and in pieces without a MAC: nomac-GB/s. Rates are of
+// payload.
 func BenchmarkL2Put(b *testing.B) {
 	if os.Getenv(allocsCheckEnv) != "" {
 		b.Skip("go-redis's connections and the daemon's put workers allocate in the timed region, by the network's pace; not a per-op cost of kvalloc's code")
@@ -476,8 +513,8 @@ func BenchmarkL2Put(b *testing.B) {
 				prefix := fmt.Sprintf("bench-put-%s-%d:", sz.name, masters)
 				keys := l2BenchKeys("put-"+sz.name, sz.keys)
 				var puts []func() time.Duration
-				for _, piece := range []int64{l2.DefaultPieceSize, 0} {
-					d := startPathDaemon(b, url, 4*int64(sz.keys)*sz.size, prefix+fmt.Sprint(piece), piece)
+				for i, p := range l2Daemons {
+					d := startPathDaemon(b, url, 4*int64(sz.keys)*sz.size, fmt.Sprintf("%s%d:", prefix, i), p.piece, p.codec)
 					puts = append(puts, d.putOp(b, keys, sz.size))
 				}
 				rd, err := l2.NewRedis(context.Background(), url, l2.RedisOptions{Timeout: 10 * time.Second})
@@ -528,7 +565,7 @@ func BenchmarkL2Put(b *testing.B) {
 					}
 					return time.Since(t0)
 				}
-				alternate(b, int64(sz.keys)*sz.size, l2Paths, []func() time.Duration{puts[0], plain, puts[1]})
+				alternate(b, int64(sz.keys)*sz.size, l2Paths, []func() time.Duration{puts[0], plain, puts[1], puts[2]})
 			})
 		}
 	}
@@ -546,7 +583,22 @@ func (d *l2Daemon) putOp(b *testing.B, keys []l1.ObjectKey, size int64) func() t
 		done += uint64(len(keys))
 		d.waitPuts(b, done)
 		took := time.Since(t0)
+		d.waitReleased(b)
 		daemonAll(b, "Delete")(d.c.Delete(keys, false))
 		return took
+	}
+}
+
+// waitReleased waits (untimed) until d's put workers hold no read lock:
+// in pieces a worker releases its objects' locks after the tier's
+// PutPayloads returns, which is when waitPuts sees them stored, so a
+// Delete right then could find a key still locked (KEY_IS_LOCKED).
+func (d *l2Daemon) waitReleased(b *testing.B) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); d.s.L2Work().Reads > 0; {
+		if time.Now().After(deadline) {
+			b.Fatalf("the put workers still hold %d read locks a minute after their puts", d.s.L2Work().Reads)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }

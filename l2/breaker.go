@@ -93,6 +93,22 @@ func (b *Breaker) Allow() bool {
 	}
 }
 
+// Refuses reports whether Allow would refuse a call now, without
+// changing the breaker: open within its cooldown (or its clock gone
+// back), or half-open with its one probe out.
+func (b *Breaker) Refuses() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case Open:
+		now := b.clock.Now()
+		return now.Before(b.openedAt) || now.Sub(b.openedAt) < b.cooldown
+	case HalfOpen:
+		return b.probing
+	}
+	return false
+}
+
 // Done reports the outcome of an allowed call.
 func (b *Breaker) Done(ok bool) {
 	b.mu.Lock()

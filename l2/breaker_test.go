@@ -95,3 +95,39 @@ func TestBreakerClockJumps(t *testing.T) {
 	}
 	b.Done(true)
 }
+
+// TestBreakerRefuses: Refuses says what Allow would, without changing
+// the breaker: closed, open in its cooldown, open past it (a probe would
+// go: not refused, and still open), half-open with the probe out.
+func TestBreakerRefuses(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	b := NewBreaker(1, time.Second, clk)
+	if b.Refuses() {
+		t.Fatal("a closed breaker refuses")
+	}
+	b.Allow()
+	b.Done(false)
+	for range 3 {
+		if !b.Refuses() {
+			t.Fatal("an open breaker in its cooldown does not refuse")
+		}
+	}
+	clk.add(time.Second)
+	if b.Refuses() || b.State() != Open {
+		t.Fatalf("past the cooldown: refuses %v, state %v (Refuses must not let the probe out)", b.Refuses(), b.State())
+	}
+	if !b.Allow() || !b.Refuses() {
+		t.Fatal("with the probe out, the breaker does not refuse")
+	}
+	b.Done(true)
+	if b.Refuses() {
+		t.Fatal("closed again, the breaker refuses")
+	}
+	clk.add(-time.Hour) // no effect on a closed breaker
+	b.Allow()
+	b.Done(false)
+	clk.add(-time.Minute)
+	if !b.Refuses() {
+		t.Fatal("a clock gone back during the cooldown: not refused, as Allow would")
+	}
+}

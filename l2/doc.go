@@ -25,16 +25,20 @@
 //     Options.Codec) values carry no MAC, and anyone who can write to the
 //     store can forge them.
 //   - With Options.PieceSize (kvallocd -l2-piece-size, 256 KiB by
-//     default there) an object is stored as pieces (format version 3,
-//     pieces.go), each its own value with its own header and MACs, named
+//     default there) an object is stored as pieces (format version 4,
+//     pieces.go), each its own value with its own header and MACs (the
+//     piece's payload under an AES-256-GMAC, its header under an
+//     HMAC-SHA-256), named
 //     (PieceName) so that consecutive pieces land on different masters,
 //     read over connections of the tier's own (RESPReader) straight into
 //     the caller's memory and written from it (PayloadStore.PutPayloads)
 //     without a copy. An object is a hit only when every piece is there
 //     and checks: a piece missing, refused or of another object, layout,
 //     put or secret is a miss of the whole object, counted, never part
-//     of one. A tier in pieces reads no whole values, nor one on whole
-//     values pieces.
+//     of one. Head counts an object in pieces only while every master
+//     that holds one of its pieces takes calls (its breaker does not
+//     refuse them), as Load would skip that piece. A tier in pieces
+//     reads no whole values, nor one on whole values pieces.
 //   - NewRedis takes redis[s][+cluster|+plain]://[user@]host:port[,...]
 //     (ParseURL), a password and TLS in RedisOptions; it fails with ErrAuth
 //     when Redis refuses the credentials at start.

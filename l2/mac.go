@@ -1,6 +1,8 @@
 package l2
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -21,8 +23,8 @@ const MACSize = sha256.Size
 // it authenticates carries, is derived from the secret too, so that the
 // operator names no ids: a rotation is a new secret file beside the old.
 type Secret struct {
-	id            uint32
-	value, header sync.Pool // *macHash, keyed with the derived keys
+	id                   uint32
+	value, header, piece sync.Pool // *macHash, keyed with the derived keys
 }
 
 // macHash is a pooled HMAC and its sum's buffer.
@@ -32,8 +34,8 @@ type macHash struct {
 }
 
 // derive is HMAC-SHA-256(secret, label): the separate keys of the value
-// MAC, the header MAC and the id, so that no MAC of one kind is ever a
-// MAC of another.
+// MAC, the header MAC, the pieces' keys (pieces.go) and the id, so that
+// no MAC of one kind is ever a MAC of another.
 func derive(secret []byte, label string) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(label))
@@ -50,9 +52,10 @@ func NewSecret(b []byte) (*Secret, error) {
 	if s.id == 0 {
 		s.id = 1 // 0 is a value without a MAC
 	}
-	kv, kh := derive(b, "kvl2 value mac"), derive(b, "kvl2 header mac")
+	kv, kh, kp := derive(b, "kvl2 value mac"), derive(b, "kvl2 header mac"), derive(b, "kvl2 piece key")
 	s.value.New = func() any { return &macHash{h: hmac.New(sha256.New, kv)} }
 	s.header.New = func() any { return &macHash{h: hmac.New(sha256.New, kh)} }
+	s.piece.New = func() any { return &macHash{h: hmac.New(sha256.New, kp)} }
 	return s, nil
 }
 
@@ -126,4 +129,50 @@ func (c *Codec) secret(id uint32) *Secret {
 		}
 	}
 	return nil
+}
+
+// pieceGMACSize is the piece MAC's used bytes (pieces.go): the GMAC's
+// nonce and tag.
+const pieceGMACSize = 12 + 16
+
+// pieceGCM is the GMAC of one piece: AES-256-GCM under the piece's own
+// key, HMAC-SHA-256 of its header's fields (bytes [0, 48)) and
+// its key kb under the secret's piece key, so that no two pieces share a
+// key unless they share every field, the object id of their put
+// included; with a random nonce (NewGCMWithRandomNonce, which FIPS
+// 140-only mode allows too).
+func (s *Secret) pieceGCM(fields, kb []byte) (cipher.AEAD, error) {
+	m := s.get(&s.piece)
+	m.h.Write(fields)
+	m.h.Write(kb)
+	key := m.h.Sum(m.sum[:0])
+	blk, err := aes.NewCipher(key)
+	s.piece.Put(m)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCMWithRandomNonce(blk)
+}
+
+// pieceMAC writes the piece MAC of payload p (the GMAC of p as
+// additional data, nothing encrypted: its nonce and tag) into out
+// (pieceGMACSize bytes at least).
+func (s *Secret) pieceMAC(fields, kb, p, out []byte) error {
+	g, err := s.pieceGCM(fields, kb)
+	if err != nil {
+		return err
+	}
+	copy(out, g.Seal(out[:0:0], nil, nil, p))
+	return nil
+}
+
+// pieceMACOK reports whether mac (the nonce and tag) is payload p's
+// piece MAC.
+func (s *Secret) pieceMACOK(fields, kb, p, mac []byte) bool {
+	g, err := s.pieceGCM(fields, kb)
+	if err != nil {
+		return false
+	}
+	_, err = g.Open(nil, nil, mac[:pieceGMACSize], p)
+	return err == nil
 }

@@ -69,6 +69,25 @@ func (t *Tier) breaker(id string) *Breaker {
 	return sb.br
 }
 
+// refusing returns the ids of the servers whose breakers refuse calls
+// now (Breaker.Refuses), or nil when none does: a look at each breaker,
+// no call.
+func (t *Tier) refusing() map[string]bool {
+	bs := &t.brs
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var out map[string]bool
+	for id, sb := range bs.m {
+		if sb.br.Refuses() {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // forget drops the n breakers idle longest. Under mu.
 func (bs *breakers) forget(n int) {
 	ids := make([]string, 0, len(bs.m))

@@ -28,15 +28,35 @@ type pieceNet struct {
 	conns   int   // connections per master at most
 	maxBulk int64 // the longest reply a GET accepts
 
-	mu     sync.Mutex
-	route  []*respPool // by slot; nil until loaded
-	pools  map[string]*respPool
-	stale  bool
-	loaded time.Time
+	// slots is the slot map's source (CLUSTER SLOTS; one range of every
+	// slot for a plain Redis); tests replace it.
+	slots func(ctx context.Context) ([]redis.ClusterSlot, error)
+
+	mu      sync.Mutex
+	route   []*respPool // by slot; nil until loaded
+	pools   map[string]*respPool
+	stale   bool
+	loaded  time.Time     // the last load's end, good or not
+	loading chan struct{} // closed when the load in flight ends; nil when none
+	loadErr error         // the last load's error
 }
 
 func newPieceNet(c redis.UniversalClient, auth pieceAuth, timeout time.Duration, conns int, maxBulk int64) *pieceNet {
-	return &pieceNet{c: c, auth: auth, timeout: timeout, conns: max(conns, 1), maxBulk: maxBulk, pools: map[string]*respPool{}}
+	n := &pieceNet{c: c, auth: auth, timeout: timeout, conns: max(conns, 1), maxBulk: maxBulk, pools: map[string]*respPool{}}
+	n.slots = n.clusterSlots
+	return n
+}
+
+// clusterSlots is the slot map of n's client: a cluster's CLUSTER
+// SLOTS, or a plain Redis's one address for every slot.
+func (n *pieceNet) clusterSlots(ctx context.Context) ([]redis.ClusterSlot, error) {
+	switch c := n.c.(type) {
+	case *redis.ClusterClient:
+		return c.ClusterSlots(ctx).Result()
+	case *redis.Client:
+		return []redis.ClusterSlot{{Start: 0, End: numSlots - 1, Nodes: []redis.ClusterNode{{Addr: c.Options().Addr}}}}, nil
+	}
+	return nil, fmt.Errorf("l2: no piece path over a %T", n.c)
 }
 
 // pieceAuth is how the piece path's connections are secured, as the
@@ -99,52 +119,75 @@ func (a pieceAuth) dial(ctx context.Context, addr string, timeout time.Duration,
 // minReload is the least time between two loads of the slot map.
 const minReload = 100 * time.Millisecond
 
-// routes returns the pool of each slot's master, loading the slot map
-// first when there is none or it went stale (a MOVED, a connection
-// error) and the last load is minReload old.
+// routes returns the pool of each slot's master. When there is no map
+// yet it loads one and waits for it (or ctx); when the map went stale (a
+// MOVED, a connection error) and the last load is minReload old, it
+// starts a load in the background and returns the old map meanwhile.
+// No call waits on a load but the first: the load asks a node of the
+// cluster, which may be the hung one, for up to the timeout, and a call
+// to a healthy master that waited for it ran out its own deadline and
+// tripped that master's breaker.
 func (n *pieceNet) routes(ctx context.Context) ([]*respPool, error) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.route != nil && (!n.stale || time.Since(n.loaded) < minReload) {
+		defer n.mu.Unlock()
 		return n.route, nil
 	}
+	if n.loading == nil && (n.route == nil || time.Since(n.loaded) >= minReload) {
+		n.loading = make(chan struct{})
+		go n.load(n.loading)
+	}
+	if n.route != nil {
+		defer n.mu.Unlock()
+		return n.route, nil
+	}
+	wait := n.loading
+	n.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.route == nil {
+		return nil, fmt.Errorf("l2: the cluster's slot map: %w", n.loadErr)
+	}
+	return n.route, nil
+}
+
+// load loads the slot map, under a timeout of its own and no lock, then
+// installs it (a failed load keeps the old map; a call minReload later
+// tries again) and closes done.
+func (n *pieceNet) load(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	slots, err := n.slots(ctx)
+	cancel()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	defer close(done)
+	n.loading, n.loaded, n.loadErr = nil, time.Now(), err
+	if err != nil {
+		return
+	}
 	route := make([]*respPool, numSlots)
-	pool := func(addr string) *respPool {
+	for _, s := range slots {
+		if len(s.Nodes) == 0 || s.Start < 0 || s.End >= numSlots || s.Start > s.End {
+			continue
+		}
+		addr := s.Nodes[0].Addr
 		p := n.pools[addr]
 		if p == nil {
 			p = &respPool{addr: addr, sem: make(chan struct{}, n.conns), timeout: n.timeout, auth: n.auth}
 			n.pools[addr] = p
 		}
-		return p
-	}
-	switch c := n.c.(type) {
-	case *redis.ClusterClient:
-		slots, err := c.ClusterSlots(ctx).Result()
-		if err != nil {
-			if n.route != nil {
-				return n.route, nil // keep the old map; the next call tries again
-			}
-			return nil, fmt.Errorf("l2: the cluster's slot map: %w", err)
-		}
-		for _, s := range slots {
-			if len(s.Nodes) == 0 || s.Start < 0 || s.End >= numSlots || s.Start > s.End {
-				continue
-			}
-			p := pool(s.Nodes[0].Addr)
-			for sl := s.Start; sl <= s.End; sl++ {
-				route[sl] = p
-			}
-		}
-	case *redis.Client:
-		p := pool(c.Options().Addr)
-		for sl := range route {
+		for sl := s.Start; sl <= s.End; sl++ {
 			route[sl] = p
 		}
-	default:
-		return nil, fmt.Errorf("l2: no piece path over a %T", n.c)
 	}
-	n.route, n.stale, n.loaded = route, false, time.Now()
-	return route, nil
+	n.route, n.stale = route, false
 }
 
 // reload marks the slot map stale: the next call loads it again.

@@ -365,17 +365,23 @@ func TestPiecesWholeObjectMiss(t *testing.T) {
 
 // TestPiecesWholeObjectMissBites: wholeObjectMiss's check fails on a
 // piece path that skips each piece's payload checksum (the flipped
-// piece is served) and on one that serves pieces of different puts as
-// one object (the mix is served).
+// piece is served), on one that serves pieces of different puts as one
+// object (the mix is served), and on a codec that skips the MACs (the
+// piece forged with right checksums is served: only the piece MAC, a
+// GMAC since version 4, refuses it).
 func TestPiecesWholeObjectMissBites(t *testing.T) {
 	c := rediscluster.New(t, rediscluster.Options{Replicas: -1})
 	const size, piece = 20000, 4096
 	for _, bug := range []struct {
-		what            string
-		skipCRC, skipID bool
-	}{{"flipped", true, false}, {"another put", false, true}} {
+		what                     string
+		skipCRC, skipID, skipMAC bool
+	}{{"flipped", true, false, false}, {"another put", false, true, false}, {"forged", false, false, true}} {
 		t.Run(bug.what, func(t *testing.T) {
-			tier := piecesTier(t, c.URL(), piece, 10*time.Second)
+			codec := macCodec(t, 1)
+			if bug.skipMAC {
+				codec = l2.SkipMAC(codec)
+			}
+			tier := codecTier(t, c.URL(), piece, 10*time.Second, codec)
 			l2.PieceBugs(tier, bug.skipCRC, bug.skipID)
 			for _, b := range pieceBreaks(t, c.URL(), c.Client(), tier, size, piece) {
 				if b.what != bug.what {
@@ -388,6 +394,57 @@ func TestPiecesWholeObjectMissBites(t *testing.T) {
 				t.Logf("caught: %v", err)
 			}
 		})
+	}
+}
+
+// TestPiecesRotation: pieces written under one secret load through a
+// codec that writes with a new one and still reads the old
+// (NewCodec(new, old)), byte for byte; a codec of the new secret alone
+// counts them foreign and leaves them; and the new writer's pieces are
+// foreign to a node of the old secret alone.
+func TestPiecesRotation(t *testing.T) {
+	c := rediscluster.New(t, rediscluster.Options{Replicas: -1})
+	const size, piece = 20000, 4096
+	secret := func(seed byte) *l2.Secret {
+		s, err := l2.NewSecret(bytes.Repeat([]byte{seed}, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	rotated, err := l2.NewCodec(secret(2), secret(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldT := codecTier(t, c.URL(), piece, 10*time.Second, macCodec(t, 1))
+	newT := codecTier(t, c.URL(), piece, 10*time.Second, macCodec(t, 2))
+	rotT := codecTier(t, c.URL(), piece, 10*time.Second, rotated)
+	ctx := context.Background()
+	keys := keysN("rotation", 4)
+	ps, _ := payloads(keys, size)
+	if n := oldT.PutPayloads(ctx, keys[:2], ps[:2]); n != 2 {
+		t.Fatalf("the old secret's puts: %d", n)
+	}
+	if n := rotT.PutPayloads(ctx, keys[2:], ps[2:]); n != 2 {
+		t.Fatalf("the rotated codec's puts: %d", n)
+	}
+	dst, ok := loadAll(rotT, keys, size)
+	for i := range keys {
+		if !ok[i] || !bytes.Equal(dst[i], ps[i]) {
+			t.Fatalf("the rotated codec, object %d: loaded %v (%+v)", i, ok[i], rotT.Stats())
+		}
+	}
+	_, ok = loadAll(newT, keys[:2], size)
+	if ok[0] || ok[1] || newT.Stats().Foreign != 2 {
+		t.Fatalf("the new secret alone on the old secret's pieces: %v, %+v", ok, newT.Stats())
+	}
+	_, ok = loadAll(oldT, keys[2:], size)
+	if ok[0] || ok[1] || oldT.Stats().Foreign != 2 {
+		t.Fatalf("the old secret alone on the new secret's pieces: %v, %+v", ok, oldT.Stats())
+	}
+	// Left alone: the rotated codec still loads them all.
+	if _, ok = loadAll(rotT, keys, size); !ok[0] || !ok[1] || !ok[2] || !ok[3] {
+		t.Fatalf("after the foreign reads: %v", ok)
 	}
 }
 

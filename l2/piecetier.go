@@ -173,6 +173,9 @@ func (t *Tier) headPieces(ctx context.Context, keys []l1.ObjectKey) []int64 {
 		sizes[i] = h.Size
 	}
 	t.corrupt(ctx, keys, names, bad)
+	if down := t.refusing(); down != nil {
+		t.unreachable(ctx, keys, sizes, down)
+	}
 	hits := 0
 	for _, s := range sizes {
 		if s >= 0 {
@@ -182,6 +185,34 @@ func (t *Tier) headPieces(ctx context.Context, keys []l1.ObjectKey) []int64 {
 	t.c.headHits.Add(uint64(hits))
 	t.c.headMisses.Add(uint64(len(keys) - hits))
 	return sizes
+}
+
+// unreachable makes a miss of each object of sizes (a hit of Head)
+// with a piece on a server in down, whose breaker refuses calls now: a
+// load would skip that piece and miss the object, so a lookup must not
+// count it. Piece 0 alone, which Head reads, cannot tell: an object in
+// pieces has pieces on every master, and a hung or dead one, its
+// breaker open, made lookups count hits of which no prefetch loaded
+// one.
+func (t *Tier) unreachable(ctx context.Context, keys []l1.ObjectKey, sizes []int64, down map[string]bool) {
+	s, ok := t.b.(Sharded)
+	if !ok {
+		return // one server: Head's own call was refused
+	}
+	reqs, names, _ := t.pieceBatch(keys, sizes)
+	if len(names) == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
+	ids, groups := s.Shards(sctx, names)
+	cancel()
+	for g, id := range ids {
+		if down[id] {
+			for _, i := range groups[g] {
+				sizes[reqs[i].obj] = -1
+			}
+		}
+	}
 }
 
 // Object outcomes of a piece load, worst last: a piece missing, of
@@ -347,17 +378,15 @@ func (t *Tier) readPiece(k *l1.ObjectKey, rd *RESPReader, rep Reply, size int64,
 	case !o.sameID(h.ID) && !t.bugs.skipID:
 		return pieceOther, rd.SkipBulk() // a piece of another put: a miss
 	}
-	pc := t.opts.Codec.checkPiece(&h, hb)
+	pc := t.opts.Codec.checkPiece(&h, hb, dst[off:end])
 	for at := off; at < end; at += readChunk {
 		c := dst[at:min(at+readChunk, end)]
 		if err := rd.ReadBulk(c); err != nil {
-			pc.done()
 			return pieceMissing, err
 		}
 		pc.add(c)
 	}
 	if err := rd.EndBulk(); err != nil {
-		pc.done()
 		return pieceMissing, err
 	}
 	if err := pc.done(); err != nil && !(t.bugs.skipCRC && errors.Is(err, ErrCorrupt)) {

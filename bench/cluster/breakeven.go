@@ -5,6 +5,7 @@ package cluster
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvalloc/kvalloc/bench/node"
@@ -108,4 +109,60 @@ func (b Bandwidth) String() string {
 		src = "stated"
 	}
 	return fmt.Sprintf("%s, %s: GET %s, SET %s", src, sim.FormatSize(b.ValueBytes), gbps(b.Get), gbps(b.Set))
+}
+
+// PaysTable is the L2 hits a daemon counts under its rate rule: a lookup
+// counts an L2 hit only while the daemon's measured load rate is at or
+// above -l2-min-rate, set to the model's break-even (BreakEven at
+// prefillRate), so a tier slower than that counts none of the hits it
+// holds. For each trace and cell, the write-through replay's L2 hits
+// (kvallocd's one write policy; the blocks read from L2, and their share
+// of the blocks asked for), then for each bandwidth measured at
+// valueBytes by MeasureTier (one per L2 format) or stated, its GET rate and, per model, the L2
+// hits it counts: all of them or none.
+func PaysTable(reps []*Report, bws []Bandwidth, models []KVModel, valueBytes int64, prefillRate float64) *sim.Table {
+	if prefillRate <= 0 {
+		prefillRate = trace.DefaultPrefillRate
+	}
+	t := &sim.Table{Columns: []string{"trace", "nodes", "routing", "Q", "L2 hits (blocks)", "of blocks asked", "L2 format", "GET GB/s at " + sim.FormatSize(valueBytes)}}
+	for _, m := range models {
+		t.Columns = append(t.Columns, m.Name+" ("+gbps(BreakEven(m.TokenBytes, prefillRate))+"): L2 hits counted")
+	}
+	for _, r := range reps {
+		wt := -1
+		for i, w := range r.Plan.Writes {
+			if w == WriteThrough {
+				wt = i
+			}
+		}
+		if wt < 0 {
+			continue
+		}
+		for _, c := range r.Cells {
+			x := c.Tiered[wt]
+			for _, b := range bws {
+				// The daemon's own path (MeasureTier) or a stated figure;
+				// redis-benchmark's is no daemon's load rate.
+				tier := b.Source == "" || strings.HasPrefix(b.Source, "l2.Tier")
+				if b.ValueBytes != valueBytes || b.Get <= 0 || !tier {
+					continue
+				}
+				src := b.Source
+				if src == "" {
+					src = "stated"
+				}
+				row := []string{r.Trace.Name, strconv.Itoa(c.Nodes), c.Routing.Name, qName(c),
+					strconv.FormatInt(x.L2Hits, 10), sim.Percent(ratio(x.L2Hits, x.Refs), 1), src, gbps(b.Get)}
+				for _, m := range models {
+					n := int64(0)
+					if b.Get >= BreakEven(m.TokenBytes, prefillRate) {
+						n = x.L2Hits
+					}
+					row = append(row, strconv.FormatInt(n, 10))
+				}
+				t.Rows = append(t.Rows, row)
+			}
+		}
+	}
+	return t
 }

@@ -122,12 +122,16 @@ func TestDaemonTableFlagsDisagreement(t *testing.T) {
 }
 
 // TestMeasureTier measures one small value size through the l2 package
-// over a real Redis Cluster; without Redis it fails, naming make redis.
+// over a real Redis Cluster, as whole values and in pieces; without Redis
+// it fails, naming make redis.
 func TestMeasureTier(t *testing.T) {
-	bws, err := cluster.MeasureTier(t.Context(), []int64{64 << 10}, 8, 2<<20)
-	require.NoError(t, err)
-	require.Len(t, bws, 1)
-	require.Positive(t, bws[0].Get)
-	require.Positive(t, bws[0].Set)
-	require.Equal(t, cluster.TierSource, bws[0].Source)
+	for _, piece := range []int64{0, 16 << 10} {
+		bws, err := cluster.MeasureTier(t.Context(), []int64{64 << 10}, 8, 2<<20, piece)
+		require.NoError(t, err)
+		require.Len(t, bws, 1)
+		require.Positive(t, bws[0].Get)
+		require.Positive(t, bws[0].Set)
+		require.Equal(t, cluster.TierSourceOf(piece), bws[0].Source)
+	}
+	require.Equal(t, cluster.TierSource, cluster.TierSourceOf(0))
 }

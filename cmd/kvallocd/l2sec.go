@@ -69,7 +69,7 @@ func (f *l2SecFlags) open(log *slog.Logger) (*l2.Codec, l2.RedisOptions, error) 
 		if len(old) > 0 {
 			args = append(args, "old_key_id", fmt.Sprintf("%#x", old[0].ID()))
 		}
-		log.Info("L2 values are authenticated (HMAC-SHA-256)", args...)
+		log.Info("L2 values are authenticated (HMAC-SHA-256; pieces' payloads AES-256-GMAC)", args...)
 	}
 	if f.passwordFile != "" {
 		pw, err := l2.ReadSecretFile(f.passwordFile)

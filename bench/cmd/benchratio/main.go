@@ -339,14 +339,18 @@ var targets = []target{
 	// through the daemon in pieces against a plain pipelined GET and SET
 	// loop of the same pieces with go-redis's client on the same store
 	// (plain-GB/s) and against the daemon on whole values, the path
-	// before pieces (whole-GB/s), the three alternated op by op in one
-	// benchmark, on 3 masters, then 1 and 6; then the smaller blocks.
+	// before pieces (whole-GB/s), both daemons with MACs as in
+	// production, and in pieces without a MAC (nomac-GB/s), the four
+	// alternated op by op in one benchmark, on 3 masters, then 1 and 6;
+	// then the smaller blocks.
 	{num: m("L2Hit/l2=on", "ns/op"), den: m("L2Hit/l2=off", "ns/op"), op: "<=", bound: 1.1},
 	{num: m(l2get8+"/masters=3", "GB/s"), den: m(l2get8+"/masters=3", "plain-GB/s"), op: ">=", bound: 0.9},
 	{num: m(l2put8+"/masters=3", "GB/s"), den: m(l2put8+"/masters=3", "plain-GB/s"), op: ">=", bound: 0.9},
 	{num: m(l2get8+"/masters=3", "GB/s"), den: m(l2get8+"/masters=3", "whole-GB/s"), op: ">=", bound: 2,
 		note: "pieces against whole values"},
 	{num: m(l2put8+"/masters=3", "GB/s"), den: m(l2put8+"/masters=3", "whole-GB/s"), report: true, note: "pieces against whole values"},
+	{num: m(l2get8+"/masters=3", "GB/s"), den: m(l2get8+"/masters=3", "nomac-GB/s"), report: true, note: "pieces with MACs against without: what the MAC costs"},
+	{num: m(l2put8+"/masters=3", "GB/s"), den: m(l2put8+"/masters=3", "nomac-GB/s"), report: true, note: "pieces with MACs against without: what the MAC costs"},
 	{num: m(l2get8+"/masters=1", "GB/s"), den: m(l2get8+"/masters=1", "plain-GB/s"), report: true, note: "one Redis"},
 	{num: m(l2put8+"/masters=1", "GB/s"), den: m(l2put8+"/masters=1", "plain-GB/s"), report: true, note: "one Redis"},
 	{num: m(l2get8+"/masters=1", "GB/s"), den: m(l2get8+"/masters=1", "whole-GB/s"), report: true, note: "one Redis, pieces against whole values"},

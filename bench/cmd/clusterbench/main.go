@@ -37,6 +37,7 @@ import (
 	"github.com/kvalloc/kvalloc/bench/cluster"
 	"github.com/kvalloc/kvalloc/bench/sim"
 	"github.com/kvalloc/kvalloc/bench/trace"
+	"github.com/kvalloc/kvalloc/l2"
 )
 
 func main() {
@@ -65,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	daemonL2 := fs.Bool("daemons-l2", true, "with -daemons, also replay write-through over a real Redis Cluster for every Q")
 	tol := fs.Float64("tolerance", cluster.DefaultTolerance, "the daemons' largest allowed distance from the model, in block hit rate")
 	out := fs.String("out", "", "directory for cluster.md; empty: none")
+	pieces := fs.String("l2-piece-sizes", fmt.Sprint(l2.DefaultPieceSize)+",0", "the L2 formats whose tier bandwidth is measured, as kvallocd's -l2-piece-size, comma-separated: bytes per piece, 0 for whole values")
+	payAt := fs.Int64("pays-value-size", 8<<20, "the object size whose measured GET rate judges which L2 hits clear -l2-min-rate (the L2 hits counted table)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: clusterbench [flags] FILE...  (Mooncake JSONL traces or .shape files)")
 		fs.PrintDefaults()
@@ -91,6 +94,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if p.Q, err = floats(*qs); err != nil {
+		return err
+	}
+	pieceSizes, err := pieceSizes(*pieces)
+	if err != nil {
 		return err
 	}
 	var reps []*cluster.Report
@@ -164,12 +171,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if bws, err = cluster.MeasureRedis(ctx, cluster.DefaultValueSizes, 4, 512<<20); err != nil {
 			return err
 		}
-		tier, err := cluster.MeasureTier(ctx, cluster.DefaultValueSizes, 16, 256<<20)
-		if err != nil {
-			return err
+		for _, ps := range pieceSizes {
+			tier, err := cluster.MeasureTier(ctx, cluster.DefaultValueSizes, 16, 256<<20, ps)
+			if err != nil {
+				return err
+			}
+			bws = append(bws, tier...)
 		}
-		bws = append(bws, tier...)
-		source = "measured now on loopback: redis-benchmark -c 4, no pipelining, against one redis-server; and the l2 package's Tier (go-redis, pipelined batches of up to 16 values, checked on every get) over a Redis Cluster of 3 masters"
+		source = "measured now on loopback: redis-benchmark -c 4, no pipelining, against one redis-server; and the l2 package's Tier (with a MAC secret, as kvallocd runs; batches of up to 16 objects, each checked on every get; whole values through go-redis's pipelines, pieces through the tier's own connections) over a Redis Cluster of 3 masters, once per -l2-piece-sizes"
 	}
 	write := func(w io.Writer, md bool) error {
 		if err := cluster.Write(w, reps, md); err != nil {
@@ -215,6 +224,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(w)
 		t := cluster.BreakEvenTable(bws, cluster.KVModels, trace.DefaultBlockTokens, *prefill)
+		var err error
+		if md {
+			err = t.WriteMarkdown(w)
+		} else {
+			err = t.WriteText(w)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nThe L2 hits a daemon counts: write-through's L2 hits, all of them when the tier's GET rate for objects of %s clears -l2-min-rate set at the model's break-even, none when it does not (the rate rule):\n\n", sim.FormatSize(*payAt))
+		t = cluster.PaysTable(reps, bws, cluster.KVModels, *payAt, *prefill)
 		if md {
 			return t.WriteMarkdown(w)
 		}
@@ -243,6 +263,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return errors.Join(disagree...)
+}
+
+// pieceSizes parses -l2-piece-sizes: bytes per piece, 0 for whole
+// values.
+func pieceSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n < 0 || n > 1<<30 {
+			return nil, fmt.Errorf("-l2-piece-sizes %q: want bytes per piece (0 for whole values, at most 1 GiB)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func ints(s string) ([]int, error) {

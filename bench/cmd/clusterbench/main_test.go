@@ -21,7 +21,7 @@ func TestRunPrintsTheTables(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	for _, s := range []string{"ideal: hit", "What L2 moves", "Recommended default", "Redis allkeys-lru", "Through real kvallocd daemons", "L2 hit pays"} {
+	for _, s := range []string{"ideal: hit", "What L2 moves", "Recommended default", "Redis allkeys-lru", "Through real kvallocd daemons", "L2 hit pays", "L2 hits counted"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q", s)
 		}
@@ -39,6 +39,8 @@ func TestRunRejects(t *testing.T) {
 		{"-nodes", "0", shape},
 		{"-q", "-1", shape},
 		{"-l2-evict", "fifo", shape},
+		{"-l2-piece-sizes", "256k", shape},
+		{"-l2-piece-sizes", "-1", shape},
 		{"-stated", "no-such-file.jsonl"},
 	} {
 		var out, errb bytes.Buffer
