@@ -287,6 +287,7 @@ func (t *l2tier) put(ctx context.Context, keys []l1.ObjectKey, bufs [][]byte) {
 		s.gate.RUnlock()
 		return
 	}
+	locked := time.Now()                            // at or before the locks' start: their lapse is later than locked+TTL
 	res, err := s.mgr.ReserveReadUntracked(keys, 1) // a copy is no reader: no use recorded
 	sizes := make([]int64, len(keys))
 	if err == nil {
@@ -307,7 +308,7 @@ func (t *l2tier) put(ctx context.Context, keys []l1.ObjectKey, bufs [][]byte) {
 		return // the manager is closed
 	}
 	if ps, ok := t.store.(l2.PayloadStore); ok {
-		t.putPayloads(ctx, ps, keys, res, sizes)
+		t.putPayloads(ctx, ps, keys, res, sizes, locked)
 		return
 	}
 	pool := s.pool.Bytes()
@@ -381,8 +382,21 @@ func (t *l2tier) put(ctx context.Context, keys []l1.ObjectKey, bufs [][]byte) {
 // A pause cancels ctx: the send is cut (a piece connection at once; a
 // whole value's call at the latest at the tier's timeout) and the locks
 // released, the copy abandoned or done.
-func (t *l2tier) putPayloads(ctx context.Context, ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.Result, sizes []int64) {
+//
+// The send must not read the pool after the locks could lapse, or it
+// may send another object's bytes, with a valid MAC, for as long as the
+// delete after the release takes: so it is cut at half the read TTL
+// from locked (taken before the locks), whatever the store's own
+// timeouts. With the default TTL (5 min) against an L2 timeout of at
+// most 5 s this never binds; with a read TTL near the L2 timeout it
+// drops copies rather than send bytes no lock holds.
+func (t *l2tier) putPayloads(ctx context.Context, ps l2.PayloadStore, keys []l1.ObjectKey, res []l1.Result, sizes []int64, locked time.Time) {
 	s := t.s
+	if ttl := copyReadTTL(s.cfg); ttl != l1.NoExpiry {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, locked.Add(ttl/2))
+		defer cancel()
+	}
 	pool := s.pool.Bytes()
 	var lk, sk []l1.ObjectKey
 	var leases []l1.Lease
@@ -555,3 +569,12 @@ func (t *l2tier) unpause() bool {
 // the L2 restart tests' bites (export_test.go): a handoff exports while
 // the L2 tier works on (no pause), and a failed one leaves it paused.
 var l2PauseSkipBite, l2ResumeSkipBite bool
+
+// copyReadTTL is the read TTL of the copies' locks: the manager's
+// (cfg.L1.ReadTTL, its default when 0).
+func copyReadTTL(cfg Config) time.Duration {
+	if cfg.L1.ReadTTL == 0 {
+		return l1.DefaultReadTTL
+	}
+	return cfg.L1.ReadTTL
+}
