@@ -109,8 +109,12 @@ handoff-harness:
 ## TestL2HungMaster (one master SIGSTOPped, no failover: lookups, their
 ## latency median and max, breaker opens per master), TestL2MasterFailover
 ## (a master SIGKILLed: the time from its replica's promotion to the first
-## hit on its keys), TestL2LookupBudgetBoundsL2, TestL2NoEviction, the
-## lapsed copies' test and bite, TestL2LayoutMismatch (two daemons over a
+## hit on its keys), the same two faults with the keys in pieces beside
+## whole values (TestL2FailoverPiecesVsWhole, TestL2HungMasterPiecesVsWhole:
+## lookups counted and prefetches served, the time until every key is
+## served again), TestL2LookupBudgetBoundsL2, TestL2NoEviction, the lapsed
+## copies' test and bite, the copies' deadline before their lock lapses
+## (TestL2CopyCutBeforeItsLockLapses), TestL2LayoutMismatch (two daemons over a
 ## Redis Cluster, node A's keys read by node B expecting another size:
 ## misses, counted, never A's bytes; then A's size: A's exact bytes, zeros
 ## past them), and cmd/kvallocd's TestL2KilledDaemonWarmsUpFromL2 (a daemon
@@ -123,10 +127,10 @@ handoff-harness:
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
-	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2LayoutMismatch|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2LayoutMismatch|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*|TestL2CopyCutBeforeItsLockLapses|TestL2FailoverPiecesVsWhole|TestL2HungMasterPiecesVsWhole)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
 	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch|TestL2ForgedValuesNotServed)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
 	$(GO) test -count=1 -timeout 10m -run '^TestForgingTenant$$$$' -v ./l2/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|layout mismatch:|hung master:|master failover:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch|forging tenant|a tenant forged' $$out; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|layout mismatch:|hung master:|hung master, |master failover:|failover, |copy deadlines:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch|forging tenant|a tenant forged' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),
@@ -529,7 +533,7 @@ engine-test: engine-deps
 
 ## engine-bites: the connector's warm cases against deliberately broken
 ## connectors (python/tests/vllm/mutants.py), each of which must fail them
-## (about 10 minutes on 2 cores; not in engine-test for CI's time: run it
+## (about 7-8 minutes on 2 cores; not in engine-test for CI's time: run it
 ## when python/kvalloc/vllm changes).
 engine-bites: engine-deps
 	@GO=$(GO) bash python/engine/run-tests.sh --bites

@@ -5,7 +5,7 @@
 # connector's unit tests and its end-to-end cases (python/tests/vllm/e2e.py
 # cases). --bites runs e2e.py bites instead (make engine-bites: the warm
 # cases against deliberately broken connectors, each of which must fail
-# them; about 10 minutes, so not in make engine-test). Other arguments go
+# them; about 7-8 minutes, so not in make engine-test). Other arguments go
 # to unittest and run python/engine/tests alone (e.g.
 # test_e2e.Case1Baseline). A missing venv fails, saying to run make
 # engine-deps; it never skips. KVALLOC_ENGINE_KEEP=1 keeps the model and
