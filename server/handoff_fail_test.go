@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -177,6 +178,12 @@ func failedHandoff(t *testing.T, route, point string, bite bool) error {
 			t.Errorf("the successor that gave up exited 0")
 		}
 		require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
+		// The resumed old daemon finds the request the successor left and
+		// fails to answer it: what it does then (serve on, or exit) is
+		// what is checked, so wait for it, not for the machine's pace.
+		if err := handoffFailedSeen(a); err != nil {
+			return err
+		}
 	} else if ws, ok := st.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("the successor was to die by SIGKILL at %q; it ended %v", point, st)
 	}
@@ -198,6 +205,26 @@ func failedHandoff(t *testing.T, route, point string, bite bool) error {
 	<-a.exited
 	require.Equal(t, 0, a.cmd.ProcessState.ExitCode(), "a SIGTERM after the failed handoff")
 	return nil
+}
+
+// handoffFailedSeen waits for d's log line of a failed or refused
+// handoff (the resumed daemon judges the request about 5 s after its
+// SIGCONT), or its exit, for up to a minute (a hang guard, not a
+// deadline of the check).
+func handoffFailedSeen(d *hoDaemon) error {
+	guard := time.After(time.Minute)
+	for {
+		select {
+		case l := <-d.lines:
+			if strings.Contains(l, "handoff failed:") || strings.Contains(l, "handoff refused or failed") {
+				return nil
+			}
+		case <-d.exited:
+			return nil
+		case <-guard:
+			return errors.New("the resumed old daemon logged no failed handoff in a minute")
+		}
+	}
 }
 
 var failPoints = []string{"asked", "transfer", "ready", "go", "stopped"}
