@@ -37,8 +37,13 @@
 //     put or secret is a miss of the whole object, counted, never part
 //     of one. Head counts an object in pieces only while every master
 //     that holds one of its pieces takes calls (its breaker does not
-//     refuse them), as Load would skip that piece. A tier in pieces
-//     reads no whole values, nor one on whole values pieces.
+//     refuse them), as Load would skip that piece. Piece 0 is the
+//     object's commit, the piece Head reads: a put writes it only once
+//     every other piece is stored (a put cut short leaves none of its
+//     own), and a Load that finds a piece gone from the store (evicted,
+//     deleted) deletes the object, so that no lookup counts it again. A
+//     tier in pieces reads no whole values, nor one on whole values
+//     pieces.
 //   - NewRedis takes redis[s][+cluster|+plain]://[user@]host:port[,...]
 //     (ParseURL), a password and TLS in RedisOptions; it fails with ErrAuth
 //     when Redis refuses the credentials at start.

@@ -13,3 +13,14 @@ func SkipMAC(c *Codec) *Codec {
 	d.skipMAC = true
 	return &d
 }
+
+// PieceCommitBugs sets the piece path's deliberate bugs of its commit on
+// t: a put that writes piece 0 with the other pieces instead of after
+// them, and a load that leaves an object with a piece gone from the
+// store as it is.
+func PieceCommitBugs(t *Tier, commitWithRest, keepGone bool) {
+	t.bugs.commitWithRest, t.bugs.keepGone = commitWithRest, keepGone
+}
+
+// TripServer opens the breaker of server id (as Shards names it) on t.
+func TripServer(t *Tier, id string) { t.breaker(id).Trip() }

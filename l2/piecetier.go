@@ -89,28 +89,69 @@ func (t *Tier) putPieces(ctx context.Context, keys []l1.ObjectKey, payloads [][]
 		}
 		return [][]byte{h, p[off:end]}
 	}
-	start := time.Now()
-	// Each master's pieces through its breaker (each), on the piece
-	// path's own connection to it.
-	skipped := t.each(ctx, names, func(ctx context.Context, idx []int) error {
-		got, err := t.p.set(ctx, pick(names, idx), pick(slots, idx), func(j int) [][]byte { return build(idx[j]) })
-		for j, i := range idx {
-			ok[i] = got[j]
+	// send writes the pieces sel (indexes of reqs), each master's through
+	// its breaker (each) on the piece path's own connection to it, and
+	// returns how many were skipped.
+	send := func(sel []int) int {
+		ns, ss := pick(names, sel), pick(slots, sel)
+		return len(t.each(ctx, ns, func(ctx context.Context, idx []int) error {
+			got, err := t.p.set(ctx, pick(ns, idx), pick(ss, idx), func(j int) [][]byte { return build(sel[idx[j]]) })
+			for j, i := range idx {
+				ok[sel[i]] = got[j]
+			}
+			return err
+		}))
+	}
+	// Piece 0 is the object's commit: Head counts an object by it, so it
+	// is written only once every other piece of its object is stored. A
+	// put cut short (a daemon killed, a master failing, the context's
+	// end) leaves no piece 0 of its own, and no lookup counts an object
+	// a load would miss.
+	var rest, heads []int
+	for r, q := range reqs {
+		if q.index == 0 && PieceCount(sizes[q.obj], t.opts.PieceSize) > 1 && !t.bugs.commitWithRest {
+			heads = append(heads, r)
+		} else {
+			rest = append(rest, r)
 		}
-		return err
-	})
-	if len(skipped) == len(names) {
+	}
+	start := time.Now()
+	if send(rest) == len(rest) {
 		t.c.drops.Add(uint64(len(keys)))
 		return 0
 	}
-	since(t.c.putLatency, start)
 	whole := make([]bool, len(keys))
 	for i := range keys {
 		whole[i] = sizes[i] >= 0
 	}
-	for r, q := range reqs {
+	for _, r := range rest {
 		if !ok[r] {
-			whole[q.obj] = false
+			whole[reqs[r].obj] = false
+		}
+	}
+	var commit, stale []int
+	for _, r := range heads {
+		if whole[reqs[r].obj] {
+			commit = append(commit, r)
+		} else {
+			stale = append(stale, r)
+		}
+	}
+	if len(commit) > 0 {
+		send(commit)
+	}
+	// An object whose other pieces did not all go keeps an earlier put's
+	// piece 0, if any: it names pieces this put may have replaced, and a
+	// lookup would count the object. Best effort: a piece 0 left names a
+	// mix of puts, a miss at load.
+	if len(stale) > 0 {
+		del := pick(names, stale)
+		t.each(ctx, del, func(ctx context.Context, idx []int) error { return t.b.Del(ctx, pick(del, idx)) })
+	}
+	since(t.c.putLatency, start)
+	for _, r := range heads {
+		if !ok[r] {
+			whole[reqs[r].obj] = false
 		}
 	}
 	stored := 0
@@ -246,6 +287,9 @@ type pieceObj struct {
 	state  atomic.Int32
 	good   atomic.Int32 // pieces read and checked
 	pieces int
+	// absent: a piece's master answered that it has no such value;
+	// unreached: a piece's master did not answer it (down, refused).
+	absent, unreached atomic.Bool
 }
 
 func (o *pieceObj) mark(s int32) {
@@ -275,6 +319,10 @@ func (o *pieceObj) sameID(id uint64) bool {
 type pieceBugs struct {
 	skipCRC bool // serve a piece whose payload fails its CRC32C
 	skipID  bool // serve a mix of pieces of different puts
+	// commitWithRest writes piece 0 with the other pieces, not after
+	// them; keepGone leaves an object with a piece gone from the store
+	// as it is.
+	commitWithRest, keepGone bool
 }
 
 // readChunk is how much of a piece's payload is read before its CRC32C
@@ -304,8 +352,14 @@ func (t *Tier) loadPieces(ctx context.Context, keys []l1.ObjectKey, dst [][]byte
 		return t.p.get(ctx, pick(names, idx), pick(slots, idx), func(j int, rd *RESPReader, rep Reply) error {
 			q := reqs[idx[j]]
 			o := &objs[q.obj]
+			if rd != nil && rep.Kind == '$' && rep.Len < 0 {
+				o.absent.Store(true) // not in the store (evicted, deleted, never written)
+			}
 			if rd == nil || rep.Kind != '$' || rep.Len < 0 {
 				o.mark(pieceMissing) // absent, refused (an error line), unreachable
+				if rd == nil || rep.Kind != '$' {
+					o.unreached.Store(true)
+				}
 				return nil
 			}
 			in.Add(uint64(rep.Len))
@@ -342,6 +396,14 @@ func (t *Tier) loadPieces(ctx context.Context, keys []l1.ObjectKey, dst [][]byte
 			t.c.foreign.Add(1)
 		case o.good.Load() > 0 || st == pieceOther:
 			partial++
+			if st == pieceMissing && o.absent.Load() && !o.unreached.Load() && !t.bugs.keepGone {
+				// Pieces of one put, one or more gone from the store (Redis
+				// evicted it, or a delete is under way): no load will find
+				// the object whole again, while its piece 0 would have
+				// every lookup count it. A piece unreachable or refused
+				// (a master down) is no such verdict.
+				bad = append(bad, i)
+			}
 		}
 	}
 	t.corruptPieces(ctx, keys, sizes, bad)
@@ -396,7 +458,7 @@ func (t *Tier) readPiece(k *l1.ObjectKey, rd *RESPReader, rep Reply, size int64,
 }
 
 // corruptPieces deletes the objects at idx, a piece of which failed a
-// check or a MAC: all their pieces.
+// check or a MAC, or is gone from the store: all their pieces.
 func (t *Tier) corruptPieces(ctx context.Context, keys []l1.ObjectKey, sizes []int64, idx []int) {
 	if len(idx) == 0 {
 		return

@@ -45,10 +45,14 @@ func fill(b []byte, key int) {
 // TestL2KilledDaemonWarmsUpFromL2 runs kvallocd processes with -l2 on a
 // real redis-server: node A writes objects and is SIGKILLed at once, its
 // puts in flight; a fresh A on the same socket then reads the prefix back
-// through lookup and reserve_read_prefix_wait. Every byte it serves is
-// what the killed A wrote (a Redis SET is atomic and every value is
-// checked: nothing half-written is served), and its hits over the
-// requests recover from 0 to what reached L2.
+// through lookup and reserve_read_prefix_wait. The objects are 4 pieces
+// each (kvallocd's default -l2-piece-size), so the kill leaves objects of
+// which some pieces reached Redis and some did not. Every byte it serves
+// is what the killed A wrote (a SET is atomic, every piece is checked,
+// and an object short of a piece is a miss: nothing half-written is
+// served), its hits over the requests recover from 0 to what reached L2,
+// and afterwards it holds no write lock and, once the keys are deleted,
+// no byte.
 func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 	srv := rediscluster.NewServer(t, rediscluster.Options{})
 	dir := t.TempDir()
@@ -58,7 +62,7 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 		"-l2-min-rate", "0"} // the warm-up from L2 is the test, not the break-even rule
 	a, _ := daemon(t, args...)
 	c := dialWait(t, sock)
-	const size = 256 << 10
+	const size = 4 * l2.DefaultPieceSize
 	const n = 64
 	keys := make([]l1.ObjectKey, n)
 	for i := range keys {
@@ -77,11 +81,16 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 	if _, err := c.FinishWrite(keys, leases); err != nil {
 		t.Fatal(err)
 	}
-	// Kill it once some puts are in Redis: the others are in flight.
+	// Kill it once some objects are whole in Redis (their piece 0, the
+	// commit, written last): the others are in flight.
 	rc := srv.Client()
 	defer rc.Close()
+	heads := make([]string, n)
+	for i := range keys {
+		heads[i] = l2.PieceName(l2.DefaultPrefix, &keys[i], 0)
+	}
 	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		if k, _ := rc.DBSize(t.Context()).Result(); k >= 8 {
+		if k, _ := rc.Exists(t.Context(), heads...).Result(); k >= 4 {
 			break
 		}
 		if time.Since(start) > 20*time.Second {
@@ -136,9 +145,24 @@ func TestL2KilledDaemonWarmsUpFromL2(t *testing.T) {
 		curve, l2hits = append(curve, l1h), append(l2hits, l2h)
 	}
 	inRedis, _ := rc.DBSize(t.Context()).Result()
-	t.Logf("killed mid-put with %d of %d values in Redis; after the restart, per request: L1 hits %v, L2 hits %v", inRedis, n, curve, l2hits)
+	st, err := c2.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Delete(keys, false); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c2.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed mid-put with %d of %d pieces in Redis (%d objects of 4); after the restart, per request: L1 hits %v, L2 hits %v; write-locked %d, used bytes after delete %d",
+		inRedis, 4*n, n, curve, l2hits, st.WriteLocked, after.UsedBytes)
 	if curve[len(curve)-1] == 0 || l2hits[0] == 0 || curve[1] != l2hits[0] {
 		t.Fatalf("the restarted daemon did not warm up from L2: L1 %v, L2 %v", curve, l2hits)
+	}
+	if st.WriteLocked != 0 || after.UsedBytes != 0 || after.Objects != 0 {
+		t.Fatalf("after the reads: write-locked %d; after deleting every key: %d objects, %d bytes used", st.WriteLocked, after.Objects, after.UsedBytes)
 	}
 }
 
