@@ -64,7 +64,13 @@ import (
 const (
 	handoffObject = 4096
 	handoffBatch  = 4
-	// handoffCap is the most keys one client writes; then it only reads.
+	// handoffCap is the most keys one client writes over a run, so that
+	// 8 clients fill half the pool at most. It is spent a share per
+	// epoch: by its k-th epoch of a run of e, a client has written at
+	// most handoffCap*k/e keys, then it only reads until the next
+	// restart. A client that spent the whole cap early would write
+	// nothing after a cold start, and every later check would hold no
+	// object.
 	handoffCap  = 4000
 	handoffPool = 256 << 20
 )
@@ -206,7 +212,8 @@ func runHandoffs(t *testing.T, clients, handoffs, kill int, route string) (*hoRe
 		c := &cl{file: filepath.Join(dir, fmt.Sprintf("client%d.keys", i)), out: make(chan string, 1024)}
 		c.cmd = exec.Command(exe, "-test.run=^$")
 		c.cmd.Env = append(os.Environ(), childRole+"=handoffclient", childSocket+"="+sock,
-			"KVALLOC_HO_FILE="+c.file, "KVALLOC_HO_ID="+strconv.Itoa(i))
+			"KVALLOC_HO_FILE="+c.file, "KVALLOC_HO_ID="+strconv.Itoa(i),
+			"KVALLOC_HO_EPOCHS="+strconv.Itoa(handoffs+1))
 		c.cmd.Stderr = os.Stderr
 		c.in, _ = c.cmd.StdinPipe()
 		out, _ := c.cmd.StdoutPipe()
@@ -673,10 +680,13 @@ func handoffClient() int {
 		fmt.Println("dial:", err)
 		return 1
 	}
+	epochs, _ := strconv.Atoi(os.Getenv("KVALLOC_HO_EPOCHS"))
+	seen := 0 // epochs this client was served under
 	// served notes the first call served under each epoch.
 	served := func() {
 		if c.Epoch() != epoch {
 			epoch = c.Epoch()
+			seen++
 			fmt.Printf("first %#x %d\n", epoch, time.Now().UnixNano())
 		}
 	}
@@ -686,7 +696,11 @@ func handoffClient() int {
 	// cycle writes a batch (or, past the cap, reads back one of the
 	// epoch's keys). It returns an error when the connection failed.
 	cycle := func() error {
-		if n >= handoffCap || rng.IntN(10) > 0 { // writes spread over the run
+		budget := handoffCap
+		if epochs > 0 {
+			budget = handoffCap * max(seen, 1) / epochs
+		}
+		if n >= budget || rng.IntN(10) > 0 { // writes spread over the run
 			if len(mine) == 0 {
 				return c.Ping()
 			}
