@@ -326,7 +326,9 @@ type pieceBugs struct {
 }
 
 // readChunk is how much of a piece's payload is read before its CRC32C
-// is taken, from the core's cache.
+// is taken, from the core's cache. A piece under a MAC, judged once it
+// is whole, is read in one call: a read takes what the socket holds, up
+// to the whole piece, in one system call.
 const readChunk = 64 << 10
 
 // loadPieces is Load in pieces: every piece of every object is asked
@@ -441,8 +443,12 @@ func (t *Tier) readPiece(k *l1.ObjectKey, rd *RESPReader, rep Reply, size int64,
 		return pieceOther, rd.SkipBulk() // a piece of another put: a miss
 	}
 	pc := t.opts.Codec.checkPiece(&h, hb, dst[off:end])
-	for at := off; at < end; at += readChunk {
-		c := dst[at:min(at+readChunk, end)]
+	chunk := int64(readChunk)
+	if pc.macs() {
+		chunk = end - off
+	}
+	for at := off; at < end; at += chunk {
+		c := dst[at:min(at+chunk, end)]
 		if err := rd.ReadBulk(c); err != nil {
 			return pieceMissing, err
 		}

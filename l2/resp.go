@@ -51,10 +51,19 @@ type RESPReader struct {
 	left int64 // bytes of the open bulk not read; -1 when none is open
 }
 
+// respBuffer is the reader's buffer. It holds the longest line
+// (MaxRESPLine and its CRLF) and a piece's header and key (PieceHeaderSize
+// and at most 64 KiB of key, read by ReadBulk in a call of its own, which
+// bypasses the buffer when it is larger). A payload is read straight into
+// the caller's memory, but the fill that brings a reply's head takes the
+// payload bytes behind it too, and those are copied twice: so the buffer
+// is no larger than a line needs, rounded to a page.
+const respBuffer = 4 << 10
+
 // NewRESPReader returns a reader of r's replies that refuses a bulk
 // string longer than max bytes.
 func NewRESPReader(r io.Reader, max int64) *RESPReader {
-	return &RESPReader{r: bufio.NewReaderSize(r, 64<<10), max: max, left: -1}
+	return &RESPReader{r: bufio.NewReaderSize(r, respBuffer), max: max, left: -1}
 }
 
 func protoErr(format string, a ...any) error {
