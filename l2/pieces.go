@@ -122,8 +122,10 @@ func pieceHeaderCRC(v []byte, n int) uint32 {
 
 // AppendPieceHeader appends the header and key of piece index of k's
 // object of size bytes, in pieces of pieceSize, put with object id id,
-// whose payload is p, with c's MACs: p's CRC32C and piece MAC are taken
-// in one pass over p, which is not copied.
+// whose payload is p, with c's MACs; p is not copied. Under a MAC the
+// piece MAC is taken first, the pass that brings p into the core's
+// cache: it runs at the GMAC's pace, which memory keeps up with, and the
+// CRC32C after it reads p from the cache.
 func (c *Codec) AppendPieceHeader(dst []byte, k *l1.ObjectKey, size, pieceSize int64, index int, id uint64, p []byte) ([]byte, error) {
 	if len(k.ChunkHash) > MaxKeyField || len(k.Model) > MaxKeyField || len(k.CacheSalt) > MaxKeyField {
 		return dst, fmt.Errorf("%w: %d, %d and %d bytes (at most %d each)", ErrKeyTooLong,
@@ -155,11 +157,14 @@ func (c *Codec) AppendPieceHeader(dst []byte, k *l1.ObjectKey, size, pieceSize i
 	copy(kb, k.ChunkHash)
 	copy(kb[len(k.ChunkHash):], k.Model)
 	copy(kb[len(k.ChunkHash)+len(k.Model):], k.CacheSalt)
-	binary.LittleEndian.PutUint32(v[pOffCRC:], Checksum(p))
-	if s := c.write; s != nil {
+	s := c.write
+	if s != nil { // the piece MAC covers v[:pOffCRC], not the CRC32C
 		if err := s.pieceMAC(v[:pOffCRC], kb, p, v[pOffValueMAC:pOffHeaderMAC]); err != nil {
 			return dst[:start], err
 		}
+	}
+	binary.LittleEndian.PutUint32(v[pOffCRC:], Checksum(p))
+	if s != nil {
 		s.pieceHeaderMAC(v, n, v[pOffHeaderMAC:PieceHeaderSize])
 	}
 	binary.LittleEndian.PutUint32(v[pOffHeaderCRC:], pieceHeaderCRC(v, n))
