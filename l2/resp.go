@@ -51,13 +51,13 @@ type RESPReader struct {
 	left int64 // bytes of the open bulk not read; -1 when none is open
 }
 
-// respBuffer is the reader's buffer. It holds the longest line
-// (MaxRESPLine and its CRLF) and a piece's header and key (PieceHeaderSize
-// and at most 64 KiB of key, read by ReadBulk in a call of its own, which
-// bypasses the buffer when it is larger). A payload is read straight into
-// the caller's memory, but the fill that brings a reply's head takes the
-// payload bytes behind it too, and those are copied twice: so the buffer
-// is no larger than a line needs, rounded to a page.
+// respBuffer is the reader's buffer. It must hold the longest line
+// (MaxRESPLine and its CRLF); a bulk's bytes, a piece's header and key
+// among them, go through ReadBulk, which reads straight from the
+// connection when asked for more than the buffer holds. The fill that
+// brings a reply's head takes the payload bytes behind it too, and those
+// are copied twice, so the buffer is no larger than a line needs,
+// rounded up to a page.
 const respBuffer = 4 << 10
 
 // NewRESPReader returns a reader of r's replies that refuses a bulk
