@@ -365,9 +365,9 @@ func pieceNames(prefix string, keys []l1.ObjectKey, size int64) []string {
 // seconds of a machine whose load swings (l2/DESIGN.md). Each path first
 // runs one op untimed: a fresh daemon's first op faults in its pool's
 // pages and dials its connections to every master, and the plain loop's
-// dials its, costs a running daemon paid before its first load. Untimed,
-// the rate is the same at 3 ops a path as at 8, where the first op had
-// weighed a third of the run.
+// dials its, costs a running daemon paid before its first load. Timed,
+// that op weighed a third of a run of 3 ops a path (make bench's L2
+// rows); untimed, 3 ops measure about what 8 do.
 func alternate(b *testing.B, bytes int64, paths []string, ops []func() time.Duration) {
 	b.Helper()
 	for _, op := range ops {
