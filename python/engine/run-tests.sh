@@ -5,7 +5,7 @@
 # connector's unit tests and its end-to-end cases (python/tests/vllm/e2e.py
 # cases). --bites runs e2e.py bites instead (make engine-bites: the warm
 # cases against deliberately broken connectors, each of which must fail
-# them; about 7-8 minutes, so not in make engine-test). Other arguments go
+# them; .ci/run runs it after make engine-test). Other arguments go
 # to unittest and run python/engine/tests alone (e.g.
 # test_e2e.Case1Baseline). A missing venv fails, saying to run make
 # engine-deps; it never skips. KVALLOC_ENGINE_KEEP=1 keeps the model and
@@ -38,9 +38,12 @@ elif [ $# != 0 ]; then
 else
 	# 1. The cases of python/engine/tests (the harness's own, case 1 first),
 	# 2. the connector's unit tests against a real kvallocd (no model run),
-	# 3. its end-to-end cases on the tiny model (python/tests/vllm/e2e.py).
+	# 3. the client's numpy and torch views with the real libraries, which
+	#    make test's Python may lack (there they skip; here they must run),
+	# 4. its end-to-end cases on the tiny model (python/tests/vllm/e2e.py).
 	(cd "$here/tests" && "$py" -W error::ResourceWarning -m unittest discover -v) || status=$?
 	(cd "$repo/python" && "$py" -m unittest discover -s tests/vllm -p 'test_connector.py') || status=$?
+	(cd "$repo/python" && KVALLOC_TENSORS_REQUIRED=1 "$py" -m unittest discover -v -s tests -p 'test_tensors.py') || status=$?
 	"$py" "$here/tinymodel.py" "$d/model" >/dev/null
 	echo "engine-test: python/tests/vllm/e2e.py cases" >&2
 	KVALLOC_ENGINE_MODEL="$d/model" "$py" "$repo/python/tests/vllm/e2e.py" cases || status=$?

@@ -3,10 +3,13 @@
 numpy and torch are optional: the tests that need the real library run
 where it is installed (make PYTHON=/usr/bin/python3 with Debian's
 python3-numpy, for example) and say they were skipped elsewhere; the
-plumbing and the missing-library error are tested everywhere.
+plumbing and the missing-library error are tested everywhere. With
+KVALLOC_TENSORS_REQUIRED=1 (make engine-test, in the engine's venv, which
+has both) they never skip: a missing library fails them.
 """
 
 import importlib.util
+import os
 import sys
 import types
 import unittest
@@ -16,8 +19,9 @@ from kvalloc import as_numpy, as_tensor
 
 from helpers import DaemonTest, keys
 
-HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
+REQUIRED = os.environ.get("KVALLOC_TENSORS_REQUIRED") == "1"
+HAVE_NUMPY = REQUIRED or importlib.util.find_spec("numpy") is not None
+HAVE_TORCH = REQUIRED or importlib.util.find_spec("torch") is not None
 
 
 class TestTensors(DaemonTest):
