@@ -127,10 +127,10 @@ handoff-harness:
 .PHONY: l2-faults
 l2-faults: redis
 	@out=$$(mktemp); status=0; \
-	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2LayoutMismatch|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*|TestL2CopyCutBeforeItsLockLapses|TestL2FailoverPiecesVsWhole|TestL2HungMasterPiecesVsWhole)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
+	$(GO) test -count=1 -timeout 10m -run '^(TestL2ClusterFaults|TestL2LayoutMismatch|TestL2HungMaster|TestL2MasterFailover|TestL2LookupBudgetBoundsL2|TestL2LookupWithinClientDeadline|TestL2NoEviction|TestL2PutLapsedRead.*|TestL2CopyCutBeforeItsLockLapses|TestL2FailoverPiecesVsWhole|TestL2HungMasterPiecesVsWhole|TestL2DeadMasterLeavesTheOthersServing|TestL2DeadMasterFullCoverageBites)$$$$' -v ./server/ >$$out 2>&1 || status=$$?; \
 	$(GO) test -count=1 -timeout 10m -run '^(TestL2KilledDaemonWarmsUpFromL2|TestL2KilledMidPrefetch|TestL2ForgedValuesNotServed)$$$$' -v ./cmd/kvallocd/ >>$$out 2>&1 || status=$$?; \
 	$(GO) test -count=1 -timeout 10m -run '^TestForgingTenant$$$$' -v ./l2/ >>$$out 2>&1 || status=$$?; \
-	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|layout mismatch:|hung master:|hung master, |master failover:|failover, |copy deadlines:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch|forging tenant|a tenant forged' $$out; \
+	grep -E '^(--- |ok|FAIL)|l2 faults|killed mid-put|master (stopped|killed):|layout mismatch:|hung master:|hung master, |master failover:|failover, |dead master, |copy deadlines:|lookup budget:|noeviction:|lapsed copies:|caught:|killed mid-prefetch|forging tenant|a tenant forged' $$out; \
 	if [ $$status -ne 0 ]; then tail -n 40 $$out; fi; rm -f $$out; exit $$status
 
 ## kill-soak: the kill harness for minutes: SOAK_KILLS kills (default 3000),

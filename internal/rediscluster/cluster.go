@@ -25,6 +25,14 @@ type Options struct {
 	// MaxMemory, when set (e.g. "256mb"), caps each node with the
 	// allkeys-lru policy: Redis evicts on its own.
 	MaxMemory string
+	// FullCoverage runs the nodes with Redis's default
+	// cluster-require-full-coverage yes: once a master is flagged failed
+	// and until its replica takes over, every node refuses every key
+	// (CLUSTERDOWN), the live masters' too. Without it the nodes run as
+	// docs/OPERATING.md has an L2 cluster run: with
+	// cluster-require-full-coverage no, the live masters serve their
+	// slots.
+	FullCoverage bool
 	// Dir is the parent of the nodes' directories; default a new temporary
 	// directory, removed by Close.
 	Dir string
@@ -88,7 +96,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	cfg := nodeConfig{cluster: true, nodeTimeout: opts.NodeTimeout, maxMemory: opts.MaxMemory}
+	cfg := nodeConfig{cluster: true, nodeTimeout: opts.NodeTimeout, maxMemory: opts.MaxMemory, fullCoverage: opts.FullCoverage}
 	for i := range opts.Masters * (1 + opts.Replicas) {
 		n, err := startNode(ctx, server, c.dir, i, cfg)
 		if err != nil {

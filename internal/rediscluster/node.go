@@ -37,9 +37,10 @@ type Node struct {
 
 // nodeConfig is what a node's redis.conf says beyond its port and dir.
 type nodeConfig struct {
-	cluster     bool
-	nodeTimeout time.Duration
-	maxMemory   string
+	cluster      bool
+	nodeTimeout  time.Duration
+	maxMemory    string
+	fullCoverage bool
 }
 
 // Addr is the node's host:port.
@@ -122,6 +123,9 @@ func (n *Node) writeConfig(cfg nodeConfig) error {
 			"cluster-config-file "+filepath.Join(n.Dir, "nodes.conf"),
 			"cluster-node-timeout "+strconv.FormatInt(cfg.nodeTimeout.Milliseconds(), 10),
 		)
+		if !cfg.fullCoverage {
+			lines = append(lines, "cluster-require-full-coverage no")
+		}
 	}
 	if cfg.maxMemory != "" {
 		lines = append(lines, "maxmemory "+cfg.maxMemory, "maxmemory-policy allkeys-lru")
