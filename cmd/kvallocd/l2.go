@@ -82,6 +82,17 @@ func (f *l2Flags) open(ctx context.Context, cfg *server.Config) error {
 	if err != nil {
 		return err
 	}
+	if log := cfg.Logger; log != nil {
+		// Advice, off the start's path: a cluster that is down at start
+		// is asked for as long as the check waits, and then not again.
+		go func() {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			for _, w := range r.CoverageWarnings(ctx) {
+				log.Warn(w)
+			}
+		}()
+	}
 	t, err := l2.NewTier(r, l2.Options{Timeout: f.timeout, BreakerFailures: f.breakerFailures,
 		BreakerCooldown: f.breakerCooldown, Prefix: f.prefix, Codec: codec, PieceSize: pieceSize})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -294,6 +295,35 @@ func TestL2TimeoutFlag(t *testing.T) {
 		}
 		if err == nil {
 			cfg.L2.Store.Close()
+		}
+	}
+}
+
+// TestL2CoverageWarning: a daemon over a Redis Cluster run with Redis's
+// default cluster-require-full-coverage yes says so in its log, naming
+// the setting to change (l2.CoverageWarnings), and starts all the same.
+func TestL2CoverageWarning(t *testing.T) {
+	c := rediscluster.New(t, rediscluster.Options{Replicas: -1, FullCoverage: true})
+	var f l2Flags
+	cfg, _, err := parse([]string{"-l2", c.URL(), "-l2-insecure-no-mac"}, io.Discard, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
+	if err := f.open(t.Context(), &cfg); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer cfg.L2.Store.Close()
+	warned := func() int { return strings.Count(log.String(), "cluster-require-full-coverage yes") }
+	for deadline := time.Now().Add(30 * time.Second); warned() < len(c.Nodes); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d warnings of cluster-require-full-coverage for %d masters in 30 s; the log:\n%s", warned(), len(c.Nodes), log.String())
+		}
+	}
+	for _, n := range c.Nodes {
+		if !strings.Contains(log.String(), n.Addr()+" runs with cluster-require-full-coverage yes") {
+			t.Errorf("no warning names master %s; the log:\n%s", n.Addr(), log.String())
 		}
 	}
 }
