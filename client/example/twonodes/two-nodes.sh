@@ -31,7 +31,7 @@ done
 for i in 0 1 2 3 4 5; do
   p=$((port + i)); mkdir -p "$dir/redis-$p"
   (cd "$dir/redis-$p" && redis-server --port $p --bind 127.0.0.1 --cluster-enabled yes \
-    --cluster-config-file nodes.conf --save '' --appendonly no \
+    --cluster-config-file nodes.conf --cluster-require-full-coverage no --save '' --appendonly no \
     --maxmemory 256mb --maxmemory-policy allkeys-lru --daemonize yes --logfile redis.log)
 done
 for i in 0 1 2 3 4 5; do
