@@ -41,15 +41,14 @@ func deadMaster(t *testing.T, fullCoverage bool, patience time.Duration) (served
 		t.Fatal(err)
 	}
 	victim := masters[0]
-	slots := victimSlots(t, c, victim)
-	var onLive []int // indexes of the keys whose master lives
+	_, others := onMaster(t, c, keys, victim.Addr())
+	index := map[string]int{}
 	for i := range keys {
-		if !slots[l2.Slot(l2.StoreKey(l2.DefaultPrefix, &keys[i]))] {
-			onLive = append(onLive, i)
-		}
+		index[keys[i].ChunkHash] = i
 	}
-	if len(onLive) == 0 || len(onLive) == len(keys) {
-		t.Fatalf("%d of %d keys on the live masters: the test needs some on each side", len(onLive), len(keys))
+	var onLive []int // indexes of the keys whose master lives
+	for _, k := range others {
+		onLive = append(onLive, index[k.ChunkHash])
 	}
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
@@ -77,37 +76,6 @@ func deadMaster(t *testing.T, fullCoverage bool, patience time.Duration) (served
 	check(t, w.s)
 	check(t, r.s)
 	return len(onLive) - len(pending), len(onLive)
-}
-
-// victimSlots is the set of hash slots victim serves, as a live node
-// other than it sees the cluster.
-func victimSlots(t *testing.T, c *rediscluster.Cluster, victim *rediscluster.Node) map[int]bool {
-	t.Helper()
-	for _, n := range c.Nodes {
-		if n == victim || !n.Running() {
-			continue
-		}
-		cl := n.Client()
-		ranges, err := cl.ClusterSlots(context.Background()).Result()
-		cl.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		slots := map[int]bool{}
-		for _, r := range ranges {
-			if len(r.Nodes) > 0 && r.Nodes[0].Addr == victim.Addr() {
-				for s := r.Start; s <= r.End; s++ {
-					slots[s] = true
-				}
-			}
-		}
-		if len(slots) == 0 {
-			t.Fatalf("no slot of %s in CLUSTER SLOTS %+v", victim.Addr(), ranges)
-		}
-		return slots
-	}
-	t.Fatal("no live node to ask for the slots")
-	return nil
 }
 
 // waitFlaggedFailed waits until every running node flags victim failed
