@@ -53,7 +53,13 @@ func deadMaster(t *testing.T, fullCoverage bool, patience time.Duration) (served
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFlaggedFailed(t, c, victim)
+	// With full coverage the live nodes then say the cluster is down;
+	// without, that it is up: the probes start from either state settled.
+	state := "ok"
+	if fullCoverage {
+		state = "fail"
+	}
+	waitFlaggedFailed(t, c, victim, state)
 
 	deadline := time.Now().Add(patience)
 	pending := slices.Clone(onLive)
@@ -79,8 +85,9 @@ func deadMaster(t *testing.T, fullCoverage bool, patience time.Duration) (served
 }
 
 // waitFlaggedFailed waits until every running node flags victim failed
-// (FAIL, not the doubt of PFAIL) in CLUSTER NODES.
-func waitFlaggedFailed(t *testing.T, c *rediscluster.Cluster, victim *rediscluster.Node) {
+// (FAIL, not the doubt of PFAIL) in CLUSTER NODES and says cluster_state
+// state in CLUSTER INFO.
+func waitFlaggedFailed(t *testing.T, c *rediscluster.Cluster, victim *rediscluster.Node, state string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -91,14 +98,16 @@ func waitFlaggedFailed(t *testing.T, c *rediscluster.Cluster, victim *redisclust
 			}
 			cl := n.Client()
 			s, err := cl.ClusterNodes(context.Background()).Result()
+			info, ierr := cl.ClusterInfo(context.Background()).Result()
 			cl.Close()
-			all = all && err == nil && flaggedFailed(s, victim.Addr())
+			all = all && err == nil && flaggedFailed(s, victim.Addr()) &&
+				ierr == nil && strings.Contains(info, "cluster_state:"+state+"\r\n")
 		}
 		if all {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the live nodes did not flag %s failed in 60 s", victim.Addr())
+			t.Fatalf("the live nodes did not flag %s failed and say cluster_state:%s in 60 s", victim.Addr(), state)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
