@@ -25,7 +25,7 @@
 //     Options.Codec) values carry no MAC, and anyone who can write to the
 //     store can forge them.
 //   - With Options.PieceSize (kvallocd -l2-piece-size, 256 KiB by
-//     default there) an object is stored as pieces (format version 4,
+//     default there) an object is stored as pieces (format version 5,
 //     pieces.go), each its own value with its own header and MACs (the
 //     piece's payload under an AES-256-GMAC, its header under an
 //     HMAC-SHA-256), named

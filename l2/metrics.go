@@ -29,7 +29,9 @@ type Stats struct {
 	// read, of another layout or size, or of another put.
 	Partial uint64
 	// Forged counts values whose checksums were right and whose MAC was
-	// not (ErrForged): each a miss, and deleted.
+	// not (ErrForged), and pieces whose payload its MAC refused (under a
+	// MAC a piece's payload has no checksum: damaged or forged, it is
+	// counted here): each a miss, and deleted.
 	Forged uint64
 	// Foreign counts values of another format version or MAC secret
 	// (ErrForeign): each a miss, left in the store.
@@ -88,7 +90,7 @@ var (
 	descBytesOut = prometheus.NewDesc("kvallocd_l2_written_bytes_total", "Value bytes written to L2.", nil, nil)
 	descCorrupt  = prometheus.NewDesc("kvallocd_l2_checksum_failures_total", "L2 values that failed a check (magic, version, key, size, checksum): misses, deleted.", nil, nil)
 	descPartial  = prometheus.NewDesc("kvallocd_l2_partial_misses_total", "L2 objects in pieces that missed with some of their pieces there (absent, unreachable, another layout or put).", nil, nil)
-	descForged   = prometheus.NewDesc("kvallocd_l2_mac_failures_total", "L2 values whose checksums were right and whose MAC was not (written without the secret): misses, deleted.", nil, nil)
+	descForged   = prometheus.NewDesc("kvallocd_l2_mac_failures_total", "L2 values whose checksums were right and whose MAC was not (written without the secret), and pieces whose payload failed its MAC (damaged or forged: under a MAC a piece payload has no checksum): misses, deleted.", nil, nil)
 	descForeign  = prometheus.NewDesc("kvallocd_l2_foreign_values_total", "L2 values of another format version or MAC secret: misses, left in the store.", nil, nil)
 	descAuth     = prometheus.NewDesc("kvallocd_l2_auth_failures_total", "L2 store calls refused for the daemon's credentials (Redis NOAUTH, WRONGPASS, NOPERM).", nil, nil)
 	descErrors   = prometheus.NewDesc("kvallocd_l2_errors_total", "L2 calls that failed or timed out.", nil, nil)

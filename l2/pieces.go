@@ -13,7 +13,7 @@ import (
 	"github.com/kvalloc/kvalloc/l1"
 )
 
-// The piece format, version 4: an object stored as pieces of PieceSize
+// The piece format, version 5: an object stored as pieces of PieceSize
 // bytes (the last shorter), each its own value under its own name
 // (PieceName), spread over the cluster's hash slots. Every piece names
 // its key and its place in the object and carries its own MACs, so a
@@ -22,7 +22,7 @@ import (
 //
 //	offset size field
 //	0      4    magic "KVL2"
-//	4      2    version (4)
+//	4      2    version (5; 4 is read too)
 //	6      2    chunk hash length
 //	8      2    model length
 //	10     2    cache salt length
@@ -33,7 +33,8 @@ import (
 //	32     4    piece size: every piece's payload but the last's
 //	36     4    this piece's index
 //	40     8    object id: one random number per put, in all its pieces
-//	48     4    CRC32C of this piece's payload
+//	48     4    CRC32C of this piece's payload without a MAC (key id 0);
+//	            0 under one, whose piece MAC alone judges the payload
 //	52     4    CRC32C of bytes [0, 52), bytes [56, 120) and the key
 //	56     32   piece MAC: AES-256-GMAC of the payload (a GCM that
 //	            encrypts nothing, the payload its additional data) under
@@ -58,10 +59,26 @@ import (
 // index and the sizes under every piece's MACs make a mix of pieces (of
 // two puts, two layouts, two objects) a miss. A MAC over the whole
 // object would need every piece, in order, before the first byte could
-// be judged. Version 3 (its piece MAC an HMAC-SHA-256) is foreign.
+// be judged.
+//
+// Under a MAC a payload has no CRC32C (version 5). The piece MAC refuses
+// every change the CRC would; the CRC's one other use was to tell, of a
+// payload the MAC refused, damage from a forgery, and taking it was a
+// quarter of a writer's checks, on the put's critical resource, a core
+// (l2/DESIGN.md, "The put's checks"). A payload its MAC refuses counts
+// as a MAC failure, whatever changed it; a damaged header is still told
+// by its own CRC32C. Version 4 differs only there: its writers took the
+// payload's CRC32C under a MAC too, and some of its readers check it on
+// every piece, so version 5 is foreign to them (left alone, never
+// deleted as damaged), while version 5's readers read version 4, never
+// looking at a CRC32C under a MAC. Version 3 (its piece MAC an
+// HMAC-SHA-256) is foreign.
 const (
-	// PieceVersion is the piece format's version.
-	PieceVersion = 4
+	// PieceVersion is the piece format's version, the one written.
+	PieceVersion = 5
+	// PieceVersionRead is the older version read too: version 5 but for
+	// a payload CRC32C under a MAC, which no reader of version 5 reads.
+	PieceVersionRead = 4
 	// PieceHeaderSize is the fixed part of a piece's header.
 	PieceHeaderSize = 120
 	// DefaultPieceSize is Options.PieceSize's default where pieces are
@@ -92,7 +109,7 @@ type PieceHeader struct {
 	PieceSize int64  // every piece's payload size but the last's
 	Index     int    // this piece's index
 	ID        uint64 // the put's object id
-	CRC       uint32 // this piece's payload's CRC32C
+	CRC       uint32 // this piece's payload's CRC32C (0 under a MAC since version 5)
 	KeyID     uint32 // the MAC's key id; 0 without a MAC
 	MAC       [MACSize]byte
 }
@@ -122,10 +139,8 @@ func pieceHeaderCRC(v []byte, n int) uint32 {
 
 // AppendPieceHeader appends the header and key of piece index of k's
 // object of size bytes, in pieces of pieceSize, put with object id id,
-// whose payload is p, with c's MACs; p is not copied. Under a MAC the
-// piece MAC is taken first, the pass that brings p into the core's
-// cache: it runs at the GMAC's pace, which memory keeps up with, and the
-// CRC32C after it reads p from the cache.
+// whose payload is p, with c's MACs; p is not copied. Its one pass over
+// p is the piece MAC under a MAC, else the CRC32C.
 func (c *Codec) AppendPieceHeader(dst []byte, k *l1.ObjectKey, size, pieceSize int64, index int, id uint64, p []byte) ([]byte, error) {
 	if len(k.ChunkHash) > MaxKeyField || len(k.Model) > MaxKeyField || len(k.CacheSalt) > MaxKeyField {
 		return dst, fmt.Errorf("%w: %d, %d and %d bytes (at most %d each)", ErrKeyTooLong,
@@ -157,15 +172,13 @@ func (c *Codec) AppendPieceHeader(dst []byte, k *l1.ObjectKey, size, pieceSize i
 	copy(kb, k.ChunkHash)
 	copy(kb[len(k.ChunkHash):], k.Model)
 	copy(kb[len(k.ChunkHash)+len(k.Model):], k.CacheSalt)
-	s := c.write
-	if s != nil { // the piece MAC covers v[:pOffCRC], not the CRC32C
+	if s := c.write; s != nil {
 		if err := s.pieceMAC(v[:pOffCRC], kb, p, v[pOffValueMAC:pOffHeaderMAC]); err != nil {
 			return dst[:start], err
 		}
-	}
-	binary.LittleEndian.PutUint32(v[pOffCRC:], Checksum(p))
-	if s != nil {
-		s.pieceHeaderMAC(v, n, v[pOffHeaderMAC:PieceHeaderSize])
+		s.pieceHeaderMAC(v, n, v[pOffHeaderMAC:PieceHeaderSize]) // the CRC32C field left 0
+	} else {
+		binary.LittleEndian.PutUint32(v[pOffCRC:], Checksum(p))
 	}
 	binary.LittleEndian.PutUint32(v[pOffHeaderCRC:], pieceHeaderCRC(v, n))
 	return dst, nil
@@ -195,8 +208,8 @@ func (c *Codec) DecodePieceHeader(k *l1.ObjectKey, v []byte) (PieceHeader, error
 	if string(v[:4]) != Magic {
 		return PieceHeader{}, fmt.Errorf("%w: magic %q", ErrCorrupt, v[:4])
 	}
-	if ver := binary.LittleEndian.Uint16(v[4:]); ver != PieceVersion {
-		return PieceHeader{}, fmt.Errorf("%w: format version %d, not a piece (%d)", ErrForeign, ver, PieceVersion)
+	if ver := binary.LittleEndian.Uint16(v[4:]); ver != PieceVersion && ver != PieceVersionRead {
+		return PieceHeader{}, fmt.Errorf("%w: format version %d, not a piece (%d or %d)", ErrForeign, ver, PieceVersion, PieceVersionRead)
 	}
 	if len(v) < PieceHeaderSize {
 		return PieceHeader{}, fmt.Errorf("%w: %d bytes, under the %d of a piece header", ErrCorrupt, len(v), PieceHeaderSize)
@@ -271,11 +284,8 @@ func (c *Codec) checkPiece(h *PieceHeader, hk, payload []byte) *pieceCheck {
 // (a key id) and the codec checks MACs.
 func (pc *pieceCheck) macs() bool { return pc.h.KeyID != 0 && !pc.c.skipMAC }
 
-// add takes the next chunk of the payload. Its CRC32C is taken only
-// where no MAC judges the payload: a MAC refuses every change the CRC
-// would, and the CRC is then taken only of a payload the MAC refused,
-// to tell damage from forgery (a quarter of the check's cost, spared on
-// every good piece).
+// add takes the next chunk of the payload: its CRC32C, where no MAC
+// judges the payload (a payload under a MAC has none since version 5).
 func (pc *pieceCheck) add(b []byte) {
 	if !pc.macs() {
 		pc.sum = crc32.Update(pc.sum, castagnoli, b)
@@ -283,22 +293,20 @@ func (pc *pieceCheck) add(b []byte) {
 }
 
 // done judges the whole payload: ErrCorrupt for a CRC32C that differs,
-// ErrForged for a MAC that differs where the CRC32C agrees.
+// ErrForged for a MAC that does (damaged or replaced: under a MAC the
+// two are not told apart).
 func (pc *pieceCheck) done() error {
 	if !pc.macs() {
-		if pc.sum != pc.h.CRC {
+		if pc.h.KeyID == 0 && pc.sum != pc.h.CRC {
 			return fmt.Errorf("%w: piece checksum %#x, the header says %#x", ErrCorrupt, pc.sum, pc.h.CRC)
 		}
 		return nil
 	}
 	s := pc.c.secret(pc.h.KeyID) // not nil: DecodePieceHeader checked
-	if s.pieceMACOK(pc.hk[:pOffCRC], pc.hk[PieceHeaderSize:], pc.payload, pc.h.MAC[:]) {
-		return nil
+	if !s.pieceMACOK(pc.hk[:pOffCRC], pc.hk[PieceHeaderSize:], pc.payload, pc.h.MAC[:]) {
+		return fmt.Errorf("%w: piece MAC under key id %#x (the payload damaged or replaced)", ErrForged, pc.h.KeyID)
 	}
-	if sum := crc32.Checksum(pc.payload, castagnoli); sum != pc.h.CRC {
-		return fmt.Errorf("%w: piece checksum %#x, the header says %#x", ErrCorrupt, sum, pc.h.CRC)
-	}
-	return fmt.Errorf("%w: piece MAC under key id %#x", ErrForged, pc.h.KeyID)
+	return nil
 }
 
 // The hash slots of Redis Cluster: a name's slot is the CRC16 (XMODEM)

@@ -45,9 +45,13 @@ func TestPieceHeaderRefusesEveryFlip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		crc := l2.Checksum(p) // under a MAC, none (version 5)
+		if c.Authenticated() {
+			crc = 0
+		}
 		got, err := c.DecodePieceHeader(&k, h)
 		if err != nil || got.Key != k || got.Size != 1000 || got.PieceSize != 256 || got.Index != 3 || got.ID != 0xfeedface ||
-			got.CRC != l2.Checksum(p) || got.KeyID != c.KeyID() {
+			got.CRC != crc || got.KeyID != c.KeyID() {
 			t.Fatalf("DecodePieceHeader: %+v, %v", got, err)
 		}
 		for i := range h {
@@ -242,12 +246,21 @@ type pieceBreak struct {
 }
 
 // pieceBreaks are the ways of TestPiecesWholeObjectMiss, over the
-// cluster cl, objects of size in pieces of piece of tier.
-func pieceBreaks(t *testing.T, url string, cl *redis.ClusterClient, tier *l2.Tier, size, piece int) []pieceBreak {
+// cluster cl, objects of size in pieces of piece of tier, whose codec
+// is codec. Under a MAC a changed payload counts as forged (its MAC
+// refuses it; it has no CRC32C), without one as corrupt; "forged" and
+// "another secret's" are only under a MAC (without one, a payload
+// changed with its checksums made right is served, as it must be).
+func pieceBreaks(t *testing.T, url string, cl *redis.ClusterClient, tier *l2.Tier, codec *l2.Codec, size, piece int) []pieceBreak {
 	ctx := context.Background()
 	name := func(k l1.ObjectKey, j int) string { return l2.PieceName("pieces:", &k, j) }
 	partial := func(s l2.Stats) uint64 { return s.Partial }
 	corrupt := func(s l2.Stats) uint64 { return s.Corrupt }
+	forged := func(s l2.Stats) uint64 { return s.Forged }
+	changed := corrupt
+	if codec.Authenticated() {
+		changed = forged
+	}
 	// rewrite sets piece j of k to f of piece from's bytes.
 	rewrite := func(k l1.ObjectKey, j int, from l1.ObjectKey, fj int, f func(v []byte) []byte) error {
 		v, err := cl.Get(ctx, name(from, fj)).Bytes()
@@ -257,11 +270,11 @@ func pieceBreaks(t *testing.T, url string, cl *redis.ClusterClient, tier *l2.Tie
 		return cl.Set(ctx, name(k, j), f(v), 0).Err()
 	}
 	same := func(v []byte) []byte { return v }
-	return []pieceBreak{
+	breaks := []pieceBreak{
 		{"missing", func(k, _ l1.ObjectKey) error { return cl.Del(ctx, name(k, 3)).Err() }, partial},
 		{"flipped", func(k, _ l1.ObjectKey) error {
 			return rewrite(k, 2, k, 2, func(v []byte) []byte { v[len(v)-5] ^= 1; return v })
-		}, corrupt},
+		}, changed},
 		{"another key's", func(k, other l1.ObjectKey) error { return rewrite(k, 1, other, 1, same) }, corrupt},
 		{"another index", func(k, _ l1.ObjectKey) error { return rewrite(k, 1, k, 0, same) }, corrupt},
 		{"short", func(k, _ l1.ObjectKey) error {
@@ -281,31 +294,34 @@ func pieceBreaks(t *testing.T, url string, cl *redis.ClusterClient, tier *l2.Tie
 		}, partial},
 		{"another layout", func(k, _ l1.ObjectKey) error {
 			// Another layout's pieces 0 to 4 replace ours.
-			if piecesTier(t, url, int64(piece/2), 10*time.Second).PutPayloads(ctx, []l1.ObjectKey{k}, [][]byte{make([]byte, size)}) != 1 {
+			if codecTier(t, url, int64(piece/2), 10*time.Second, codec).PutPayloads(ctx, []l1.ObjectKey{k}, [][]byte{make([]byte, size)}) != 1 {
 				return errors.New("the other layout's put")
 			}
 			return nil
 		}, partial},
-		{"forged", func(k, _ l1.ObjectKey) error {
-			// A payload byte changed and both checksums made right
-			// again: only the MACs can tell.
+	}
+	if !codec.Authenticated() {
+		return breaks
+	}
+	return append(breaks,
+		pieceBreak{"forged", func(k, _ l1.ObjectKey) error {
+			// A payload byte changed under the piece's own header, and
+			// the header's checksum made right: only the piece MAC can
+			// tell.
 			return rewrite(k, 3, k, 3, func(v []byte) []byte {
 				kl := l2.PiecePrefixLen(&k)
 				v[kl+7] ^= 1
-				binary.LittleEndian.PutUint32(v[48:], l2.Checksum(v[kl:]))
-				sum := crcUpdate(l2.Checksum(v[:52]), v[56:kl])
-				binary.LittleEndian.PutUint32(v[52:], sum)
+				binary.LittleEndian.PutUint32(v[52:], crcUpdate(l2.Checksum(v[:52]), v[56:kl]))
 				return v
 			})
-		}, func(s l2.Stats) uint64 { return s.Forged }},
-		{"another secret's", func(k, _ l1.ObjectKey) error {
+		}, forged},
+		pieceBreak{"another secret's", func(k, _ l1.ObjectKey) error {
 			other := codecTier(t, url, int64(piece), 10*time.Second, macCodec(t, 2))
 			if other.PutPayloads(ctx, []l1.ObjectKey{k}, [][]byte{make([]byte, size)}) != 1 {
 				return errors.New("the other secret's put")
 			}
 			return nil
-		}, func(s l2.Stats) uint64 { return s.Foreign }},
-	}
+		}, func(s l2.Stats) uint64 { return s.Foreign }})
 }
 
 // wholeObjectMiss puts 4 objects, breaks one's pieces with b and loads
@@ -343,32 +359,38 @@ func wholeObjectMiss(tier *l2.Tier, keys []l1.ObjectKey, size int, b pieceBreak)
 	return nil
 }
 
-// TestPiecesWholeObjectMiss: on a real cluster, an object one of whose
-// pieces is missing or refused (flipped, another key's, in another
-// index's place, short, of another put, of another layout, forged with
-// right checksums, of another secret) is a miss of the whole object,
-// counted (Partial, Corrupt, Forged or Foreign), its buffer never
-// reported loaded, and the objects beside it load. A piece that fails a
-// check or a MAC deletes the object's pieces.
+// TestPiecesWholeObjectMiss: on a real cluster, with MACs and without,
+// an object one of whose pieces is missing or refused (flipped, another
+// key's, in another index's place, short, of another put, of another
+// layout; under a MAC also forged with the header's checksum right, and
+// of another secret) is a miss of the whole object, counted (Partial,
+// Corrupt, Forged or Foreign), its buffer never reported loaded, and the
+// objects beside it load. A piece that fails a check or a MAC deletes
+// the object's pieces.
 func TestPiecesWholeObjectMiss(t *testing.T) {
 	c := rediscluster.New(t, rediscluster.Options{Replicas: -1})
 	const size, piece = 20000, 4096 // 5 pieces
-	tier := piecesTier(t, c.URL(), piece, 10*time.Second)
-	for ci, b := range pieceBreaks(t, c.URL(), c.Client(), tier, size, piece) {
-		t.Run(b.what, func(t *testing.T) {
-			if err := wholeObjectMiss(tier, keysN(fmt.Sprintf("miss-%d", ci), 4), size, b); err != nil {
-				t.Fatal(err)
-			}
-		})
+	for _, codec := range []struct {
+		name  string
+		codec *l2.Codec
+	}{{"mac", macCodec(t, 1)}, {"nomac", l2.Unauthenticated}} {
+		tier := codecTier(t, c.URL(), piece, 10*time.Second, codec.codec)
+		for ci, b := range pieceBreaks(t, c.URL(), c.Client(), tier, codec.codec, size, piece) {
+			t.Run(codec.name+"/"+b.what, func(t *testing.T) {
+				if err := wholeObjectMiss(tier, keysN(fmt.Sprintf("miss-%s-%d", codec.name, ci), 4), size, b); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
 
 // TestPiecesWholeObjectMissBites: wholeObjectMiss's check fails on a
-// piece path that skips each piece's payload checksum (the flipped
-// piece is served), on one that serves pieces of different puts as one
-// object (the mix is served), and on a codec that skips the MACs (the
-// piece forged with right checksums is served: only the piece MAC, a
-// GMAC since version 4, refuses it).
+// piece path without MACs that skips each piece's payload checksum (the
+// flipped piece is served), on one that serves pieces of different puts
+// as one object (the mix is served), and on a codec that skips the MACs
+// (the forged piece is served: only the piece MAC, a GMAC since version
+// 4, refuses it).
 func TestPiecesWholeObjectMissBites(t *testing.T) {
 	c := rediscluster.New(t, rediscluster.Options{Replicas: -1})
 	const size, piece = 20000, 4096
@@ -378,12 +400,15 @@ func TestPiecesWholeObjectMissBites(t *testing.T) {
 	}{{"flipped", true, false, false}, {"another put", false, true, false}, {"forged", false, false, true}} {
 		t.Run(bug.what, func(t *testing.T) {
 			codec := macCodec(t, 1)
-			if bug.skipMAC {
+			switch {
+			case bug.skipMAC:
 				codec = l2.SkipMAC(codec)
+			case bug.skipCRC: // under a MAC a payload has no CRC32C
+				codec = l2.Unauthenticated
 			}
 			tier := codecTier(t, c.URL(), piece, 10*time.Second, codec)
 			l2.PieceBugs(tier, bug.skipCRC, bug.skipID)
-			for _, b := range pieceBreaks(t, c.URL(), c.Client(), tier, size, piece) {
+			for _, b := range pieceBreaks(t, c.URL(), c.Client(), tier, codec, size, piece) {
 				if b.what != bug.what {
 					continue
 				}
