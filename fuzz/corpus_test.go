@@ -9,14 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvalloc/kvalloc/internal/fuzzcorpus"
 )
 
-const corpusHeader = "go test fuzz v1\n"
+const corpusHeader = fuzzcorpus.Header
 
 // marshalSeed renders one []byte input in the go test fuzz v1 format.
-func marshalSeed(data []byte) []byte {
-	return fmt.Appendf(nil, "%s[]byte(%q)\n", corpusHeader, data)
-}
+func marshalSeed(data []byte) []byte { return fuzzcorpus.File(data) }
 
 // unmarshalSeed parses a corpus file holding one []byte argument. It
 // accepts what marshalSeed and the go command write: []byte("...") with a
@@ -79,27 +79,12 @@ func TestSeedCorpus(t *testing.T) {
 	}
 	slices.Sort(targets)
 	for _, target := range targets {
-		dir := filepath.Join("testdata", "fuzz", target)
-		for _, s := range seedSets[target] {
-			path := filepath.Join(dir, s.name)
-			want := marshalSeed(s.data)
-			if update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, want, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Errorf("%s: %v (run with KVALLOC_UPDATE_CORPUS=1 to write it)", path, err)
-				continue
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s is stale (run with KVALLOC_UPDATE_CORPUS=1 to rewrite it)", path)
-			}
+		seeds := make([]fuzzcorpus.Seed, len(seedSets[target]))
+		for i, s := range seedSets[target] {
+			seeds[i] = fuzzcorpus.Seed{Name: s.name, Data: s.data}
+		}
+		for _, err := range fuzzcorpus.Sync(filepath.Join("testdata", "fuzz", target), seeds, update) {
+			t.Error(err)
 		}
 	}
 }

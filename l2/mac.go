@@ -142,16 +142,21 @@ const pieceGMACSize = 12 + 16
 // included; with a random nonce (NewGCMWithRandomNonce, which FIPS
 // 140-only mode allows too).
 func (s *Secret) pieceGCM(fields, kb []byte) (cipher.AEAD, error) {
-	m := s.get(&s.piece)
-	m.h.Write(fields)
-	m.h.Write(kb)
-	key := m.h.Sum(m.sum[:0])
-	blk, err := aes.NewCipher(key)
-	s.piece.Put(m)
+	blk, err := s.pieceCipher(fields, kb)
 	if err != nil {
 		return nil, err
 	}
 	return cipher.NewGCMWithRandomNonce(blk)
+}
+
+// pieceCipher is the AES-256 block cipher of the piece key of the piece
+// whose header's fields are fields and whose key is kb.
+func (s *Secret) pieceCipher(fields, kb []byte) (cipher.Block, error) {
+	m := s.get(&s.piece)
+	defer s.piece.Put(m)
+	m.h.Write(fields)
+	m.h.Write(kb)
+	return aes.NewCipher(m.h.Sum(m.sum[:0]))
 }
 
 // pieceMAC writes the piece MAC of payload p (the GMAC of p as
