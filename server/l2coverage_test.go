@@ -36,11 +36,7 @@ func deadMaster(t *testing.T, fullCoverage bool, patience time.Duration) (served
 		t.Fatalf("the keys did not reach L2: %+v", w.tier.Stats())
 	}
 
-	masters, err := c.Masters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := masters[0]
+	victim := firstMaster(t, c)
 	_, others := onMaster(t, c, keys, victim.Addr())
 	index := map[string]int{}
 	for i := range keys {

@@ -187,25 +187,18 @@ func TestL2ClusterFaults(t *testing.T) {
 
 	time.Sleep(300 * time.Millisecond)
 	phase("master stopped", func() {
-		m, err := c.Masters(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m[0].Stop(); err != nil {
+		victim := firstMaster(t, c)
+		if err := victim.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2500 * time.Millisecond) // past the tier's timeout and the cluster's node timeout
-		if err := m[0].Cont(); err != nil {
+		if err := victim.Cont(); err != nil {
 			t.Fatal(err)
 		}
 	})
 	opensStopped := a.tier.Stats().BreakerOpens + b.tier.Stats().BreakerOpens
 	phase("master killed", func() {
-		m, err := c.Masters(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		victim := m[0]
+		victim := firstMaster(t, c)
 		if err := victim.Kill(); err != nil {
 			t.Fatal(err)
 		}

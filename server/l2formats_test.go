@@ -217,12 +217,7 @@ func TestL2HungMasterPiecesVsWhole(t *testing.T) {
 	const timeout, cooldown, hang = 300 * time.Millisecond, 2 * time.Second, 6 * time.Second
 	opts := l2.Options{Timeout: timeout, BreakerFailures: 3, BreakerCooldown: cooldown}
 	fs := startFormats(t, c.URL(), opts, "fmt-hang")
-	ctx := context.Background()
-	masters, err := c.Masters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := masters[0]
+	victim := firstMaster(t, c)
 	for _, p := range fs {
 		if n := p.probe(t); n != formatKeys {
 			t.Fatalf("%s: before the hang, %d of %d keys served (%+v)", p.name, n, formatKeys, p.r.tier.Stats())

@@ -39,6 +39,16 @@ func onMaster(t *testing.T, c *rediscluster.Cluster, keys []l1.ObjectKey, addr s
 	return on, off
 }
 
+// firstMaster is c's first master, the one the fault tests stop or kill.
+func firstMaster(t *testing.T, c *rediscluster.Cluster) *rediscluster.Node {
+	t.Helper()
+	masters, err := c.Masters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return masters[0]
+}
+
 // latencies are lookup times, for the counts the tests print.
 type latencies []time.Duration
 
@@ -106,11 +116,7 @@ func TestL2HungMaster(t *testing.T) {
 	if !inL2(ctx, b.tier, keys, 20*time.Second) {
 		t.Fatalf("the keys did not reach L2: %+v", a.tier.Stats())
 	}
-	masters, err := c.Masters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := masters[0]
+	victim := firstMaster(t, c)
 	sick, healthy := onMaster(t, c, keys, victim.Addr())
 	// A lookup counts a prefix: the sick keys last, so the healthy ones
 	// before them are counted while the master hangs.
@@ -266,11 +272,7 @@ func TestL2MasterFailover(t *testing.T) {
 	if !inL2(ctx, b.tier, keys, 20*time.Second) {
 		t.Fatalf("the keys did not reach L2: %+v", a.tier.Stats())
 	}
-	masters, err := c.Masters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := masters[0]
+	victim := firstMaster(t, c)
 	dead, _ := onMaster(t, c, keys, victim.Addr())
 	waitReplicated(t, victim)
 	replica := replicaOf(t, c, victim)
